@@ -1,0 +1,59 @@
+"""The Typer application: registers one function per command module.
+
+Each command lives in its own module under `goatdna.cli` and is wrapped by `user_errors`, so a
+`GoatDNAError` anywhere below prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from goatdna import __version__
+from goatdna.cli.common import user_errors
+
+app = typer.Typer(
+    name="goatdna",
+    help="Nucleotide-level language models of the human genome: GOAT attention priors vs RoPE.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"goatdna {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version_callback,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Nucleotide-level language models of the human genome: GOAT attention priors vs RoPE."""
+
+
+def _register() -> None:
+    """Import each command module and add its function to the app (imports stay light)."""
+    # Each entry: (command name, module, function name). Helpers add their command here.
+    from goatdna.cli import commands
+
+    for name, func in commands.all_commands():
+        app.command(name)(user_errors(func))
+
+
+_register()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

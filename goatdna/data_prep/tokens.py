@@ -1,0 +1,89 @@
+"""The nucleotide token table: one byte per base, shared by every shard and every model.
+
+On-disk contract (see README): the low 7 bits of a byte are the token, ``A=0, C=1, G=2, T=3,
+N=4``; IUPAC ambiguity codes (R Y K M S W B D H V) are stored as N. Bit ``0x80`` marks a base
+that was lowercase (soft-masked repeat) in the source FASTA, so ``byte & 0x7F`` is the token and
+``byte & 0x80`` the repeat flag. Anything else is not DNA and is rejected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from goatdna.errors import GoatDNAError
+
+A, C, G, T, N = 0, 1, 2, 3, 4
+BASES = "ACGTN"
+VOCAB_SIZE = 5
+TOKEN_MASK = 0x7F
+REPEAT_FLAG = 0x80
+INVALID = 0xFF  # marker in the lookup table for bytes that are not nucleotides
+IUPAC_AMBIGUOUS = "RYKMSWBDHV"
+
+TOKEN_TABLE: dict[str, int] = {"A": A, "C": C, "G": G, "T": T, "N": N}
+
+
+def _build_byte_lut() -> np.ndarray:
+    """256-entry table: ASCII byte -> token byte (flag included), INVALID for non-DNA."""
+    lut = np.full(256, INVALID, dtype=np.uint8)
+    for letter, token in TOKEN_TABLE.items():
+        lut[ord(letter)] = token
+        lut[ord(letter.lower())] = token | REPEAT_FLAG
+    for letter in IUPAC_AMBIGUOUS:
+        lut[ord(letter)] = N
+        lut[ord(letter.lower())] = N | REPEAT_FLAG
+    return lut
+
+
+BYTE_LUT: np.ndarray = _build_byte_lut()
+"""ASCII -> token byte; ``BYTE_LUT[b] == INVALID`` means ``b`` is not a nucleotide character."""
+
+UPPER_DECODE = np.frombuffer(BASES.encode(), dtype=np.uint8)
+LOWER_DECODE = np.frombuffer(BASES.lower().encode(), dtype=np.uint8)
+
+COMPLEMENT = np.array([T, G, C, A, N], dtype=np.uint8)
+"""Token -> complementary token (A<->T, C<->G, N->N), for reverse-complement augmentation."""
+
+
+def encode_bytes(raw: bytes | np.ndarray) -> np.ndarray:
+    """Map ASCII sequence bytes to token bytes; raises on the first non-nucleotide character."""
+    ascii_bytes = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, bytes) else raw
+    tokens = BYTE_LUT[ascii_bytes]
+    bad = np.flatnonzero(tokens == INVALID)
+    if bad.size:
+        pos = int(bad[0])
+        char = chr(int(ascii_bytes[pos]))
+        raise GoatDNAError(
+            f"invalid nucleotide {char!r} at position {pos + 1} (1-based): "
+            "only A C G T N, IUPAC ambiguity codes and their lowercase forms are allowed"
+        )
+    return tokens
+
+
+def encode(sequence: str) -> np.ndarray:
+    """Encode a nucleotide string as uint8 token bytes (lowercase sets the repeat flag)."""
+    try:
+        raw = sequence.encode("ascii")
+    except UnicodeEncodeError as err:
+        raise GoatDNAError(
+            f"invalid character {sequence[err.start]!r} at position {err.start + 1} (1-based): "
+            "sequences must be ASCII nucleotides"
+        ) from None
+    return encode_bytes(raw)
+
+
+def decode(tokens: np.ndarray) -> str:
+    """Decode token bytes back to letters; bases with the repeat flag come back lowercase.
+
+    IUPAC ambiguity codes were stored as N, so they decode as ``N``/``n``.
+    """
+    arr = np.asarray(tokens, dtype=np.uint8)
+    letters = np.where(
+        arr & REPEAT_FLAG, LOWER_DECODE[arr & TOKEN_MASK], UPPER_DECODE[arr & TOKEN_MASK]
+    )
+    return letters.astype(np.uint8).tobytes().decode("ascii")
+
+
+def reverse_complement_tokens(tokens: np.ndarray) -> np.ndarray:
+    """Reverse complement of plain tokens (0..4, no flag)."""
+    return COMPLEMENT[np.asarray(tokens)[::-1]]

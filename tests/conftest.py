@@ -1,0 +1,32 @@
+"""Shared fixtures. Real-genome tests read ../shared/data (CI has it; a user's clone may not)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+CHR20_SAMPLE = SHARED_DATA / "grch37_chr20_1000001-2000000.fa.gz"
+
+
+@pytest.fixture(scope="session")
+def chr20_sample() -> Path:
+    """1 Mbp of real human chr20 (GRCh37), gzipped; skipped where ../shared is absent.
+
+    CI sets GOATDNA_REQUIRE_SHARED=1, which turns the skip into a failure.
+    """
+    if not CHR20_SAMPLE.is_file():
+        reason = f"real-genome sample not found at {CHR20_SAMPLE} (only CI and developers have ../shared)"
+        if os.environ.get("GOATDNA_REQUIRE_SHARED") == "1":
+            pytest.fail(reason + "; GOATDNA_REQUIRE_SHARED=1 makes it mandatory")
+        pytest.skip(reason)
+    return CHR20_SAMPLE
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _limit_threads() -> None:
+    """Keep torch from oversubscribing the 2 CI cores when it is imported by a test."""
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
