@@ -1,0 +1,363 @@
+"""Held-out NLL per context length: nats/base, bits/base, perplexity, split by repeat flag.
+
+For a context length L the split is tiled by windows of L+1 bytes that start every L bases inside
+each record (never across a record boundary). Each window gives L predictions: the model reads
+bases 0..L-1 and predicts bases 1..L, so every base of a record except its first and the last
+partial window is scored exactly once, with between 0 and L-1 bases of context. That is the
+standard sliding-free ("non-overlapping windows") evaluation. Contexts longer than the training
+length measure length extrapolation (the paper's Fig. 2 for DNA).
+
+Targets that are N are excluded. Losses are the full 5-class cross-entropy, the same quantity the
+training loss and `goatdna train`'s validation loss report. bits/base = NLL / ln 2 and perplexity =
+exp(NLL). Sums are accumulated in float64.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
+from goatdna.errors import GoatDNAError
+
+LN2 = math.log(2.0)
+DEFAULT_BATCH_TOKENS = 16384
+
+
+def bits_per_base(nll_nats: float) -> float:
+    """Convert a mean NLL in nats per base to bits per base."""
+    return nll_nats / LN2
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    """Scores of one context length on one split."""
+
+    context_length: int
+    extrapolation: bool  # context_length > training length
+    windows: int
+    bases: int
+    nll: float  # nats per predicted base
+    bits_per_base: float
+    perplexity: float
+    repeat_bases: int
+    repeat_nll: float
+    repeat_bits_per_base: float
+    nonrepeat_bases: int
+    nonrepeat_nll: float
+    nonrepeat_bits_per_base: float
+
+
+def window_starts(
+    records: Iterable[Any], context_length: int, max_windows: int | None = None
+) -> np.ndarray:
+    """Absolute offsets (in the split's .bin) of the non-overlapping evaluation windows.
+
+    Windows are taken record by record in file order; ``max_windows`` keeps the first ones, so a
+    capped evaluation covers the same leading stretch of the split at every context length.
+    """
+    starts: list[np.ndarray] = []
+    total = 0
+    for rec in records:
+        n = (rec.length - 1) // context_length  # windows of L+1 bytes, stride L
+        if n <= 0:
+            continue
+        s = rec.offset + context_length * np.arange(n, dtype=np.int64)
+        if max_windows is not None and total + n > max_windows:
+            s = s[: max_windows - total]
+        starts.append(s)
+        total += s.size
+        if max_windows is not None and total >= max_windows:
+            break
+    return np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+
+
+def _mean(total: float, count: int) -> float:
+    return total / count if count else math.nan
+
+
+def score_windows(
+    model: Any,
+    tokens: np.ndarray,
+    starts: np.ndarray,
+    context_length: int,
+    batch_size: int,
+    device: Any = "cpu",
+    progress: Any = None,
+) -> dict[str, float]:
+    """Sum NLL (float64) over the windows, separately for repeat and non-repeat targets.
+
+    ``model(idx)`` maps (B, L) token ids to (B, L, V) logits. Returns sums and counts.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    sums = {"repeat": 0.0, "nonrepeat": 0.0}
+    counts = {"repeat": 0, "nonrepeat": 0}
+    offsets = np.arange(context_length + 1, dtype=np.int64)
+    with torch.inference_mode():
+        for b in range(0, starts.size, batch_size):
+            batch_starts = starts[b : b + batch_size]
+            raw = np.asarray(tokens[batch_starts[:, None] + offsets[None, :]])  # (B, L+1) uint8
+            plain = torch.from_numpy((raw & TOKEN_MASK).astype(np.int64)).to(device)  # (B, L+1)
+            repeat = torch.from_numpy((raw[:, 1:] & REPEAT_FLAG) != 0).to(device)  # (B, L)
+            logits = model(plain[:, :-1])  # (B, L, V)
+            targets = plain[:, 1:]  # (B, L)
+            nll = F.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]),
+                targets.reshape(-1),
+                reduction="none",
+                ignore_index=N,
+            ).reshape(targets.shape)  # (B, L); 0 where the target is N
+            scored = targets != N
+            for name, mask in (("repeat", scored & repeat), ("nonrepeat", scored & ~repeat)):
+                sums[name] += float(nll[mask].double().sum())
+                counts[name] += int(mask.sum())
+            if progress is not None:
+                progress(len(batch_starts))
+    return {
+        "repeat_sum": sums["repeat"],
+        "repeat_count": counts["repeat"],
+        "nonrepeat_sum": sums["nonrepeat"],
+        "nonrepeat_count": counts["nonrepeat"],
+    }
+
+
+def evaluate_context(
+    model: Any,
+    tokens: np.ndarray,
+    records: Sequence[Any],
+    context_length: int,
+    train_length: int,
+    max_tokens: int | None = None,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    device: Any = "cpu",
+    progress: Any = None,
+) -> ContextResult:
+    """Score one context length over the records of one split (tokens = the split's bytes)."""
+    if context_length < 1:
+        raise GoatDNAError(f"context length must be >= 1, got {context_length}")
+    max_windows = None if max_tokens is None else max(1, max_tokens // context_length)
+    starts = window_starts(records, context_length, max_windows)
+    if starts.size == 0:
+        longest = max((r.length for r in records), default=0)
+        raise GoatDNAError(
+            f"context length {context_length} does not fit in any record of the split "
+            f"(longest has {longest} bases, a window needs {context_length + 1}); "
+            "use shorter --context-lengths"
+        )
+    batch_size = max(1, batch_tokens // context_length)
+    s = score_windows(model, tokens, starts, context_length, batch_size, device, progress)
+    rep_n, non_n = s["repeat_count"], s["nonrepeat_count"]
+    total_n = rep_n + non_n
+    nll = _mean(s["repeat_sum"] + s["nonrepeat_sum"], total_n)
+    rep = _mean(s["repeat_sum"], rep_n)
+    non = _mean(s["nonrepeat_sum"], non_n)
+    return ContextResult(
+        context_length=context_length,
+        extrapolation=context_length > train_length,
+        windows=int(starts.size),
+        bases=total_n,
+        nll=nll,
+        bits_per_base=bits_per_base(nll),
+        perplexity=math.exp(nll) if math.isfinite(nll) else math.nan,
+        repeat_bases=rep_n,
+        repeat_nll=rep,
+        repeat_bits_per_base=bits_per_base(rep),
+        nonrepeat_bases=non_n,
+        nonrepeat_nll=non,
+        nonrepeat_bits_per_base=bits_per_base(non),
+    )
+
+
+@dataclass
+class Evaluation:
+    """All context lengths of one model on one split, with where they came from."""
+
+    checkpoint: str
+    data: str
+    manifest_sha256: str
+    split: str
+    positional: str
+    train_length: int
+    max_tokens: int | None
+    results: list[ContextResult]
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["results"] = [
+            {
+                k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in asdict(r).items()
+            }
+            for r in self.results
+        ]  # strict JSON: undefined means (no repeat bases, say) become null
+        return out
+
+    def frame(self) -> Any:
+        """One row per context length (pandas DataFrame)."""
+        import pandas as pd
+
+        rows = [
+            {"positional": self.positional, "split": self.split, **asdict(r)} for r in self.results
+        ]
+        return pd.DataFrame(rows)
+
+    def at(self, context_length: int) -> ContextResult:
+        for r in self.results:
+            if r.context_length == context_length:
+                return r
+        raise KeyError(context_length)
+
+
+def parse_context_lengths(text: str) -> list[int]:
+    """``"1024,2048"`` -> [1024, 2048] (sorted, unique); bad items are a GoatDNAError."""
+    values: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise GoatDNAError(
+                f"--context-lengths: {item!r} is not an integer (e.g. 1024,2048,4096)"
+            ) from None
+        if value < 1:
+            raise GoatDNAError(f"--context-lengths: {value} must be >= 1")
+        values.append(value)
+    if not values:
+        raise GoatDNAError("--context-lengths is empty; give e.g. 1024,2048,4096,8192")
+    return sorted(set(values))
+
+
+def default_context_lengths(train_length: int) -> list[int]:
+    """Training length and 2x, 4x, 8x beyond it (extrapolation), as in the paper's Fig. 2."""
+    return [train_length * m for m in (1, 2, 4, 8)]
+
+
+def evaluate_model(
+    model: Any,
+    genome: Any,
+    split: str,
+    context_lengths: Sequence[int],
+    train_length: int,
+    max_tokens: int | None = None,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    show_progress: bool = False,
+    label: str = "",
+) -> list[ContextResult]:
+    """Evaluate a loaded model on a ShardedGenome split at each context length."""
+    from goatdna.analysis.generate import model_device
+
+    if split not in genome.split_names():
+        raise GoatDNAError(
+            f"{genome.root}: split '{split}' is empty or missing (splits: "
+            f"{', '.join(genome.split_names())})"
+        )
+    if max_tokens is not None and max_tokens < 1:
+        raise GoatDNAError(f"--max-tokens must be >= 1, got {max_tokens}")
+    tokens = genome.tokens(split)
+    records = genome.records(split)
+    device = model_device(model)
+    if hasattr(model, "eval"):
+        model.eval()
+    results = []
+    if show_progress:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            for L in context_lengths:
+                n = window_starts(
+                    records, L, None if max_tokens is None else max(1, max_tokens // L)
+                ).size
+                task = bar.add_task(f"{label} {split} L={L}", total=n)
+                results.append(
+                    evaluate_context(
+                        model,
+                        tokens,
+                        records,
+                        L,
+                        train_length,
+                        max_tokens,
+                        batch_tokens,
+                        device,
+                        progress=lambda k, t=task: bar.advance(t, k),
+                    )
+                )
+    else:
+        for L in context_lengths:
+            results.append(
+                evaluate_context(
+                    model, tokens, records, L, train_length, max_tokens, batch_tokens, device
+                )
+            )
+    return results
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path,
+    data_dir: str | Path,
+    split: str = "val",
+    context_lengths: Sequence[int] | None = None,
+    max_tokens: int | None = None,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    device: str = "cpu",
+    show_progress: bool = False,
+) -> Evaluation:
+    """Load a checkpoint and evaluate it on ``split`` of the shards in ``data_dir``."""
+    from goatdna.analysis.checkpoint import load_checkpoint, train_length_of
+    from goatdna.data_prep import ShardedGenome
+
+    genome = ShardedGenome(data_dir)
+    model, config = load_checkpoint(checkpoint, device=device)
+    train_length = train_length_of(config)
+    lengths = list(context_lengths) if context_lengths else default_context_lengths(train_length)
+    results = evaluate_model(
+        model,
+        genome,
+        split,
+        lengths,
+        train_length,
+        max_tokens,
+        batch_tokens,
+        show_progress,
+        label=str(config["model"].get("positional", "")),
+    )
+    return Evaluation(
+        checkpoint=str(checkpoint),
+        data=str(data_dir),
+        manifest_sha256=genome.manifest_sha256,
+        split=split,
+        positional=str(config["model"].get("positional", "")),
+        train_length=train_length,
+        max_tokens=max_tokens,
+        results=results,
+    )
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write text to a temporary name in the same directory, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def write_evaluation(evaluation: Evaluation, json_path: Path | None, csv_path: Path | None) -> None:
+    """Write the evaluation as JSON and/or CSV (atomically)."""
+    if json_path is not None:
+        atomic_write_text(
+            json_path, json.dumps(evaluation.to_json(), indent=2, allow_nan=False) + "\n"
+        )
+    if csv_path is not None:
+        atomic_write_text(csv_path, evaluation.frame().to_csv(index=False))

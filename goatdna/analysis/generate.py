@@ -1,0 +1,270 @@
+"""Sampling continuations of nucleotide prompts with the KV cache.
+
+One prefill call runs the prompt through the model and fills the cache; each further base is one
+``forward_cached`` step at its true absolute position. The sampler never emits N (the model
+predicts five classes, but N exists only as an input, so class 4 and any padding classes are
+masked out).
+
+Determinism: every (prompt, sample) row draws its random numbers from its own stream, seeded by
+``(seed, prompt index, sample index)``, and samples by inverse CDF. A row's result therefore does
+not depend on how rows are batched or how many samples were requested: sample 0 of prompt 3 is the
+same whether you ask for one sample or ten (up to float rounding differences between batch shapes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from goatdna.data_prep.tokens import BASES, TOKEN_MASK, N, encode
+from goatdna.errors import GoatDNAError
+
+SAMPLED_CLASSES = 4  # A C G T: the sampler never emits N
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How continuations are drawn. temperature 0 means greedy (argmax)."""
+
+    max_new_tokens: int = 200
+    temperature: float = 1.0
+    top_k: int | None = None
+    num_samples: int = 1
+    seed: int = 0
+    batch_size: int = 64  # rows (prompt x sample) decoded together
+
+    def validate(self) -> None:
+        if self.max_new_tokens < 1:
+            raise GoatDNAError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise GoatDNAError(
+                f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}"
+            )
+        if self.top_k is not None and self.top_k < 1:
+            raise GoatDNAError(f"--top-k must be >= 1, got {self.top_k}")
+        if self.num_samples < 1:
+            raise GoatDNAError(f"--num-samples must be >= 1, got {self.num_samples}")
+        if self.batch_size < 1:
+            raise GoatDNAError(f"batch size must be >= 1, got {self.batch_size}")
+
+
+def parse_prompt(text: str, what: str = "prompt") -> np.ndarray:
+    """Prompt string -> plain tokens 0..4 (lowercase accepted, IUPAC codes become N).
+
+    Surrounding whitespace is ignored; an empty prompt or any other character is a GoatDNAError.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise GoatDNAError(f"{what} is empty: give at least one nucleotide (A, C, G, T or N)")
+    try:
+        tokens = encode(stripped)
+    except GoatDNAError as err:
+        raise GoatDNAError(f"{what}: {err}") from None
+    return tokens & TOKEN_MASK
+
+
+def _row_uniforms(seed: int, prompt_index: int, sample_index: int, steps: int) -> np.ndarray:
+    """The uniforms one (prompt, sample) row consumes, one per generated base: (steps,)."""
+    return np.random.default_rng([seed, prompt_index, sample_index]).random(steps)
+
+
+def _pick(logits: Any, uniforms: Any, temperature: float, top_k: int | None) -> Any:
+    """Choose one class per row from (B, V) logits among A/C/G/T by inverse CDF on (B,) uniforms."""
+    import torch
+
+    scores = logits[:, :SAMPLED_CLASSES].double()  # (B, 4): N and padding classes masked out
+    if temperature == 0:
+        return scores.argmax(dim=-1)
+    scores = scores / temperature
+    if top_k is not None and top_k < SAMPLED_CLASSES:
+        kth = torch.topk(scores, top_k, dim=-1).values[:, -1:]  # (B, 1)
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)  # (B, 4)
+    cdf = probs.cumsum(dim=-1)  # (B, 4)
+    choice = (cdf < uniforms[:, None] * cdf[:, -1:]).sum(dim=-1)
+    # Never land on a class with zero probability (u * total can equal a plateau of the CDF).
+    choice = choice.clamp(max=SAMPLED_CLASSES - 1)
+    zero = probs.gather(1, choice[:, None])[:, 0] == 0
+    if zero.any():
+        choice[zero] = probs[zero].argmax(dim=-1)
+    return choice
+
+
+def sample_batch(
+    model: Any,
+    prompt_tokens: Any,
+    uniforms: Any,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+) -> Any:
+    """Continue equal-length prompts: (B, P) tokens and (B, T) uniforms -> (B, T) new tokens.
+
+    One prefill ``forward_cached`` over the prompt, then one step per new base.
+    """
+    import torch
+
+    batch, prompt_len = prompt_tokens.shape
+    steps = uniforms.shape[1]
+    cache = model.new_cache(batch, prompt_len + steps)
+    with torch.inference_mode():
+        logits = model.forward_cached(prompt_tokens, cache)[:, -1]  # (B, V)
+        out = torch.empty(batch, steps, dtype=torch.long, device=prompt_tokens.device)  # (B, T)
+        for t in range(steps):
+            nxt = _pick(logits, uniforms[:, t], temperature, top_k)  # (B,)
+            out[:, t] = nxt
+            if t + 1 < steps:
+                logits = model.forward_cached(nxt[:, None], cache)[:, -1]  # (B, V)
+    return out
+
+
+def model_device(model: Any) -> Any:
+    import torch
+
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return torch.device("cpu")
+
+
+def generate_continuations(
+    model: Any,
+    prompts: Sequence[str],
+    options: SamplingOptions | None = None,
+) -> list[list[str]]:
+    """Continue each prompt ``options.num_samples`` times: result[i][s] is an uppercase string.
+
+    Rows of equal prompt length are decoded together in batches of ``options.batch_size``.
+    """
+    import torch
+
+    options = options or SamplingOptions()
+    options.validate()
+    if not prompts:
+        raise GoatDNAError("no prompts given")
+    parsed = [parse_prompt(p, f"prompt {i + 1}") for i, p in enumerate(prompts)]
+    device = model_device(model)
+    letters = np.frombuffer(BASES.encode(), dtype=np.uint8)
+
+    rows = [(i, s) for i in range(len(parsed)) for s in range(options.num_samples)]
+    by_length: dict[int, list[tuple[int, int]]] = {}
+    for row in rows:
+        by_length.setdefault(len(parsed[row[0]]), []).append(row)
+
+    results: list[list[str]] = [[""] * options.num_samples for _ in parsed]
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        for group in by_length.values():
+            for start in range(0, len(group), options.batch_size):
+                chunk = group[start : start + options.batch_size]
+                prompt_arr = np.stack([parsed[i] for i, _ in chunk]).astype(np.int64)  # (B, P)
+                uniforms = np.stack(
+                    [_row_uniforms(options.seed, i, s, options.max_new_tokens) for i, s in chunk]
+                )  # (B, T)
+                new = sample_batch(
+                    model,
+                    torch.from_numpy(prompt_arr).to(device),
+                    torch.from_numpy(uniforms).to(device),
+                    options.temperature,
+                    options.top_k,
+                )
+                new_np = new.cpu().numpy().astype(np.uint8)  # (B, T), values 0..3
+                if (new_np == N).any():  # cannot happen: class 4 is never sampled
+                    raise AssertionError("sampler produced N")
+                for (i, s), toks in zip(chunk, new_np, strict=True):
+                    results[i][s] = letters[toks].tobytes().decode("ascii")
+    finally:
+        if was_training and hasattr(model, "train"):
+            model.train()
+    return results
+
+
+def generate(
+    model: Any,
+    prompt: str,
+    *,
+    max_new_tokens: int = 200,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    num_samples: int = 1,
+    seed: int = 0,
+) -> list[str]:
+    """Continue one prompt: ``num_samples`` continuations of ``max_new_tokens`` bases each."""
+    options = SamplingOptions(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        num_samples=num_samples,
+        seed=seed,
+    )
+    return generate_continuations(model, [prompt], options)[0]
+
+
+def parse_region(region: str) -> tuple[str, int | None, int | None]:
+    """``chr:start-end`` (1-based, inclusive; commas allowed) or ``chr`` -> (name, start, end)."""
+    text = region.strip().replace(",", "")
+    if not text:
+        raise GoatDNAError("--region is empty: use chr:start-end (1-based, inclusive)")
+    if ":" not in text:
+        return text, None, None
+    name, _, span = text.rpartition(":")
+    try:
+        first, last = (int(x) for x in span.split("-"))
+    except ValueError:
+        raise GoatDNAError(
+            f"--region {region!r}: expected chr:start-end with integer start and end"
+        ) from None
+    if not name or first < 1 or last < first:
+        raise GoatDNAError(
+            f"--region {region!r}: need a contig name and 1 <= start <= end (1-based, inclusive)"
+        )
+    return name, first, last
+
+
+def read_prompt_fasta(path: str | Path, region: str | None = None) -> tuple[str, str]:
+    """Read a prompt from a FASTA file with pyfaidx: (sequence, region label).
+
+    Without ``region`` the file must hold exactly one record, which is used whole.
+    """
+    from pyfaidx import Fasta, FastaIndexingError
+
+    path = Path(path)
+    if not path.is_file():
+        raise GoatDNAError(f"{path}: prompt FASTA not found")
+    try:
+        fasta = Fasta(str(path), rebuild=True, as_raw=True, sequence_always_upper=False)
+    except (FastaIndexingError, ValueError, OSError) as err:
+        raise GoatDNAError(f"{path}: cannot index as FASTA ({err})") from None
+    try:
+        names = list(fasta.keys())
+        if not names:
+            raise GoatDNAError(f"{path}: no FASTA records")
+        if region is None:
+            if len(names) != 1:
+                raise GoatDNAError(
+                    f"{path}: holds {len(names)} records; choose one with --region chr:start-end"
+                )
+            name, first, last = names[0], None, None
+        else:
+            name, first, last = parse_region(region)
+        if name not in fasta:
+            raise GoatDNAError(
+                f"{path}: no record named {name!r} (records: {', '.join(names[:5])})"
+            )
+        length = len(fasta[name])
+        if first is None:
+            first, last = 1, length
+        if last > length:
+            raise GoatDNAError(
+                f"--region {region!r}: end {last} is past the end of {name} ({length} bases)"
+            )
+        seq = str(fasta[name][first - 1 : last])
+    finally:
+        fasta.close()
+    return seq, f"{name}:{first}-{last}"

@@ -1,0 +1,271 @@
+"""The report's figures (matplotlib, Agg backend, PNG).
+
+Each function takes plain data (DataFrames, arrays, a model) and a path, draws one figure with
+labelled axes and units, writes it atomically and returns the path. Colours are fixed per model
+name so GOAT and RoPE look the same in every figure.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from goatdna.analysis.gc import TRAJECTORY_WINDOW, gc_trajectory
+
+REFERENCE_COLOR = "#222222"
+_PALETTE = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
+DPI = 110
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.titlesize": 11,
+            "axes.labelsize": 10,
+            "legend.fontsize": 9,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
+    return plt
+
+
+def model_colors(names: Sequence[str]) -> dict[str, str]:
+    """A stable colour per model: GOAT runs orange, RoPE runs green, others from the palette."""
+    colors: dict[str, str] = {}
+    rest = iter(_PALETTE[2:] + _PALETTE)
+    for name in names:
+        low = name.lower()
+        if "goat" in low and _PALETTE[0] not in colors.values():
+            colors[name] = _PALETTE[0]
+        elif "rope" in low and _PALETTE[1] not in colors.values():
+            colors[name] = _PALETTE[1]
+        else:
+            colors[name] = next(rest)
+    return colors
+
+
+def _save(fig: Any, path: Path) -> Path:
+    plt = _plt()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}.png")
+    fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def plot_nll_vs_context(
+    evaluations: Mapping[str, Any], train_lengths: Mapping[str, int], path: Path
+) -> Path:
+    """NLL (nats/base, left axis; bits/base on the right) against context length per model.
+
+    ``evaluations[name]`` is a DataFrame with ``context_length`` and ``nll`` columns.
+    """
+    plt = _plt()
+    colors = model_colors(list(evaluations))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, frame in evaluations.items():
+        frame = frame.sort_values("context_length")
+        ax.plot(frame["context_length"], frame["nll"], "o-", color=colors[name], label=name, lw=2)
+    for i, length in enumerate(sorted(set(train_lengths.values()))):
+        ax.axvline(length, color="0.5", ls="--", lw=1, label="training length" if i == 0 else None)
+    ax.set_xscale("log", base=2)
+    all_lengths = sorted({int(x) for f in evaluations.values() for x in f["context_length"]})
+    ax.set_xticks(all_lengths)
+    ax.set_xticklabels([f"{x:,}" for x in all_lengths])
+    ax.minorticks_off()
+    ax.set_xlabel("evaluation context length (bases)")
+    ax.set_ylabel("NLL (nats / base)")
+    lo, hi = ax.get_ylim()
+    right = ax.twinx()
+    right.set_ylim(lo / math.log(2), hi / math.log(2))
+    right.set_ylabel("bits / base")
+    right.spines["right"].set_visible(True)
+    ax.set_title("Held-out NLL vs context length (right of the dashed line: extrapolation)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best")
+    return _save(fig, path)
+
+
+def plot_training_curves(metrics: Mapping[str, Any], path: Path) -> Path:
+    """Training loss (lines) and validation loss (markers) against step, per model.
+
+    ``metrics[name]`` is a DataFrame read from the run's metrics.csv (columns step, train_loss,
+    val_loss; empty cells where a value was not logged).
+    """
+    plt = _plt()
+    colors = model_colors(list(metrics))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, frame in metrics.items():
+        for column, style, label in (
+            ("train_loss", "-", "train"),
+            ("val_loss", "o--", "validation"),
+        ):
+            if column not in frame:
+                continue
+            part = frame[["step", column]].dropna()
+            if part.empty:
+                continue
+            ax.plot(
+                part["step"],
+                part[column],
+                style,
+                color=colors[name],
+                lw=1.5 if column == "train_loss" else 1.2,
+                ms=4,
+                alpha=0.9,
+                label=f"{name} {label}",
+            )
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy (nats / base)")
+    ax.set_title("Training curves")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right")
+    return _save(fig, path)
+
+
+def plot_gc_trajectories(
+    rows: Any, path: Path, n_prompts: int = 3, window: int = TRAJECTORY_WINDOW
+) -> Path:
+    """Sliding-window GC% of the reference and of each model's first continuation, a few prompts.
+
+    ``rows`` is the gc_continuations table (columns model, region, reference, continuation).
+    """
+    plt = _plt()
+    regions = list(dict.fromkeys(rows["region"]))[:n_prompts]
+    models = list(dict.fromkeys(rows["model"]))
+    colors = model_colors(models)
+    fig, axes = plt.subplots(
+        len(regions), 1, figsize=(7.0, 2.3 * len(regions) + 0.4), sharex=True, squeeze=False
+    )
+    for ax, region in zip(axes[:, 0], regions, strict=True):
+        subset = rows[rows["region"] == region]
+        reference = subset["reference"].iloc[0]
+        ref_traj = gc_trajectory(reference, window) * 100
+        x = np.arange(ref_traj.size) + window / 2
+        ax.plot(x, ref_traj, color=REFERENCE_COLOR, lw=2.2, label="reference")
+        for name in models:
+            first = subset[subset["model"] == name]
+            if first.empty:
+                continue
+            traj = gc_trajectory(first["continuation"].iloc[0], window) * 100
+            ax.plot(x[: traj.size], traj, color=colors[name], lw=1.5, label=name)
+        ax.set_ylim(-3, 103)
+        ax.set_ylabel("GC (%)")
+        ax.set_title(f"{region} (continuation after a {len(subset['prompt'].iloc[0])}-nt prompt)")
+        ax.grid(True, alpha=0.3)
+    axes[-1, 0].set_xlabel(f"position in continuation (nt; centre of a {window}-nt window)")
+    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"GC trajectories ({window}-nt sliding window)", y=1.0)
+    return _save(fig, path)
+
+
+def prior_curves(prior: Any, max_position: int) -> tuple[np.ndarray, np.ndarray]:
+    """u_h(j) and K_rel(d) for j, d = 0..max_position-1: two (H, max_position) float64 arrays.
+
+    K_rel(d) is read through the public API as log_prior(i=d, j=0) - key_bias(0).
+    """
+    import torch
+
+    device = prior.alpha.device
+    with torch.no_grad():
+        pos = torch.arange(max_position, device=device)
+        u = prior.key_bias(pos).double().cpu().numpy()  # (H, max_position)
+        zero = torch.zeros(1, dtype=torch.long, device=device)
+        k_full = prior.log_prior(pos, zero)[:, :, 0]  # (H, max_position)
+        k_rel = (k_full - prior.key_bias(zero)[:, :1]).double().cpu().numpy()
+    return u, k_rel
+
+
+def prior_attention(prior: Any, length: int) -> np.ndarray:
+    """Causally masked, row-normalised prior softmax_j<=i(K_ij): (H, length, length) float64."""
+    import torch
+
+    device = prior.alpha.device
+    with torch.no_grad():
+        pos = torch.arange(length, device=device)
+        logits = prior.log_prior(pos, pos).double()  # (H, L, L)
+        mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+        logits = logits.masked_fill(~mask, float("-inf"))
+        return torch.softmax(logits, dim=-1).cpu().numpy()
+
+
+def plot_prior_curves(prior: Any, train_length: int, layer: int, path: Path) -> Path:
+    """Per head: the key-only term u_h(j) and the relative term K_rel(d), out to 2x training length."""
+    plt = _plt()
+    span = 2 * train_length
+    u, k_rel = prior_curves(prior, span)
+    heads = u.shape[0]
+    cmap = plt.get_cmap("viridis")
+    fig, (ax_u, ax_k) = plt.subplots(1, 2, figsize=(11.0, 4.0))
+    x = np.arange(span)
+    for h in range(heads):
+        color = cmap(h / max(heads - 1, 1))
+        ax_u.plot(x[1:], u[h, 1:], color=color, lw=1.3, label=f"head {h}")
+        ax_u.plot([0], [u[h, 0]], "o", color=color, ms=4)
+        ax_k.plot(x, k_rel[h], color=color, lw=1.3, label=f"head {h}")
+    for ax in (ax_u, ax_k):
+        ax.axvspan(train_length, span, color="0.9", zorder=0, label="beyond training length")
+        ax.grid(True, alpha=0.3)
+    ax_u.set_xlabel("key position j (bases)")
+    ax_u.set_ylabel("u_h(j) (nats, added to logits)")
+    ax_u.set_title(f"Layer {layer}: key-only term u_h(j) (dot at j=0: sink)")
+    ax_k.set_xlabel("distance d = i - j (bases)")
+    ax_k.set_ylabel("K_rel(d) (nats, added to logits)")
+    ax_k.set_title(f"Layer {layer}: relative term K_rel(d)")
+    handles, labels = ax_k.get_legend_handles_labels()
+    ncol = min(heads + 1, 7)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=ncol,
+        bbox_to_anchor=(0.5, -0.08 - 0.05 * ((heads + 1) // 7)),
+    )
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) -> Path:
+    """Per head: the causally masked, row-normalised prior exp(K_ij)/sum_j<=i exp(K_ij), log scale."""
+    plt = _plt()
+    from matplotlib.colors import LogNorm
+
+    probs = prior_attention(prior, length)  # (H, L, L)
+    heads = probs.shape[0]
+    cols = min(heads, 4)
+    rows = math.ceil(heads / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols + 0.8, 3.0 * rows), squeeze=False)
+    positive = probs[probs > 0]
+    vmin = max(float(positive.min()), 1e-6)
+    norm = LogNorm(vmin=vmin, vmax=1.0)
+    image = None
+    for h in range(rows * cols):
+        ax = axes[h // cols, h % cols]
+        if h >= heads:
+            ax.axis("off")
+            continue
+        masked = np.ma.masked_where(probs[h] <= 0, probs[h])
+        image = ax.imshow(masked, norm=norm, cmap="magma", interpolation="nearest", origin="upper")
+        ax.set_title(f"head {h}")
+        ax.set_xlabel("key position j")
+        if h % cols == 0:
+            ax.set_ylabel("query position i")
+    fig.suptitle(f"Layer {layer}: masked, normalised prior softmax_j\u2264i(K_ij)")
+    fig.tight_layout()
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.85, label="prior probability")
+    return _save(fig, path)
