@@ -1,0 +1,67 @@
+"""`goatdna model-info CONFIG`: parameters by component, d_c/d_p per head, training FLOPs/token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def model_info(
+    config: Path = typer.Argument(..., help="YAML config with a `model:` section."),
+    seq_len: int = typer.Option(
+        0, "--seq-len", help="Context length for the FLOPs term (default: model.train_length)."
+    ),
+) -> None:
+    """Print the model's parameters by component, GOAT's d_c/d_p per head and FLOPs per token."""
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from goatdna.configfile import from_dict, load_yaml
+    from goatdna.errors import GoatDNAError
+    from goatdna.model import GoatDNA, ModelConfig, flops_per_token
+
+    data = load_yaml(config)
+    section = data.get("model")
+    if not isinstance(section, dict):
+        raise GoatDNAError(f"{config}: no `model:` section; add one (see configs/goat-tiny.yaml)")
+    model_config = from_dict(ModelConfig, section, "model")
+    length = seq_len or model_config.train_length
+    if length < 1:
+        raise GoatDNAError(f"--seq-len must be >= 1, got {seq_len}")
+
+    with torch.device("meta"):  # shapes only: no memory, no init cost
+        model = GoatDNA(model_config)
+    breakdown = model.param_breakdown()
+    total = model.num_params()
+
+    console = Console()
+    table = Table(title=f"{config} ({model_config.positional})")
+    table.add_column("component")
+    table.add_column("parameters", justify="right")
+    table.add_column("share", justify="right")
+    for name, count in breakdown.items():
+        table.add_row(name, f"{count:,}", f"{100 * count / total:.2f}%")
+    table.add_row("total", f"{total:,}", "100.00%", style="bold")
+    console.print(table)
+
+    c = model_config
+    console.print(
+        f"layers {c.n_layers}, d_model {c.d_model}, heads {c.n_heads}, head dim d_h {c.head_dim}, "
+        f"SwiGLU hidden {c.mlp_hidden}, train length {c.train_length}"
+    )
+    if c.positional == "goat":
+        console.print(
+            f"per head: d_c = {c.content_dim} content dims, d_p = {c.position_dim} position dims "
+            f"(2 x {c.goat_modes} modes + key bias + alignment), d_h = {c.head_dim}"
+        )
+    else:
+        console.print(f"per head: d_c = {c.content_dim} (RoPE rotates all), d_p = 0")
+    flops = flops_per_token(c, length)
+    console.print(
+        f"training FLOPs per token at T = {length}: {flops:.4g} "
+        f"(6N + 12 n_layers d_model T; N = {total - breakdown['embedding']:,} without the embedding)"
+        if not c.tie_embeddings
+        else f"training FLOPs per token at T = {length}: {flops:.4g} (6N + 12 n_layers d_model T)"
+    )

@@ -1,0 +1,21 @@
+"""The decoder and its positional schemes (torch only; no other goatdna imports).
+
+GOAT's prior (`goat.GoatPrior`) is packed into the queries and keys so that one standard
+SDPA/FlashAttention call computes attention with the prior; RoPE (`rope`) is the baseline.
+"""
+
+from goatdna.model.cache import KVCache
+from goatdna.model.config import ModelConfig
+from goatdna.model.flops import flops_per_token
+from goatdna.model.goat import GoatPrior
+from goatdna.model.transformer import IGNORE_TARGET, GoatDNA, next_token_loss
+
+__all__ = [
+    "IGNORE_TARGET",
+    "GoatDNA",
+    "GoatPrior",
+    "KVCache",
+    "ModelConfig",
+    "flops_per_token",
+    "next_token_loss",
+]

@@ -1,0 +1,167 @@
+"""Causal self-attention for GOAT and RoPE through one kernel call, with three backends.
+
+* ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` (default scale ``1/sqrt(d_h)``).
+* ``flash``: flash-attn's ``flash_attn_func`` (CUDA, fp16/bf16; layout (B, L, H, D)). Other inputs
+  (CPU, float32) fall back to SDPA, so one config serves training on GPU and tests on CPU.
+* ``explicit``: materialises the (Lq, Lk) logits and GOAT's log-prior. Reference and analysis only:
+  O(L^2) memory.
+* ``auto``: ``flash`` when flash-attn is importable, else ``sdpa``.
+
+The causal mask is bottom-aligned: a block of Lq queries ends at the last of the Lk keys (the KV
+cache case). SDPA's ``is_causal`` aligns top-left, so it is used only when Lq == Lk; a one-token
+step needs no mask; other blocks get an explicit boolean mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from goatdna.model.cache import KVCache
+from goatdna.model.config import ModelConfig
+from goatdna.model.goat import GoatPrior
+from goatdna.model.rope import RotaryEmbedding
+
+try:  # optional GPU extra: pip install "goatdna[gpu]"
+    from flash_attn import flash_attn_func
+except ImportError:  # pragma: no cover - flash-attn is never installed on CPU machines
+    flash_attn_func = None
+
+BACKENDS = ("auto", "sdpa", "flash", "explicit")
+
+
+def flash_available() -> bool:
+    return flash_attn_func is not None
+
+
+def resolve_backend(name: str) -> str:
+    """``auto`` -> ``flash`` if flash-attn is importable else ``sdpa``; check the name."""
+    if name not in BACKENDS:
+        raise ValueError(f"attention backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if name == "auto":
+        return "flash" if flash_available() else "sdpa"
+    if name == "flash" and not flash_available():
+        raise ValueError(
+            "attention: flash needs the flash-attn package (pip install 'goatdna[gpu]' on a CUDA "
+            "machine); use attention: auto or sdpa"
+        )
+    return name
+
+
+def causal_mask(q_len: int, k_len: int, device: torch.device) -> Tensor:
+    """Bottom-aligned causal mask (Lq, Lk): query t sits at key position k_len - q_len + t."""
+    i = torch.arange(k_len - q_len, k_len, device=device)[:, None]
+    j = torch.arange(k_len, device=device)[None, :]
+    return j <= i  # True = may attend
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, backend: str) -> Tensor:
+    """Causal attention of packed/rotated q (B, H, Lq, d) over k, v (B, H, Lk, d), bottom-aligned."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    if (
+        backend == "flash"
+        and q.is_cuda
+        and q.dtype in (torch.float16, torch.bfloat16)
+        and flash_attn_func is not None
+    ):
+        # flash-attn wants (B, L, H, D); its causal mask is bottom-right aligned (flash-attn >= 2.1)
+        out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
+        return out.transpose(1, 2)  # (B, H, Lq, d)
+    if q_len == k_len:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if q_len == 1:
+        return F.scaled_dot_product_attention(q, k, v)
+    mask = causal_mask(q_len, k_len, q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def explicit_attention(logits: Tensor, v: Tensor) -> Tensor:
+    """softmax(logits + causal mask) v with the (B, H, Lq, Lk) logits in memory (reference path)."""
+    q_len, k_len = logits.shape[-2:]
+    mask = causal_mask(q_len, k_len, logits.device)
+    logits = logits.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(logits.float(), dim=-1).to(v.dtype)
+    return torch.matmul(probs, v)  # (B, H, Lq, d)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention; positions enter through GOAT's prior or RoPE.
+
+    GOAT's query/key projections produce only ``content_dim`` dims per head (the other ``d_p``
+    dims of q', k' come from the prior); values and the output keep the full head dim.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.head_dim = config.head_dim
+        self.qk_dim = config.content_dim  # d_c for GOAT, d_h for RoPE
+        self.backend = resolve_backend(config.attention)
+        H = config.n_heads
+        # one fused projection: [q (H*d_qk) | k (H*d_qk) | v (H*d_h)]
+        self.qkv = nn.Linear(config.d_model, H * (2 * self.qk_dim + self.head_dim), bias=False)
+        self.out = nn.Linear(H * self.head_dim, config.d_model, bias=False)
+        self.prior: GoatPrior | None = None
+        self.rope: RotaryEmbedding | None = None
+        if config.positional == "goat":
+            self.prior = GoatPrior(
+                config.n_heads,
+                config.head_dim,
+                config.goat_modes,
+                config.train_length,
+                config.goat_freq_base,
+                learn_freqs=config.goat_learn_freqs,
+                mlp_hidden=config.goat_mlp_hidden,
+                init=config.goat_init,
+                split_key_bias=config.goat_split_key_bias,
+            )
+        else:
+            self.rope = RotaryEmbedding(config.head_dim, config.rope_base)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        B, L, _ = x.shape
+        H, dqk, dh = self.n_heads, self.qk_dim, self.head_dim
+        q, k, v = self.qkv(x).split([H * dqk, H * dqk, H * dh], dim=-1)
+        q = q.view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
+        k = k.view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
+        v = v.view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
+        return q, k, v
+
+    def _positions(self, q: Tensor, k: Tensor, pos: range) -> tuple[Tensor, Tensor]:
+        """Attach positions: GOAT packs (q', k') (Eq. 11), RoPE rotates; both -> (B, H, L, d_h)."""
+        if self.prior is not None:
+            return self.prior.pack(q, k, pos, pos)
+        assert self.rope is not None
+        return self.rope(q, pos), self.rope(k, pos)
+
+    def forward(
+        self, x: Tensor, start_pos: int = 0, cache: KVCache | None = None, layer: int = 0
+    ) -> Tensor:
+        """x (B, L, d_model) at positions start_pos..start_pos+L-1 -> (B, L, d_model).
+
+        With a cache, the new keys/values are appended and the queries attend to every cached
+        position (``start_pos`` must equal ``cache.length``).
+        """
+        B, L, _ = x.shape
+        q, k, v = self._project(x)
+        pos = range(start_pos, start_pos + L)
+        if self.backend == "explicit" and cache is None:
+            y = explicit_attention(self.logits(q, k, pos, pos), v)
+        else:
+            q, k = self._positions(q, k, pos)
+            if cache is not None:
+                k, v = cache.write(layer, k, v)
+            y = attend(q, k, v, self.backend)  # (B, H, L, d_h)
+        return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
+
+    def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
+        """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT (Eq. 3), RoPE's q.k/sqrt(d)."""
+        if self.prior is not None:
+            content = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.qk_dim)
+            return content + self.prior.log_prior(pos_q, pos_k).to(content.dtype)
+        assert self.rope is not None
+        q, k = self.rope(q, pos_q), self.rope(k, pos_k)
+        return torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)

@@ -1,0 +1,35 @@
+"""Training FLOPs per token, the denominator of MFU.
+
+``6 N + 12 n_layers d_model T`` (Kaplan et al. 2020; PaLM, Chowdhery et al. 2022, App. B):
+``6 N`` for the forward and backward matmuls of the ``N`` weights a token passes through (every
+parameter except the embedding table, which is a lookup), plus the attention score and value
+products: forward ``2 T d_h`` each per head and layer, times 3 for forward + backward, over the
+full ``T``-long context (the usual convention; causal kernels skip about half). GOAT's q'/k' carry
+the full head dim, so its attention term equals RoPE's; its prior's MLP runs once per key position
+per layer and is counted in ``N``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from goatdna.model.config import ModelConfig
+
+
+def matmul_params(config: ModelConfig) -> int:
+    """Parameters a token multiplies through: everything but the (untied) embedding table."""
+    from goatdna.model.transformer import GoatDNA
+
+    with torch.device("meta"):
+        model = GoatDNA(config)
+    breakdown = model.param_breakdown()
+    total = sum(breakdown.values())
+    return total if config.tie_embeddings else total - breakdown["embedding"]
+
+
+def flops_per_token(config: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token at context length ``seq_len``: 6 N + 12 n_layers d_model T."""
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+    attention = 12 * config.n_layers * config.n_heads * config.head_dim * seq_len
+    return float(6 * matmul_params(config) + attention)

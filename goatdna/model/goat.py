@@ -1,0 +1,253 @@
+r"""GOAT: attention with a trainable log-prior, packed so one standard SDPA call computes it.
+
+The equations (Litman & Guo, ICML 2026; numbers as in the paper)::
+
+    (Eq. 3)  A_ij   = softmax_j( s_ij + K_ij )                  attention with a log-prior K
+    (Eq. 4)  s_ij   = <qc_i, kc_j> / sqrt(d_c)                  content logits, d_c content dims
+    (Eq. 7)  K_ij   = K_rel(i - j) + u_h(j)                     relative part + key-only part
+    (Eq. 8)  K_rel(t) = sum_r [ a_r cos(w_r t) + b_r sin(w_r t) ],  w_r = base^(-(r-1)/(R-1))
+    (Eq. 9)  u_h(j) = slope_h * j + g_h(phi(j)) + sink_h * 1{j = 0}
+    (Eq. 11) q'_i = [ sqrt(d_h/d_c) qc_i,  sqrt(d_h) q_rel(i),  sqrt(d_h),  0 ]
+             k'_j = [ kc_j,                k_rel(j),            u_h(j),     0 ]
+             k_rel(j) = [cos w_r j, sin w_r j]_r
+             q_rel(i) = [a_r cos w_r i + b_r sin w_r i,  a_r sin w_r i - b_r cos w_r i]_r
+
+so that ``<q'_i, k'_j> / sqrt(d_h) = s_ij + K_ij`` (the angle-difference identities turn
+``q_rel(i) . k_rel(j)`` into ``K_rel(i - j)``), with ``d_h = d_c + d_p`` and ``d_p = 2R + 2``.
+``scaled_dot_product_attention(q', k', v)`` with its default scale therefore computes Eq. 3 with no
+L x L bias in memory, and FlashAttention runs unchanged. ``g_h`` is a one-hidden-layer SiLU MLP per
+head on ``phi(j) = [cos w_r j, sin w_r j, j / L_train, log(1+j) / log(1+L_train)]``.
+
+Numerics (why the code is not a one-liner):
+
+* Position features are computed in float64 from integer positions, so ``cos(w_r j)`` stays exact
+  far beyond ``train_length``; fixed-frequency features are cached per position range and device.
+* In bf16 the key-only term cannot ride in one slot: at ``j = 65536`` with slope 0.5, ``u = 32768``
+  where the bf16 spacing is 256. ``u`` is split into ``hi = bf16(u)`` and ``lo = bf16(u - hi)``, and
+  ``lo`` takes the alignment slot that Eq. 11 leaves at 0, with ``sqrt(d_h)`` in both query slots:
+  the remaining error is about ``|u| 2^-17``, at no extra cost (``split_key_bias``).
+* The constant query slot holds ``dtype(sqrt(d_h))`` and SDPA scales by ``float32(1/sqrt(d_h))``;
+  when their product is not exactly 1 (``d_h`` not a power of 4, low precision), ``u`` is divided
+  by that product before the split so that the logit is still ``u``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+Positions = Tensor | range
+"""Absolute token positions: a LongTensor, or a ``range`` (cached features, no device sync)."""
+
+
+def goat_frequencies(num_modes: int, freq_base: float) -> Tensor:
+    """``w_r = freq_base^(-(r-1)/max(R-1, 1))`` for r = 1..R, in float64 (Eq. 8)."""
+    r = torch.arange(num_modes, dtype=torch.float64)
+    return freq_base ** (-r / max(num_modes - 1, 1))
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """ALiBi's head slopes m_h (Press et al. 2022): 2^(-8h/H), interleaved when H is no power of 2."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (h + 1) for h in range(n)]
+
+    if math.log2(num_heads).is_integer():
+        slopes = power_of_two(num_heads)
+    else:
+        closest = 2 ** math.floor(math.log2(num_heads))
+        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def _as_positions(pos: Positions, device: torch.device) -> Tensor:
+    if isinstance(pos, range):
+        return torch.arange(pos.start, pos.stop, pos.step, dtype=torch.float64, device=device)
+    return pos.to(device=device, dtype=torch.float64)
+
+
+def _sinusoids(pos64: Tensor, freqs64: Tensor) -> tuple[Tensor, Tensor]:
+    phase = pos64[:, None] * freqs64[None, :]  # (L, R) float64: exact for any practical j
+    return torch.cos(phase), torch.sin(phase)
+
+
+def _mlp_inputs(pos64: Tensor, cos: Tensor, sin: Tensor, train_length: int) -> Tensor:
+    """phi(j) = [cos w_r j, sin w_r j, j / L_train, log(1+j) / log(1+L_train)]  -> (L, 2R + 2)."""
+    linear = pos64 / train_length
+    logarithmic = torch.log1p(pos64) / math.log1p(train_length)
+    return torch.cat([cos, sin, linear[:, None], logarithmic[:, None]], dim=-1)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_features(
+    num_modes: int, freq_base: float, train_length: int, pos: range, device: torch.device
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(pos, cos, sin, phi) in float64 for a position range, shared by every layer's prior."""
+    pos64 = _as_positions(pos, device)
+    cos, sin = _sinusoids(pos64, goat_frequencies(num_modes, freq_base).to(device))
+    return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, train_length)
+
+
+class GoatPrior(nn.Module):
+    """One layer's GOAT log-prior ``K_ij = K_rel(i-j) + u_h(j)`` for ``num_heads`` heads.
+
+    ``pack`` is what the model runs (Eq. 11: one SDPA call); ``log_prior`` materialises the
+    ``(H, Lq, Lk)`` prior for the explicit reference backend, tests and plots.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        head_dim: int,
+        num_modes: int,
+        train_length: int,
+        freq_base: float = 10000.0,
+        *,
+        learn_freqs: bool = False,
+        mlp_hidden: int = 32,
+        init: str = "zero",
+        split_key_bias: bool = True,
+    ) -> None:
+        super().__init__()
+        position_dim = 2 * num_modes + 2
+        content_dim = head_dim - position_dim
+        if content_dim <= 0:
+            raise ValueError(
+                f"GOAT content_dim = head_dim - (2*num_modes + 2) = {head_dim} - {position_dim} "
+                f"= {content_dim} must be > 0: lower num_modes or raise the head dim"
+            )
+        if num_modes < 1 or train_length < 1 or mlp_hidden < 1:
+            raise ValueError("GOAT needs num_modes >= 1, train_length >= 1 and mlp_hidden >= 1")
+        if init not in ("zero", "alibi"):
+            raise ValueError(f"GOAT init must be 'zero' or 'alibi', got {init!r}")
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.num_modes = num_modes
+        self.content_dim = content_dim
+        self.position_dim = position_dim
+        self.train_length = train_length
+        self.freq_base = float(freq_base)
+        self.split_key_bias = split_key_bias
+
+        H, R, M = num_heads, num_modes, mlp_hidden
+        self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (Eq. 8)
+        self.beta = nn.Parameter(torch.zeros(H, R))  # b_r per head (Eq. 8)
+        self.slope = nn.Parameter(torch.zeros(H))  # linear key term (Eq. 9)
+        self.sink = nn.Parameter(torch.zeros(H))  # bump on the first token (Eq. 9)
+        freqs = goat_frequencies(num_modes, self.freq_base).float()  # (R,)
+        if learn_freqs:
+            self.freqs = nn.Parameter(freqs)
+        else:
+            self.register_buffer("freqs", freqs, persistent=False)
+        # g_h: one-hidden-layer SiLU MLP per head, phi(j) (2R + 2) -> M -> 1 (Eq. 9)
+        features = 2 * R + 2
+        self.mlp_w1 = nn.Parameter(torch.randn(H, features, M) / math.sqrt(features))
+        self.mlp_b1 = nn.Parameter(torch.zeros(H, M))
+        self.mlp_w2 = nn.Parameter(torch.zeros(H, M))  # zero output layer: g == 0 at init
+        self.mlp_b2 = nn.Parameter(torch.zeros(H))
+        if init == "alibi":
+            # ALiBi adds -m (i - j) = m j - m i: slope +m on the key position plus a per-query
+            # constant that softmax ignores.
+            with torch.no_grad():
+                self.slope.copy_(alibi_slopes(H))
+
+    # ---------------------------------------------------------------- per-position terms
+    def _features(self, pos: Positions) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """float64 (pos (L,), cos (L, R), sin (L, R), phi (L, 2R+2)); cached for fixed freqs."""
+        device = self.alpha.device
+        if isinstance(pos, range) and not isinstance(self.freqs, nn.Parameter):
+            return _cached_features(self.num_modes, self.freq_base, self.train_length, pos, device)
+        pos64 = _as_positions(pos, device)
+        if isinstance(self.freqs, nn.Parameter):
+            freqs64 = self.freqs.double()
+        else:
+            freqs64 = goat_frequencies(self.num_modes, self.freq_base).to(device)
+        cos, sin = _sinusoids(pos64, freqs64)
+        return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, self.train_length)
+
+    def _key_bias64(self, pos: Positions) -> Tensor:
+        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} in float64 -> (H, L)."""
+        pos64, _, _, phi = self._features(pos)
+        hidden = F.silu(
+            torch.einsum("lf,hfm->hlm", phi, self.mlp_w1.double())
+            + self.mlp_b1.double()[:, None, :]
+        )
+        g = torch.einsum("hlm,hm->hl", hidden, self.mlp_w2.double()) + self.mlp_b2.double()[:, None]
+        first = (pos64 == 0).double()  # (L,)
+        return self.slope.double()[:, None] * pos64 + g + self.sink.double()[:, None] * first
+
+    def _rel64(self, pos: Positions) -> tuple[Tensor, Tensor]:
+        """q_rel(i) (H, L, 2R) and k_rel(j) (L, 2R) in float64 (Eq. 11)."""
+        _, cos, sin = self._features(pos)[:3]
+        a = self.alpha.double()[:, None, :]  # (H, 1, R)
+        b = self.beta.double()[:, None, :]
+        q_rel = torch.cat([a * cos + b * sin, a * sin - b * cos], dim=-1)  # (H, L, 2R)
+        k_rel = torch.cat([cos, sin], dim=-1)  # (L, 2R)
+        return q_rel, k_rel
+
+    def key_bias(self, pos: Positions) -> Tensor:
+        """u_h(j) (Eq. 9) -> (num_heads, L) in the parameters' dtype."""
+        return self._key_bias64(pos).to(self.alpha.dtype)
+
+    def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
+        """K_ij = K_rel(i - j) + u_h(j) (Eq. 7) -> (num_heads, Lq, Lk), materialised."""
+        dtype = self.alpha.dtype
+        q_rel, _ = self._rel64(pos_q)
+        _, k_rel = self._rel64(pos_k)
+        u = self._key_bias64(pos_k).to(dtype)  # (H, Lk)
+        rel = torch.matmul(q_rel.to(dtype), k_rel.to(dtype).t())  # (H, Lq, Lk)
+        return rel + u[:, None, :]
+
+    # ---------------------------------------------------------------- Eq. 11
+    def pack(
+        self, q_c: Tensor, k_c: Tensor, pos_q: Positions, pos_k: Positions
+    ) -> tuple[Tensor, Tensor]:
+        """Content queries/keys (B, H, L, d_c) -> packed q', k' (B, H, L, d_h) for one SDPA call.
+
+        ``sdpa(q', k', v)`` with the default scale ``1/sqrt(d_h)`` equals
+        ``softmax(q_c k_c^T / sqrt(d_c) + log_prior(pos_q, pos_k)) v``. Works in the inputs' dtype;
+        the small per-position terms are computed in float64 and rounded once.
+        """
+        B, H, Lq, dc = q_c.shape
+        Lk = k_c.shape[2]
+        dtype = q_c.dtype
+        d = self.head_dim
+        root = math.sqrt(d)
+        # the constant query slot's value as stored, times the scale SDPA applies (float32)
+        slot = float(torch.tensor(root, dtype=dtype))
+        gain = slot * float(torch.tensor(1.0 / root, dtype=torch.float32))
+
+        q_rel, _ = self._rel64(pos_q)  # (H, Lq, 2R)
+        _, k_rel = self._rel64(pos_k)  # (Lk, 2R)
+        u = self._key_bias64(pos_k) / gain  # (H, Lk) float64
+        hi = u.to(dtype)
+        if self.split_key_bias:
+            lo = (u - hi.double()).to(dtype)  # what bf16(u) lost; rides in the alignment slot
+            align = slot
+        else:
+            lo = torch.zeros_like(hi)
+            align = 0.0
+        ones = q_rel.new_ones(H, Lq, 1)
+        q_pos = torch.cat([q_rel * root, ones * slot, ones * align], dim=-1).to(
+            dtype
+        )  # (H, Lq, dp)
+        k_pos = torch.cat(
+            [k_rel.to(dtype).expand(H, Lk, 2 * self.num_modes), hi[..., None], lo[..., None]],
+            dim=-1,
+        )  # (H, Lk, dp)
+        scale_c = math.sqrt(d / dc)
+        q = torch.cat([q_c * scale_c, q_pos.expand(B, H, Lq, self.position_dim)], dim=-1)
+        k = torch.cat([k_c, k_pos.expand(B, H, Lk, self.position_dim)], dim=-1)
+        return q, k  # (B, H, Lq, d_h), (B, H, Lk, d_h)
+
+    def extra_repr(self) -> str:
+        return (
+            f"heads={self.num_heads}, head_dim={self.head_dim}, modes={self.num_modes}, "
+            f"content_dim={self.content_dim}, train_length={self.train_length}, "
+            f"split_key_bias={self.split_key_bias}"
+        )

@@ -1,0 +1,53 @@
+"""Rotary position embedding (RoPE, Su et al. 2021): the baseline GOAT is compared with.
+
+Rotates pairs ``(x[k], x[k + d/2])`` of the full head dim by ``theta_k * position`` with
+``theta_k = base^(-2k/d)`` (the GPT-NeoX "rotate half" layout). Angles are computed in float64
+from integer positions and cached per position range and device, so offsets for the KV cache and
+positions far beyond the training length stay exact.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor, nn
+
+
+@functools.lru_cache(maxsize=16)
+def _cos_sin(
+    head_dim: int, base: float, pos: range, device: torch.device, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """cos/sin of ``pos * theta_k`` computed in float64, each (L, d) (halves repeated), in dtype."""
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
+    positions = torch.arange(pos.start, pos.stop, pos.step, dtype=torch.float64)
+    angles = positions[:, None] * theta[None, :]  # (L, d/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (L, d)
+    return torch.cos(angles).to(device, dtype), torch.sin(angles).to(device, dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """Applies RoPE to queries and keys (B, H, L, d) at absolute positions ``pos``."""
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"RoPE needs an even head dim, got {head_dim}")
+        self.head_dim = head_dim
+        self.base = float(base)
+
+    def cos_sin(
+        self, pos: range, device: torch.device, dtype: torch.dtype
+    ) -> tuple[Tensor, Tensor]:
+        """Cached cos/sin for a position range, each (L, d) in ``dtype`` (halves repeated)."""
+        return _cos_sin(self.head_dim, self.base, pos, device, dtype)
+
+    def forward(self, x: Tensor, pos: range) -> Tensor:
+        """Rotate ``x`` (B, H, L, d) whose rows sit at positions ``pos`` (len L)."""
+        cos, sin = self.cos_sin(pos, x.device, x.dtype)  # (L, d)
+        half = self.head_dim // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, H, L, d)
+        return x * cos + rotated * sin
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}"

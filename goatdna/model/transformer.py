@@ -1,0 +1,166 @@
+"""GoatDNA: a pre-norm decoder over nucleotide tokens with GOAT or RoPE positions.
+
+embedding (padded to 8 rows) > n_layers x [RMSNorm > attention > residual, RMSNorm > SwiGLU >
+residual] > RMSNorm > head over ``vocab_size`` = 5 classes (A C G T N). No linear biases. N is an
+input only: ``next_token_loss`` ignores N targets and samplers mask class 4.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from goatdna.model.attention import CausalSelfAttention
+from goatdna.model.cache import KVCache
+from goatdna.model.config import ModelConfig
+
+IGNORE_TARGET = 4
+"""Target id the loss ignores: the N token (unknown base)."""
+
+
+class SwiGLU(nn.Module):
+    """``down(silu(gate(x)) * up(x))`` (Shazeer 2020), gate and up fused in one matmul."""
+
+    def __init__(self, d_model: int, hidden: int) -> None:
+        super().__init__()
+        self.gate_up = nn.Linear(d_model, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, L, hidden) each
+        return self.down(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    """One pre-norm decoder layer; its attention owns this layer's own prior (``attn.prior``)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.attn_norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
+        self.attn = CausalSelfAttention(config)
+        self.mlp_norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
+        self.mlp = SwiGLU(config.d_model, config.mlp_hidden)
+
+    def forward(
+        self, x: Tensor, start_pos: int = 0, cache: KVCache | None = None, layer: int = 0
+    ) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), start_pos, cache, layer)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class GoatDNA(nn.Module):
+    """The decoder. ``forward(idx, start_pos)`` -> logits (B, L, vocab_size) at absolute positions."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.padded_vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
+        self.head = (
+            None
+            if config.tie_embeddings
+            else nn.Linear(config.d_model, config.vocab_size, bias=False)
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2 init: N(0, init_std) weights; residual projections scaled by 1/sqrt(2 n_layers).
+
+        The priors keep their own init (``zero``: exactly standard attention; ``alibi``).
+        """
+        std = self.config.init_std
+        residual_std = std / math.sqrt(2 * self.config.n_layers)
+        nn.init.normal_(self.embed.weight, std=std)
+        if self.head is not None:
+            nn.init.normal_(self.head.weight, std=std)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.qkv.weight, std=std)
+            nn.init.normal_(block.mlp.gate_up.weight, std=std)
+            nn.init.normal_(block.attn.out.weight, std=residual_std)
+            nn.init.normal_(block.mlp.down.weight, std=residual_std)
+
+    # ------------------------------------------------------------------ forward passes
+    def _logits(self, x: Tensor) -> Tensor:
+        x = self.norm(x)
+        if self.head is None:
+            return F.linear(x, self.embed.weight[: self.config.vocab_size])
+        return self.head(x)  # (B, L, vocab_size)
+
+    def forward(self, idx: Tensor, start_pos: int = 0) -> Tensor:
+        """idx (B, L) token ids at positions start_pos..start_pos+L-1 -> logits (B, L, V)."""
+        x = self.embed(idx)  # (B, L, d_model)
+        for block in self.blocks:
+            x = block(x, start_pos)
+        return self._logits(x)
+
+    def new_cache(self, batch_size: int, max_length: int) -> KVCache:
+        """An empty KV cache on the model's device and dtype."""
+        weight = self.embed.weight
+        c = self.config
+        return KVCache.empty(
+            c.n_layers, batch_size, c.n_heads, max_length, c.head_dim,
+            device=weight.device, dtype=weight.dtype,
+        )  # fmt: skip
+
+    def forward_cached(self, idx: Tensor, cache: KVCache) -> Tensor:
+        """Process idx (B, L) at positions cache.length.. and append to the cache -> logits (B, L, V).
+
+        One call with the prompt is the prefill; then call with one token at a time.
+        """
+        B, L = idx.shape
+        cache.check_room(B, L)
+        start = cache.length
+        x = self.embed(idx)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, start, cache, layer)
+        cache.length = start + L
+        return self._logits(x)
+
+    # ------------------------------------------------------------------ bookkeeping
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def param_breakdown(self) -> dict[str, int]:
+        """Parameters by component: embedding, attention, mlp, norms, prior, head."""
+        counts = dict.fromkeys(("embedding", "attention", "mlp", "norms", "prior", "head"), 0)
+        for name, p in self.named_parameters():
+            if name.startswith("embed."):
+                key = "embedding"
+            elif name.startswith("head."):
+                key = "head"
+            elif ".attn.prior." in name:
+                key = "prior"
+            elif ".attn." in name:
+                key = "attention"
+            elif ".mlp." in name:
+                key = "mlp"
+            else:
+                key = "norms"
+            counts[key] += p.numel()
+        return counts
+
+
+def next_token_loss(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
+    """Cross-entropy of logits (B, L, V) against targets (B, L), ignoring N (``IGNORE_TARGET``).
+
+    ``mean`` averages over the counted targets (0 when there are none), ``sum`` adds them,
+    ``none`` returns (B, L) with zeros at ignored targets. Computed in float32.
+    """
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    V = logits.shape[-1]
+    losses = F.cross_entropy(
+        logits.reshape(-1, V).float(),
+        targets.reshape(-1),
+        ignore_index=IGNORE_TARGET,
+        reduction="none",
+    ).view(targets.shape)
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    count = (targets != IGNORE_TARGET).sum().clamp(min=1)
+    return losses.sum() / count
