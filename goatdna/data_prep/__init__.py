@@ -1,5 +1,9 @@
 """FASTA -> validated byte tokens -> shards, and the reader for them. Knows nothing of torch."""
 
+from goatdna.data_prep.options import PrepareOptions
+from goatdna.data_prep.prepare import prepare_genome, prepare_synthetic
+from goatdna.data_prep.shards import Record, ShardedGenome
+from goatdna.data_prep.synthetic import SyntheticGenomeConfig, write_synthetic_fasta
 from goatdna.data_prep.tokens import (
     BASES,
     COMPLEMENT,
@@ -19,7 +23,14 @@ __all__ = [
     "TOKEN_MASK",
     "TOKEN_TABLE",
     "VOCAB_SIZE",
+    "PrepareOptions",
+    "Record",
+    "ShardedGenome",
+    "SyntheticGenomeConfig",
     "decode",
     "encode",
+    "prepare_genome",
+    "prepare_synthetic",
     "reverse_complement_tokens",
+    "write_synthetic_fasta",
 ]

@@ -1,0 +1,140 @@
+"""`goatdna prepare`: a reference FASTA (or the embedded synthetic genome) -> nucleotide shards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from goatdna.errors import GoatDNAError
+
+
+def _names(value: str | None) -> list[str] | None:
+    """Comma-separated option -> list (None stays None = default; '' = empty list)."""
+    if value is None:
+        return None
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def prepare(
+    fasta: Path | None = typer.Argument(
+        None,
+        help="Reference FASTA: plain, gzip or bgzip. Omit it with --synthetic.",
+        show_default=False,
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Output directory for train/val/test.bin and manifest.json."
+    ),
+    synthetic: bool = typer.Option(
+        False,
+        "--synthetic",
+        help="Write the embedded synthetic genome to OUT/synthetic.fa and prepare it "
+        "(no FASTA argument needed).",
+    ),
+    synthetic_length: int = typer.Option(
+        4_000_000, "--synthetic-length", help="Total bases of the synthetic genome."
+    ),
+    synthetic_contigs: int = typer.Option(
+        4, "--synthetic-contigs", help="Number of contigs of the synthetic genome."
+    ),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the synthetic genome (same seed, same bytes)."
+    ),
+    contigs: str | None = typer.Option(
+        None,
+        "--contigs",
+        help="Comma-separated contig names or regexes (full match) to keep; default: all. "
+        "Names given here must exist.",
+    ),
+    exclude_contigs: str | None = typer.Option(
+        None,
+        "--exclude-contigs",
+        help="Comma-separated regexes searched in contig names to leave out; default: "
+        "_alt,_random,_fix,chrUn,EBV,HLA-  ('' excludes nothing).",
+    ),
+    min_contig_length: int = typer.Option(
+        0, "--min-contig-length", help="Leave out contigs shorter than this many bases."
+    ),
+    val_contigs: str | None = typer.Option(
+        None,
+        "--val-contigs",
+        help="Comma-separated contigs held out for validation (default chr20 when chr20 and "
+        "chr21 are both present; otherwise the tail of each contig, see --val-fraction).",
+    ),
+    test_contigs: str | None = typer.Option(
+        None,
+        "--test-contigs",
+        help="Comma-separated contigs held out for test (default chr21, as --val-contigs).",
+    ),
+    split_bed: Path | None = typer.Option(
+        None,
+        "--split-bed",
+        help="BED file 'chrom start end split' (split: train/val/test, e.g. HyenaDNA's "
+        "sequences_human.bed); its intervals become the records. Overlaps are an error.",
+    ),
+    val_fraction: float = typer.Option(
+        0.05,
+        "--val-fraction",
+        help="Without hold-out contigs: share of each contig's tail held out for validation.",
+    ),
+    test_fraction: float = typer.Option(
+        0.05,
+        "--test-fraction",
+        help="Without hold-out contigs: share of each contig's tail (after val) held out for test.",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", "-j", help="Parallel worker processes (default: up to 4 CPU cores)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite a dataset or an interrupted run already in OUT."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Finish an interrupted run in OUT (same input and options)."
+    ),
+    cache_dir: Path | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="Where a plain-gzip FASTA is decompressed once (default OUT/cache).",
+    ),
+) -> None:
+    """Turn a reference FASTA into one-byte-per-base shards (train/val/test.bin + manifest.json).
+
+    Bytes: A=0 C=1 G=2 T=3 N=4 (IUPAC codes -> N); bit 0x80 marks soft-masked (lowercase) bases.
+    """
+    from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig
+    from goatdna.data_prep.prepare import prepare_genome, prepare_synthetic
+    from goatdna.data_prep.progress import Reporter
+
+    if force and resume:
+        raise GoatDNAError("--force and --resume exclude each other: choose one")
+    options = PrepareOptions(
+        contigs=_names(contigs),
+        exclude_contigs=_names(exclude_contigs),
+        min_contig_length=min_contig_length,
+        val_contigs=_names(val_contigs),
+        test_contigs=_names(test_contigs),
+        split_bed=split_bed,
+        val_fraction=val_fraction,
+        test_fraction=test_fraction,
+        workers=workers,
+        force=force,
+        resume=resume,
+        cache_dir=cache_dir,
+    )
+    reporter = Reporter()
+    try:
+        if synthetic:
+            if fasta is not None:
+                raise GoatDNAError("give either a FASTA file or --synthetic, not both")
+            config = SyntheticGenomeConfig(
+                total_length=synthetic_length, n_contigs=synthetic_contigs, seed=seed
+            )
+            genome = prepare_synthetic(out, config, options, reporter)
+        else:
+            if fasta is None:
+                raise GoatDNAError("missing FASTA argument: pass a FASTA file, or --synthetic")
+            genome = prepare_genome(fasta, out, options, reporter)
+    finally:
+        reporter.close()
+    sizes = ", ".join(f"{s} {genome.split_length(s):,} bp" for s in genome.split_names())
+    typer.echo(f"prepared {genome.root}: {sizes}")

@@ -1,0 +1,437 @@
+"""Reading reference FASTA files: plain, gzip or bgzip, indexed with pyfaidx, validated per base.
+
+Why not pyfaidx's ``fetch`` for the bases themselves: it decodes every chunk to a Python string and
+strips newlines twice, which caps throughput near the speed of a numpy lookup. We use pyfaidx for
+what it does well (building and reading the ``.fai``/``.gzi`` index, BGZF random access) and read
+the raw line-wrapped bytes of a range ourselves, mapping them to tokens and deleting line breaks in
+one ``bytes.translate`` pass. That pass doubles as validation: a base that is not nucleotide text
+maps to ``INVALID``, and a range whose line geometry disagrees with the index comes out with the
+wrong length.
+
+Plain gzip cannot be indexed, so it is decompressed once into a cache file (said on the console).
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import os
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from goatdna.data_prep.tokens import BYTE_LUT, INVALID
+from goatdna.errors import GoatDNAError
+
+GZIP_MAGIC = b"\x1f\x8b"
+BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+TRANSLATE_TABLE = BYTE_LUT.tobytes()
+LINE_BREAKS = b"\r\n"
+DEFAULT_CHUNK_BASES = 1 << 24  # 16 Mbp: large reads amortise syscalls, small enough for 4 workers
+
+Message = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ContigInfo:
+    """One contig as the ``.fai`` index describes it (all offsets in uncompressed bytes)."""
+
+    name: str
+    length: int
+    offset: int  # byte offset of the first base
+    line_bases: int  # bases per full line
+    line_bytes: int  # bytes per full line, line break included
+
+    def byte_range(self, start: int, end: int) -> tuple[int, int]:
+        """Uncompressed byte span [lo, hi) holding bases [start, end) and the line breaks between."""
+        lb, lB = self.line_bases, self.line_bytes
+        lo = self.offset + (start // lb) * lB + start % lb
+        last = end - 1
+        hi = self.offset + (last // lb) * lB + last % lb + 1
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class FastaSource:
+    """A FASTA ready for random access: the file we read and what the user gave us."""
+
+    source: Path  # what the user passed
+    read_path: Path  # plain or BGZF file that pyfaidx indexes (a cache file for plain gzip)
+    compression: str  # "none", "gzip" or "bgzip"
+    contigs: tuple[ContigInfo, ...]
+
+    def contig(self, name: str) -> ContigInfo:
+        for info in self.contigs:
+            if info.name == name:
+                return info
+        raise GoatDNAError(f"contig {name!r} is not in {self.source.name}")
+
+    def open_reader(self) -> ContigReader:
+        return ContigReader(self)
+
+
+def _print(message: str) -> None:
+    print(message)
+
+
+def detect_compression(path: Path) -> str:
+    """'none', 'gzip' or 'bgzip', from the magic bytes (file names lie)."""
+    with open(path, "rb") as handle:
+        head = handle.read(18)
+    if not head.startswith(GZIP_MAGIC):
+        return "none"
+    # BGZF: gzip with FEXTRA (flag bit 2) holding a 'BC' subfield.
+    if len(head) >= 14 and head[3] & 4 and head[12:14] == b"BC":
+        return "bgzip"
+    return "gzip"
+
+
+def open_fasta(
+    path: Path,
+    cache_dir: Path,
+    message: Message = _print,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> FastaSource:
+    """Check a FASTA file, make it randomly accessible and return its contigs.
+
+    ``cache_dir`` receives the decompressed copy of a plain-gzip input. ``progress(label, total)``
+    returns an ``advance(n)`` callback for long steps (decompression).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise GoatDNAError(f"FASTA file {path} does not exist: check the path")
+    if not path.is_file():
+        raise GoatDNAError(f"{path} is not a file: pass a FASTA file (.fa, .fa.gz or bgzip)")
+    if path.stat().st_size == 0:
+        raise GoatDNAError(f"FASTA file {path} is empty: pass a FASTA with at least one '>' record")
+    compression = detect_compression(path)
+    read_path = path
+    if compression == "gzip":
+        read_path = _decompress_to_cache(path, cache_dir, message, progress)
+    elif compression == "bgzip":
+        _check_bgzf_eof(path)
+    _check_starts_with_header(path, read_path, compression)
+    contigs = _load_index(path, read_path, message)
+    if not contigs:
+        raise GoatDNAError(f"FASTA file {path} holds no sequence records (no '>' header lines)")
+    return FastaSource(path, read_path, compression, tuple(contigs))
+
+
+# ---------------------------------------------------------------------------------------------
+# compression
+
+
+def _decompress_to_cache(
+    path: Path,
+    cache_dir: Path,
+    message: Message,
+    progress: Callable[[str, int], Callable[[int], None]] | None,
+) -> Path:
+    """Plain gzip -> cache_dir/<name without .gz>, once; reused while the source is unchanged."""
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name + ".fa"
+    target = cache_dir / name
+    stamp_path = cache_dir / (name + ".source.json")
+    stat = path.stat()
+    stamp = {"source": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    if target.is_file() and stamp_path.is_file():
+        try:
+            if json.loads(stamp_path.read_text()) == stamp:
+                message(f"using the decompressed copy of {path.name} cached at {target}")
+                return target
+        except (OSError, ValueError):
+            pass
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    message(
+        f"{path.name} is plain gzip, which cannot be indexed for random access: "
+        f"decompressing it once to {target} (bgzip input avoids this copy)"
+    )
+    advance = progress(f"decompress {path.name}", stat.st_size) if progress else None
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as src, open(tmp, "wb") as dst:
+            last = 0
+            while True:
+                block = src.read(1 << 22)
+                if not block:
+                    break
+                dst.write(block)
+                if advance is not None:
+                    pos = raw.tell()
+                    advance(pos - last)
+                    last = pos
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as err:
+        tmp.unlink(missing_ok=True)
+        raise GoatDNAError(
+            f"cannot decompress {path}: the gzip file is truncated or corrupt ({err}); "
+            "download or compress it again"
+        ) from None
+    os.replace(tmp, target)
+    stamp_path.write_text(json.dumps(stamp))
+    return target
+
+
+def _check_bgzf_eof(path: Path) -> None:
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - len(BGZF_EOF)))
+        tail = handle.read()
+    if tail != BGZF_EOF:
+        raise GoatDNAError(
+            f"bgzip file {path} is truncated (no BGZF end-of-file block): "
+            "download or compress it again"
+        )
+
+
+def _check_starts_with_header(source: Path, read_path: Path, compression: str) -> None:
+    """The first non-blank, non-';' line must be a '>' header; otherwise this is not FASTA."""
+    opener = gzip.open if compression == "bgzip" else open
+    try:
+        with opener(read_path, "rb") as handle:
+            head = handle.read(1 << 16)
+    except (EOFError, OSError, zlib.error) as err:
+        raise GoatDNAError(f"cannot read {source}: {err}") from None
+    for line in head.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(b";"):
+            continue
+        if stripped.startswith(b">"):
+            return
+        raise GoatDNAError(
+            f"{source} is not FASTA: its first line does not start with '>' "
+            "(every record needs a '>name' header line)"
+        )
+    if len(head) < (1 << 16):
+        raise GoatDNAError(f"FASTA file {source} is empty: it holds no '>' header line")
+    raise GoatDNAError(f"{source} is not FASTA: no '>' header line in its first 64 KiB")
+
+
+# ---------------------------------------------------------------------------------------------
+# index
+
+
+def _fai_path(read_path: Path) -> Path:
+    return Path(str(read_path) + ".fai")
+
+
+def _build_faidx(source: Path, read_path: Path):
+    """Open (and if missing or older than the FASTA, build) the pyfaidx index."""
+    import pyfaidx
+
+    try:
+        return pyfaidx.Faidx(str(read_path), duplicate_action="stop", rebuild=True)
+    except pyfaidx.FastaIndexingError as err:
+        raise GoatDNAError(f"cannot index {source}: {' '.join(str(err).split())}") from None
+    except ValueError as err:
+        if "Duplicate" in str(err) or "duplicate" in str(err):
+            dup = _find_duplicate_name(_fai_path(read_path))
+            raise GoatDNAError(
+                f"duplicate contig name {dup!r} in {source}: contig names must be unique"
+            ) from None
+        raise GoatDNAError(f"cannot index {source}: {err}") from None
+    except UnicodeDecodeError:
+        raise GoatDNAError(f"{source} is not FASTA text (it holds non-ASCII bytes)") from None
+    except OSError as err:
+        raise GoatDNAError(f"cannot index {source}: {err}") from None
+
+
+def _find_duplicate_name(fai: Path) -> str:
+    seen: set[str] = set()
+    try:
+        for line in fai.read_text().splitlines():
+            name = line.split("\t", 1)[0]
+            if name in seen:
+                return name
+            seen.add(name)
+    except OSError:
+        pass
+    return "?"
+
+
+def _load_index(source: Path, read_path: Path, message: Message) -> list[ContigInfo]:
+    """Index the FASTA, rebuilding a ``.fai`` that is stale or does not describe this file."""
+    fai = _fai_path(read_path)
+    try:
+        faidx = _build_faidx(source, read_path)
+    except GoatDNAError:
+        if not fai.exists():
+            raise
+        # An unreadable index (e.g. duplicate keys from another file) is rebuilt from the FASTA.
+        message(f"the index {fai.name} does not match {source.name}: rebuilding it")
+        fai.unlink()
+        faidx = _build_faidx(source, read_path)
+    contigs = _contigs_from(faidx)
+    ok = _index_matches_file(faidx, contigs)
+    faidx.close()
+    if not ok:
+        message(f"the index {fai.name} does not match {source.name}: rebuilding it")
+        fai.unlink()
+        faidx = _build_faidx(source, read_path)
+        contigs = _contigs_from(faidx)
+        ok = _index_matches_file(faidx, contigs)
+        faidx.close()
+        if not ok:
+            raise GoatDNAError(f"cannot index {source}: its line layout is inconsistent")
+    return contigs
+
+
+def _contigs_from(faidx) -> list[ContigInfo]:
+    contigs = []
+    for name, rec in faidx.index.items():
+        if rec.rlen > 0 and (rec.lenc <= 0 or rec.lenb < rec.lenc):
+            raise GoatDNAError(f"cannot index contig {name!r}: bad line layout")
+        contigs.append(
+            ContigInfo(name, int(rec.rlen), int(rec.offset), int(rec.lenc), int(rec.lenb))
+        )
+    return contigs
+
+
+def _index_matches_file(faidx, contigs: list[ContigInfo]) -> bool:
+    """Does every index entry sit right after its own '>name' header, and cover the file?
+
+    A ``.fai`` copied from another file, or written before the FASTA was edited with its mtime
+    preserved, fails here; pyfaidx alone only compares modification times.
+    """
+    raw = RawReader(faidx)
+    total = raw.size()
+    prev_end = 0
+    for info in contigs:
+        gap_lo = prev_end
+        if info.offset > total or info.offset < gap_lo:
+            return False
+        head = raw.read(max(gap_lo, info.offset - 65536), info.offset)
+        if gap_lo > 0 and info.offset - gap_lo > 65536:
+            return False
+        header = re.compile(
+            rb"(?:\A|\n)>" + re.escape(info.name.encode()) + rb"(?:[ \t][^\n]*)?\r?\n\Z"
+        )
+        if not header.search(head):
+            return False
+        if gap_lo > 0:
+            between = head[len(head) - (info.offset - gap_lo) :]
+            if not re.fullmatch(rb"[\r\n]*>[^\n]*\n", between):
+                return False
+        if info.length:
+            _lo, hi = info.byte_range(0, info.length)
+        else:
+            hi = info.offset
+        if hi > total:
+            return False
+        prev_end = hi
+    if total - prev_end > 65536:
+        return False
+    return not raw.read(prev_end, total).strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# reading bases
+
+
+class RawReader:
+    """Uncompressed byte ranges of a plain or BGZF file (BGZF via the ``.gzi`` block index)."""
+
+    def __init__(self, faidx) -> None:
+        self._faidx = faidx
+        self._bgzf = bool(getattr(faidx, "_bgzf", False))
+        self._fd = None if self._bgzf else os.open(faidx.filename, os.O_RDONLY)
+
+    def size(self) -> int:
+        if not self._bgzf:
+            return os.fstat(self._fd).st_size
+        last = self._faidx.gzi_index[-1] if self._faidx.gzi_index else None
+        # Past the last block start, read to the end to learn the total uncompressed size.
+        from Bio.bgzf import make_virtual_offset
+
+        start = last.ustart if last is not None else 0
+        self._faidx.file.seek(make_virtual_offset(last.cstart, 0) if last is not None else 0)
+        rest = 0
+        while True:
+            chunk = self._faidx.file.read(1 << 20)
+            if not chunk:
+                break
+            rest += len(chunk)
+        return start + rest
+
+    def read(self, lo: int, hi: int) -> bytes:
+        if hi <= lo:
+            return b""
+        if not self._bgzf:
+            data = os.pread(self._fd, hi - lo, lo)
+            return data
+        from Bio.bgzf import make_virtual_offset
+
+        blocks = self._faidx.gzi_index
+        ustarts = [b.ustart for b in blocks]
+        i = max(0, bisect.bisect_right(ustarts, lo) - 1)
+        block = blocks[i]
+        self._faidx.file.seek(make_virtual_offset(block.cstart, lo - block.ustart))
+        return self._faidx.file.read(hi - lo)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class ContigReader:
+    """Reads base ranges of a FastaSource as validated token bytes. One per process/thread."""
+
+    def __init__(self, source: FastaSource) -> None:
+        import pyfaidx
+
+        self.source = source
+        self._faidx = pyfaidx.Faidx(str(source.read_path), rebuild=False, build_index=False)
+        self._raw = RawReader(self._faidx)
+        self._ustarts = (
+            [b.ustart for b in self._faidx.gzi_index] if source.compression == "bgzip" else None
+        )
+
+    def read_tokens(self, contig: ContigInfo, start: int, end: int) -> bytes:
+        """Token bytes of bases [start, end) of ``contig`` (0-based, half-open).
+
+        Raises GoatDNAError naming the contig and the 1-based position of the first bad base.
+        """
+        if end <= start:
+            return b""
+        lo, hi = contig.byte_range(start, end)
+        raw = self._raw.read(lo, hi)
+        tokens = raw.translate(TRANSLATE_TABLE, LINE_BREAKS)
+        if len(tokens) != end - start or len(raw) != hi - lo:
+            raise GoatDNAError(
+                f"contig {contig.name!r} in {self.source.source.name} does not match its index "
+                f"near position {start + 1}: delete {self.source.read_path.name}.fai and retry"
+            )
+        bad = tokens.find(bytes([INVALID]))
+        if bad >= 0:
+            pos = start + bad
+            char = self._char_at(raw, bad)
+            raise GoatDNAError(
+                f"invalid character {char!r} in contig {contig.name!r} at position {pos + 1} "
+                f"(1-based) of {self.source.source.name}: only A C G T N, IUPAC codes and "
+                "their lowercase forms are allowed"
+            )
+        return tokens
+
+    @staticmethod
+    def _char_at(raw: bytes, base_index: int) -> str:
+        """The source character of the ``base_index``-th base in ``raw`` (line breaks skipped)."""
+        seen = -1
+        for byte in raw:
+            if byte in LINE_BREAKS:
+                continue
+            seen += 1
+            if seen == base_index:
+                return chr(byte)
+        return "?"
+
+    def close(self) -> None:
+        self._raw.close()
+        self._faidx.close()
+
+
+def tokens_view(tokens: bytes) -> np.ndarray:
+    """Zero-copy uint8 view of token bytes."""
+    return np.frombuffer(tokens, dtype=np.uint8)

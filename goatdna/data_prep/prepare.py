@@ -1,0 +1,568 @@
+"""`prepare_genome`: FASTA -> validated token shards, resumable, optionally in parallel.
+
+How a run is laid out on disk, so that it can be killed at any moment and resumed:
+
+* ``DIR/.prepare/plan.json`` fixes the records and their offsets before any base is written;
+  ``--resume`` refuses to continue a plan made from another source or other options.
+* Each split is written into ``DIR/.prepare/{split}.bin.partial``, preallocated to its final
+  length; a worker writes a record at its offset with ``pwrite``, so records are independent.
+* When a record is complete, ``DIR/.prepare/done/{index}.json`` (its counts and sha256) appears,
+  atomically. Resume redoes only records without that file.
+* At the end the partial files are renamed to ``DIR/{split}.bin``, then ``manifest.json`` is
+  written (temp name + rename) and ``.prepare`` removed. A ``.bin`` or manifest that exists is
+  complete, and a resumed run ends byte-identical to an uninterrupted one (nothing depends on
+  timing or on which process wrote a record).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from goatdna import __version__
+from goatdna.data_prep.fasta import FastaSource, open_fasta
+from goatdna.data_prep.options import PrepareOptions
+from goatdna.data_prep.progress import Reporter
+from goatdna.data_prep.shards import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    Record,
+    ShardedGenome,
+    manifest_bytes,
+    split_file_name,
+    token_table_manifest,
+)
+from goatdna.data_prep.splits import SPLITS, PlannedRecord, plan_splits, select_contigs
+from goatdna.data_prep.synthetic import (
+    SyntheticGenomeConfig,
+    synthetic_fasta_bytes,
+    write_bytes_if_changed,
+)
+from goatdna.errors import GoatDNAError
+
+WORK_DIR_NAME = ".prepare"
+KILL_AFTER_ENV = "GOATDNA_PREPARE_KILL_AFTER_RECORDS"
+"""Test hook: SIGKILL this process right after the K-th record is marked done (resume tests)."""
+
+
+@dataclass(frozen=True)
+class RecordTask:
+    index: int
+    record: PlannedRecord
+    offset: int
+
+
+@dataclass(frozen=True)
+class RecordStats:
+    n_count: int
+    softmask_count: int
+    gc_count: int
+    sha256: str
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as handle:
+        while block := handle.read(1 << 23):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _SourceHasher:
+    """sha256 of the source file in a background thread (hashlib releases the GIL)."""
+
+    def __init__(self, path: Path, cache: Path | None) -> None:
+        self.path = path
+        self.cache = cache
+        self.result: str | None = None
+        self.error: BaseException | None = None
+        stat = path.stat()
+        self.stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        if cache is not None and cache.is_file():
+            try:
+                saved = json.loads(cache.read_text())
+                if saved.get("stamp") == self.stamp:
+                    self.result = saved["sha256"]
+            except (OSError, ValueError, KeyError):
+                pass
+        self._thread = None
+        if self.result is None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = _sha256_file(self.path)
+        except BaseException as err:  # surfaced by get()
+            self.error = err
+
+    def get(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+        if self.error is not None:
+            raise GoatDNAError(f"cannot read {self.path}: {self.error}")
+        assert self.result is not None
+        if self.cache is not None and self.cache.parent.is_dir():
+            _atomic_write(
+                self.cache, json.dumps({"stamp": self.stamp, "sha256": self.result}).encode()
+            )
+        return self.result
+
+
+def _count_and_hash(tokens: bytes, digest) -> tuple[int, int, int]:
+    digest.update(tokens)
+    arr = np.frombuffer(tokens, dtype=np.uint8)
+    soft = int(np.count_nonzero(arr >= 0x80))
+    plain = arr & np.uint8(0x7F)
+    n = int(np.count_nonzero(plain == 4))
+    gc = int(np.count_nonzero((plain - np.uint8(1)) < 2))  # C=1, G=2 (uint8 wraps A to 255)
+    return n, soft, gc
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+def process_record(
+    source: FastaSource,
+    task: RecordTask,
+    partial: Path,
+    chunk_bases: int,
+    advance: Callable[[str, int], None] | None = None,
+) -> RecordStats:
+    """Read, validate, translate, hash and write one record at its offset in its split file."""
+    reader = source.open_reader()
+    contig = source.contig(task.record.name)
+    digest = hashlib.sha256()
+    n_count = soft_count = gc_count = 0
+    fd = os.open(partial, os.O_WRONLY)
+    try:
+        pos = task.record.start
+        while pos < task.record.end:
+            end = min(task.record.end, pos + chunk_bases)
+            tokens = reader.read_tokens(contig, pos, end)
+            _pwrite_all(fd, tokens, task.offset + pos - task.record.start)
+            n, soft, gc = _count_and_hash(tokens, digest)
+            n_count += n
+            soft_count += soft
+            gc_count += gc
+            if advance is not None:
+                advance(task.record.name, end - pos)
+            pos = end
+    finally:
+        os.close(fd)
+        reader.close()
+    return RecordStats(n_count, soft_count, gc_count, digest.hexdigest())
+
+
+# Worker-process side of the pool: progress goes back through a queue.
+_WORKER_QUEUE = None
+
+
+def _worker_init(queue) -> None:
+    global _WORKER_QUEUE
+    _WORKER_QUEUE = queue
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+
+
+def _worker_advance(name: str, n: int) -> None:
+    if _WORKER_QUEUE is not None:
+        _WORKER_QUEUE.put((name, n))
+
+
+def _worker_process(source, task, partial, chunk_bases) -> tuple[int, RecordStats]:
+    return task.index, process_record(source, task, partial, chunk_bases, _worker_advance)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _plan_tasks(records: Sequence[PlannedRecord]) -> tuple[list[RecordTask], dict[str, int]]:
+    offsets = dict.fromkeys(SPLITS, 0)
+    tasks = []
+    for i, rec in enumerate(records):
+        tasks.append(RecordTask(i, rec, offsets[rec.split]))
+        offsets[rec.split] += rec.length
+    return tasks, offsets
+
+
+def _plan_document(source: Path, mode: str, tasks: Sequence[RecordTask]) -> dict:
+    stat = source.stat()
+    return {
+        "format_version": FORMAT_VERSION,
+        "source": {"name": source.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
+        "split_mode": mode,
+        "records": [
+            [t.record.name, t.record.split, t.record.start, t.record.end, t.offset] for t in tasks
+        ],
+    }
+
+
+def _dataset_files(out_dir: Path) -> list[Path]:
+    names = [MANIFEST_NAME, WORK_DIR_NAME] + [split_file_name(s) for s in SPLITS]
+    return [out_dir / n for n in names]
+
+
+def _remove_dataset(out_dir: Path) -> None:
+    for path in _dataset_files(out_dir):
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    tmp = out_dir / (MANIFEST_NAME + ".tmp")
+    tmp.unlink(missing_ok=True)
+
+
+def _same_dataset(
+    existing: dict,
+    source_name: str,
+    source_size: int,
+    sha: str,
+    mode: str,
+    tasks: Sequence[RecordTask],
+) -> bool:
+    src = existing.get("source", {})
+    if (src.get("name"), src.get("size"), src.get("sha256")) != (source_name, source_size, sha):
+        return False
+    if existing.get("split_mode") != mode:
+        return False
+    old = [(r["name"], r["split"], r["start"], r["end"]) for r in existing.get("records", [])]
+    new = [(t.record.name, t.record.split, t.record.start, t.record.end) for t in tasks]
+    return old == new
+
+
+def _check_out_dir(out_dir: Path, options: PrepareOptions, fasta: Path) -> str:
+    """Classify DIR: 'new', 'complete' (has a manifest) or 'interrupted' (has .prepare)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise GoatDNAError(f"--out {out_dir} exists and is not a directory: choose another path")
+    if not out_dir.exists():
+        return "new"
+    if options.force:
+        _remove_dataset(out_dir)
+        return "new"
+    if (out_dir / MANIFEST_NAME).is_file():
+        return "complete"
+    if (out_dir / WORK_DIR_NAME).is_dir():
+        if not options.resume:
+            raise GoatDNAError(
+                f"{out_dir} holds an interrupted `goatdna prepare`: add --resume to finish it "
+                "or --force to start over"
+            )
+        return "interrupted"
+    allowed = {"cache"}
+    if fasta.parent.resolve() == out_dir.resolve():  # e.g. prepare_synthetic's synthetic.fa
+        allowed |= {fasta.name, fasta.name + ".fai", fasta.name + ".gzi"}
+    stray = sorted(p.name for p in out_dir.iterdir() if p.name not in allowed)
+    if stray:
+        raise GoatDNAError(
+            f"--out {out_dir} is not empty and holds no goatdna dataset ({stray[0]}, ...): "
+            "choose an empty or new directory, or add --force to write into it"
+        )
+    return "new"
+
+
+def prepare_genome(
+    fasta: Path,
+    out_dir: Path,
+    options: PrepareOptions | None = None,
+    reporter: Reporter | None = None,
+) -> ShardedGenome:
+    """Turn ``fasta`` into ``out_dir/{train,val,test}.bin`` + ``manifest.json``; return the reader.
+
+    Raises GoatDNAError for any input the user must fix; never leaves a half-written output.
+    """
+    options = options or PrepareOptions()
+    fasta = Path(fasta)
+    out_dir = Path(out_dir)
+    own_reporter = reporter is None
+    reporter = reporter or Reporter(enabled=options.progress)
+    try:
+        return _prepare(fasta, out_dir, options, reporter)
+    finally:
+        if own_reporter:
+            reporter.close()
+
+
+def _prepare(
+    fasta: Path, out_dir: Path, options: PrepareOptions, reporter: Reporter
+) -> ShardedGenome:
+    if options.chunk_bases < 1:
+        raise GoatDNAError("chunk_bases must be >= 1")
+    state = _check_out_dir(out_dir, options, fasta)
+    if state == "complete" and not fasta.is_file():
+        raise GoatDNAError(f"FASTA file {fasta} does not exist: check the path")
+    if state == "complete":
+        existing = json.loads((out_dir / MANIFEST_NAME).read_text())
+        src = existing.get("source", {})
+        if src.get("name") != fasta.name or src.get("size") != fasta.stat().st_size:
+            raise GoatDNAError(
+                f"--out {out_dir} already holds a different dataset (from {src.get('name')}): "
+                "add --force to overwrite it, or choose another directory"
+            )
+    cache_dir = options.cache_dir or (out_dir / "cache")
+    source = open_fasta(fasta, cache_dir, reporter.message, reporter.bytes_progress)
+    kept = select_contigs(source.contigs, options, reporter.message)
+    plan = plan_splits(kept, source.contigs, options, reporter.message)
+    tasks, split_lengths = _plan_tasks(plan.records)
+    plan_doc = _plan_document(fasta, plan.mode, tasks)
+    work = out_dir / WORK_DIR_NAME
+
+    if state == "complete":
+        existing = json.loads((out_dir / MANIFEST_NAME).read_text())
+        sha = _SourceHasher(fasta, None).get()
+        if _same_dataset(existing, fasta.name, fasta.stat().st_size, sha, plan.mode, tasks):
+            if work.exists():
+                shutil.rmtree(work)
+            reporter.message(f"{out_dir} already holds this dataset: nothing to do")
+            return ShardedGenome(out_dir)
+        raise GoatDNAError(
+            f"--out {out_dir} already holds a dataset made from other input or options: "
+            "add --force to overwrite it, or choose another directory"
+        )
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if state == "interrupted":
+        try:
+            old_plan = json.loads((work / "plan.json").read_text())
+        except (OSError, ValueError):
+            old_plan = None
+        if old_plan != plan_doc:
+            raise GoatDNAError(
+                f"cannot --resume in {out_dir}: the interrupted run used another source file or "
+                "other options; rerun it with the same ones, or use --force to start over"
+            )
+        reporter.message(f"resuming the interrupted run in {out_dir}")
+    else:
+        if options.resume:
+            reporter.message(f"nothing to resume in {out_dir}: starting a fresh run")
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "done").mkdir(exist_ok=True)
+        for split in SPLITS:
+            with open(work / (split_file_name(split) + ".partial"), "wb") as handle:
+                handle.truncate(split_lengths[split])
+        _atomic_write(work / "plan.json", json.dumps(plan_doc).encode())
+
+    hasher = _SourceHasher(fasta, work / "source_sha256.json")
+    stats = _run_tasks(source, tasks, work, options, reporter)
+    source_sha = hasher.get()
+    manifest = _manifest(fasta, source, source_sha, plan.mode, tasks, stats, split_lengths)
+    _finalize(out_dir, work, manifest)
+    return ShardedGenome(out_dir)
+
+
+def _load_done(work: Path, tasks: Sequence[RecordTask]) -> dict[int, RecordStats]:
+    done: dict[int, RecordStats] = {}
+    for task in tasks:
+        path = work / "done" / f"{task.index}.json"
+        if path.is_file():
+            try:
+                done[task.index] = RecordStats(**json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError):
+                path.unlink(missing_ok=True)
+    return done
+
+
+def _run_tasks(
+    source: FastaSource,
+    tasks: Sequence[RecordTask],
+    work: Path,
+    options: PrepareOptions,
+    reporter: Reporter,
+) -> dict[int, RecordStats]:
+    done = _load_done(work, tasks)
+    pending = [t for t in tasks if t.index not in done]
+    kill_after = int(os.environ.get(KILL_AFTER_ENV, "0") or 0)
+    finished_here = 0
+
+    totals: dict[str, int] = {}
+    completed: dict[str, int] = {}
+    for t in tasks:
+        totals[t.record.name] = totals.get(t.record.name, 0) + t.record.length
+        if t.index in done:
+            completed[t.record.name] = completed.get(t.record.name, 0) + t.record.length
+    reporter.start_contigs(totals, completed)
+
+    def mark_done(task: RecordTask, stat: RecordStats) -> None:
+        nonlocal finished_here
+        done[task.index] = stat
+        _atomic_write(work / "done" / f"{task.index}.json", json.dumps(stat.__dict__).encode())
+        finished_here += 1
+        if kill_after and finished_here >= kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def partial(task: RecordTask) -> Path:
+        return work / (split_file_name(task.record.split) + ".partial")
+
+    workers = options.workers or min(4, os.cpu_count() or 1)
+    if workers < 1:
+        raise GoatDNAError("--workers must be >= 1")
+    workers = min(workers, len(pending)) if pending else 1
+    if workers == 1:
+        for task in pending:
+            stat = process_record(
+                source, task, partial(task), options.chunk_bases, reporter.advance
+            )
+            mark_done(task, stat)
+    else:
+        _run_pool(source, pending, workers, options, reporter, partial, mark_done)
+    reporter.stop_contigs()
+    return done
+
+
+def _run_pool(source, pending, workers, options, reporter, partial, mark_done) -> None:
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    context = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
+    progress_queue = context.Queue()
+    by_index = {t.index: t for t in pending}
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=_worker_init,
+        initargs=(progress_queue,),
+    ) as pool:
+        futures = {
+            pool.submit(_worker_process, source, t, partial(t), options.chunk_bases)
+            for t in pending
+        }
+        try:
+            while futures:
+                finished, futures = wait(futures, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(progress_queue, reporter, queue_mod)
+                for fut in finished:
+                    index, stat = fut.result()  # re-raises a worker's GoatDNAError
+                    mark_done(by_index[index], stat)
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+        _drain(progress_queue, reporter, queue_mod)
+
+
+def _drain(progress_queue, reporter: Reporter, queue_mod) -> None:
+    while True:
+        try:
+            name, n = progress_queue.get_nowait()
+        except queue_mod.Empty:
+            return
+        reporter.advance(name, n)
+
+
+def _manifest(
+    fasta: Path,
+    source: FastaSource,
+    source_sha: str,
+    mode: str,
+    tasks: Sequence[RecordTask],
+    stats: dict[int, RecordStats],
+    split_lengths: dict[str, int],
+) -> dict:
+    records = []
+    for t in tasks:
+        s = stats[t.index]
+        records.append(
+            Record(
+                name=t.record.name,
+                split=t.record.split,
+                start=t.record.start,
+                end=t.record.end,
+                offset=t.offset,
+                length=t.record.length,
+                n_count=s.n_count,
+                softmask_count=s.softmask_count,
+                gc_count=s.gc_count,
+                sha256=s.sha256,
+            ).to_dict()
+        )
+    splits = {}
+    for split in SPLITS:
+        recs = [r for r in records if r["split"] == split]
+        splits[split] = {
+            "file": split_file_name(split),
+            "length": split_lengths[split],
+            "records": len(recs),
+            "n_count": sum(r["n_count"] for r in recs),
+            "softmask_count": sum(r["softmask_count"] for r in recs),
+            "gc_count": sum(r["gc_count"] for r in recs),
+        }
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "created_by": f"goatdna {__version__}",
+        "source": {
+            "name": fasta.name,
+            "size": fasta.stat().st_size,
+            "sha256": source_sha,
+            "compression": source.compression,
+        },
+        "token_table": token_table_manifest(),
+        "split_mode": mode,
+        "splits": splits,
+        "records": records,
+    }
+
+
+def _finalize(out_dir: Path, work: Path, manifest: dict) -> None:
+    for split in SPLITS:
+        partial = work / (split_file_name(split) + ".partial")
+        final = out_dir / split_file_name(split)
+        if partial.exists():
+            os.replace(partial, final)
+        elif not final.is_file() or final.stat().st_size != manifest["splits"][split]["length"]:
+            raise GoatDNAError(f"{partial} is missing: rerun with --force")
+    _atomic_write(out_dir / MANIFEST_NAME, manifest_bytes(manifest))
+    shutil.rmtree(work)
+
+
+SYNTHETIC_FASTA_NAME = "synthetic.fa"
+
+
+def prepare_synthetic(
+    out_dir: Path,
+    config: SyntheticGenomeConfig | None = None,
+    options: PrepareOptions | None = None,
+    reporter: Reporter | None = None,
+) -> ShardedGenome:
+    """Write ``out_dir/synthetic.fa`` (deterministic for the seed) and prepare it into out_dir."""
+    config = config or SyntheticGenomeConfig()
+    options = options or PrepareOptions()
+    out_dir = Path(out_dir)
+    if options.force and out_dir.is_dir():
+        _remove_dataset(out_dir)
+    fasta = out_dir / SYNTHETIC_FASTA_NAME
+    data = synthetic_fasta_bytes(config)
+    has_data = (out_dir / MANIFEST_NAME).is_file() or (out_dir / WORK_DIR_NAME).is_dir()
+    if has_data and not options.force and not _same_bytes(fasta, data):
+        raise GoatDNAError(
+            f"--out {out_dir} already holds a dataset from another synthetic genome (other seed "
+            "or size): add --force to overwrite it, or choose another directory"
+        )
+    write_bytes_if_changed(fasta, data)
+    return prepare_genome(fasta, out_dir, options, reporter)
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data

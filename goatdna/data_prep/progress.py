@@ -1,0 +1,85 @@
+"""Console messages and rich progress bars for long data jobs (one bar per contig).
+
+Messages go to stderr so that stdout stays clean for tables and pipes. Bars only render on a
+terminal; in logs and tests the messages alone say what happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+
+class Reporter:
+    """Says what the data path is doing; ``enabled=False`` silences the bars, not the messages."""
+
+    def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self._progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
+
+    def message(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    def _new_progress(self, *columns) -> Progress:
+        progress = Progress(*columns, console=self.console, disable=not self.enabled)
+        progress.start()
+        return progress
+
+    def bytes_progress(self, label: str, total: int) -> Callable[[int], None]:
+        """A one-off bar over ``total`` bytes; returns ``advance(n)``; closes when full."""
+        progress = self._new_progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+        )
+        task = progress.add_task(label, total=total)
+        seen = 0
+
+        def advance(n: int) -> None:
+            nonlocal seen
+            seen += n
+            progress.advance(task, n)
+            if seen >= total:
+                progress.stop()
+
+        return advance
+
+    def start_contigs(self, totals: dict[str, int], completed: dict[str, int]) -> None:
+        self._progress = self._new_progress(
+            TextColumn("{task.description:>20}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>5.1f}%"),
+            TextColumn("{task.completed:,}/{task.total:,} bp"),
+            TimeRemainingColumn(),
+        )
+        for name, total in totals.items():
+            self._tasks[name] = self._progress.add_task(
+                name[:20], total=total, completed=completed.get(name, 0)
+            )
+
+    def advance(self, name: str, n: int) -> None:
+        if self._progress is not None and name in self._tasks:
+            self._progress.advance(self._tasks[name], n)
+
+    def stop_contigs(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+            self._tasks.clear()
+
+    def close(self) -> None:
+        self.stop_contigs()

@@ -1,0 +1,173 @@
+"""The on-disk shard format and its reader, `ShardedGenome`.
+
+A dataset directory holds one flat ``{split}.bin`` per split (one uint8 per base, see tokens.py)
+and ``manifest.json`` describing the source, the token table, every record's place in its split
+file with its base counts and sha256, and each split's total length. Files are written to a
+temporary name and renamed, so a ``.bin`` or manifest that exists is complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from goatdna.data_prep.splits import SPLITS
+from goatdna.data_prep.tokens import IUPAC_AMBIGUOUS, REPEAT_FLAG, TOKEN_MASK, TOKEN_TABLE
+from goatdna.errors import GoatDNAError
+
+FORMAT_NAME = "goatdna-shards"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+HASH_BLOCK = 1 << 24
+
+
+def split_file_name(split: str) -> str:
+    return f"{split}.bin"
+
+
+def token_table_manifest() -> dict:
+    """The token table as stored in every manifest, so a reader needs no goatdna to decode."""
+    return {
+        "tokens": dict(TOKEN_TABLE),
+        "iupac_ambiguous_as_N": IUPAC_AMBIGUOUS,
+        "token_mask": TOKEN_MASK,
+        "repeat_flag": REPEAT_FLAG,
+        "repeat_flag_meaning": "base was lowercase (soft-masked) in the source FASTA",
+    }
+
+
+@dataclass(frozen=True)
+class Record:
+    """One contig or BED interval: where it came from, where it lies in its split's .bin."""
+
+    name: str
+    split: str
+    start: int  # source coordinates, 0-based, half-open
+    end: int
+    offset: int  # position of its first base in {split}.bin
+    length: int
+    n_count: int
+    softmask_count: int
+    gc_count: int
+    sha256: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Record:
+        return cls(**{f: data[f] for f in cls.__dataclass_fields__})
+
+
+def manifest_bytes(manifest: dict) -> bytes:
+    """Canonical serialisation: the same dataset always gives the same manifest bytes."""
+    return (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode()
+
+
+class ShardedGenome:
+    """Read side of a prepared dataset: manifest, per-split memmaps, record boundaries."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        path = self.root / MANIFEST_NAME
+        if not self.root.is_dir():
+            raise GoatDNAError(
+                f"dataset directory {self.root} does not exist: run `goatdna prepare` first"
+            )
+        if not path.is_file():
+            raise GoatDNAError(
+                f"{self.root} holds no {MANIFEST_NAME}: it is not a prepared dataset "
+                "(run `goatdna prepare FASTA --out DIR`, or finish it with --resume)"
+            )
+        raw = path.read_bytes()
+        try:
+            manifest = json.loads(raw)
+        except ValueError as err:
+            raise GoatDNAError(
+                f"{path} is not valid JSON ({err}): prepare the data again"
+            ) from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+            raise GoatDNAError(f"{path} is not a goatdna shard manifest")
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise GoatDNAError(
+                f"{path} has format version {manifest.get('format_version')}, this goatdna reads "
+                f"{FORMAT_VERSION}: prepare the data again with this version"
+            )
+        self.manifest: dict = manifest
+        self.manifest_sha256: str = hashlib.sha256(raw).hexdigest()
+        self._records = [Record.from_dict(r) for r in manifest["records"]]
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s}={self.split_length(s):,}" for s in self.split_names())
+        return f"ShardedGenome({str(self.root)!r}: {sizes})"
+
+    def _check_split(self, split: str) -> None:
+        if split not in self.manifest["splits"]:
+            raise GoatDNAError(
+                f"unknown split {split!r} in {self.root}: choose one of {', '.join(SPLITS)}"
+            )
+
+    def split_names(self) -> list[str]:
+        """Splits holding at least one base, in train/val/test order."""
+        return [s for s in SPLITS if self.manifest["splits"].get(s, {}).get("length", 0) > 0]
+
+    def split_length(self, split: str) -> int:
+        self._check_split(split)
+        return int(self.manifest["splits"][split]["length"])
+
+    def records(self, split: str | None = None) -> list[Record]:
+        """Records of one split in file order (all records when ``split`` is None)."""
+        if split is None:
+            return list(self._records)
+        self._check_split(split)
+        return [r for r in self._records if r.split == split]
+
+    def split_path(self, split: str) -> Path:
+        self._check_split(split)
+        return self.root / self.manifest["splits"][split]["file"]
+
+    def tokens(self, split: str) -> np.memmap:
+        """The split's bytes, shape (split_length,), uint8 with the 0x80 repeat flag."""
+        length = self.split_length(split)
+        if length == 0:
+            raise GoatDNAError(
+                f"split {split!r} of {self.root} is empty: it has no bases (see `goatdna info`)"
+            )
+        path = self.split_path(split)
+        if not path.is_file() or path.stat().st_size != length:
+            raise GoatDNAError(
+                f"{path} is missing or not {length} bytes long: prepare the data again"
+            )
+        return np.memmap(path, dtype=np.uint8, mode="r", shape=(length,))
+
+    def verify(self) -> None:
+        """Re-hash every record; raise GoatDNAError naming the first file/record that differs."""
+        for split in SPLITS:
+            if split not in self.manifest["splits"]:
+                continue
+            length = self.split_length(split)
+            path = self.split_path(split)
+            if not path.is_file():
+                raise GoatDNAError(f"verify: {path} is missing")
+            if path.stat().st_size != length:
+                raise GoatDNAError(
+                    f"verify: {path} is {path.stat().st_size} bytes, the manifest says {length}"
+                )
+            if length == 0:
+                continue
+            data = np.memmap(path, dtype=np.uint8, mode="r", shape=(length,))
+            for rec in self.records(split):
+                digest = hashlib.sha256()
+                for lo in range(rec.offset, rec.offset + rec.length, HASH_BLOCK):
+                    hi = min(rec.offset + rec.length, lo + HASH_BLOCK)
+                    digest.update(data[lo:hi])
+                if digest.hexdigest() != rec.sha256:
+                    raise GoatDNAError(
+                        f"verify: record {rec.name}:{rec.start}-{rec.end} in {path.name} "
+                        "does not match its sha256: the file is corrupt, prepare it again"
+                    )
+            del data
