@@ -30,3 +30,20 @@ def chr20_sample() -> Path:
 def _limit_threads() -> None:
     """Keep torch from oversubscribing the 2 CI cores when it is imported by a test."""
     os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+SYNTHETIC_TEST_LENGTH = 1_500_000
+
+
+@pytest.fixture(scope="session")
+def synthetic_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 1.5 Mbp synthetic genome (4 contigs, seed 0) prepared once; returns the shard directory.
+
+    Splits: the last 5% (val) and 5% (test) of each contig. Prepares in about a second.
+    """
+    from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig, prepare_synthetic
+
+    out = tmp_path_factory.mktemp("synthetic_shards")
+    config = SyntheticGenomeConfig(total_length=SYNTHETIC_TEST_LENGTH, n_contigs=4, seed=0)
+    prepare_synthetic(out, config, PrepareOptions(workers=1, progress=False))
+    return out
