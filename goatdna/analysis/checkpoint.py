@@ -64,6 +64,26 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     return model, dict(config)
 
 
+def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Path:
+    """Write ``model`` in the checkpoint contract's shape (what `load_checkpoint` reads).
+
+    For models built or trained outside `goatdna train` (conversions, tests): ``config`` is a
+    run-config dict with at least a ``"model"`` entry (``configfile.to_dict(ModelConfig)``).
+    Written to a temporary name and renamed.
+    """
+    import os
+
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {MODEL_PREFIX + k: v.detach().cpu() for k, v in model.state_dict().items()}
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    torch.save({"state_dict": state, "hyper_parameters": {"config": config}}, tmp)
+    os.replace(tmp, path)
+    return path
+
+
 def train_length_of(config: dict[str, Any]) -> int:
     """Training context length recorded in a run config (data.seq_len, else model.train_length)."""
     data = config.get("data") or {}

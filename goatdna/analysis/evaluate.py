@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from goatdna.analysis.output import atomic_write_text
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
 
@@ -341,16 +341,6 @@ def evaluate_checkpoint(
         max_tokens=max_tokens,
         results=results,
     )
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write text to a temporary name in the same directory, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
 
 
 def write_evaluation(evaluation: Evaluation, json_path: Path | None, csv_path: Path | None) -> None:

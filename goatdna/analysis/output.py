@@ -1,0 +1,79 @@
+"""Writing results: atomic text files and the FASTA/JSON shapes of generated sequences."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from goatdna.errors import GoatDNAError
+
+FASTA_SUFFIXES = {".fa", ".fasta", ".fna"}
+FASTA_LINE_WIDTH = 80
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write text to a temporary name in the same directory, then rename it into place.
+
+    A reader never sees a half-written file: either the old one or the complete new one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def output_format(path: Path | None) -> str:
+    """'fasta' or 'json' from the --out file name (stdout: fasta)."""
+    if path is None:
+        return "fasta"
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return "json"
+    if suffix in FASTA_SUFFIXES:
+        return "fasta"
+    raise GoatDNAError(
+        f"--out {path}: unknown extension {suffix or '(none)'}; use .fa/.fasta/.fna or .json"
+    )
+
+
+def format_generation(
+    fmt: str,
+    checkpoint: str,
+    label: str,
+    prompt: str,
+    samples: Sequence[str],
+    options: Any,
+    with_prompt: bool = False,
+) -> str:
+    """Render generated samples as FASTA (one record per sample) or a JSON document."""
+    if fmt == "json":
+        doc = {
+            "checkpoint": checkpoint,
+            "prompt_label": label,
+            "prompt": prompt,
+            "sampling": asdict(options),
+            "samples": [prompt + s if with_prompt else s for s in samples],
+            "includes_prompt": with_prompt,
+        }
+        return json.dumps(doc, indent=2) + "\n"
+    lines = []
+    what = "prompt+continuation" if with_prompt else "continuation"
+    for i, sample in enumerate(samples):
+        lines.append(
+            f">sample_{i} {what} of {label} ({len(prompt)} nt) seed={options.seed} "
+            f"temperature={options.temperature:g} top_k={options.top_k or 'off'}"
+        )
+        seq = prompt + sample if with_prompt else sample
+        lines.extend(textwrap.wrap(seq, FASTA_LINE_WIDTH) or [""])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,701 @@
+"""`goatdna report`: GOAT against RoPE, side by side, as tables, plots, markdown and one HTML file.
+
+For every run directory: load the best checkpoint, evaluate it on the validation split at each
+context length (training length and beyond), let it continue the same test-split prompts for the
+GC study, and read training throughput and peak memory from the run's summary.json. Everything
+the report shows is also written as CSV/JSON next to it, so a number in report.md can be traced to
+a file.
+
+Output directory:
+``summary.csv`` (one row per model: model, positional, params, val_nll, bits_per_base,
+tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy), ``evaluation.csv`` /
+``evaluation.json`` (every context length, repeat/non-repeat split), ``gc_continuations.csv``,
+``gc_summary.csv``, ``*.png``, ``report.md`` and ``report.html`` (self-contained: plots embedded
+as base64 PNG).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from goatdna.analysis.checkpoint import (
+    best_checkpoint,
+    load_checkpoint,
+    read_summary,
+    train_length_of,
+)
+from goatdna.analysis.evaluate import (
+    DEFAULT_BATCH_TOKENS,
+    Evaluation,
+    default_context_lengths,
+    evaluate_model,
+)
+from goatdna.analysis.output import atomic_write_text
+from goatdna.errors import GoatDNAError
+
+SUMMARY_COLUMNS = [
+    "model",
+    "positional",
+    "params",
+    "val_nll",
+    "bits_per_base",
+    "tokens_per_s",
+    "peak_memory_gb",
+    "gc_mae",
+    "gc_rmse",
+    "gc_pearson",
+    "base_accuracy",
+]
+
+# The paper's DNA experiment (Litman & Guo, ICML 2026): ~125M decoders on hg38, one GPU, bf16.
+PAPER_DNA = {
+    "rope": {
+        "nll": 1.2054,
+        "bits_per_base": 1.739,
+        "tokens_per_s": 139_886,
+        "peak_memory_gb": 2.86,
+    },
+    "goat": {
+        "nll": 1.1294,
+        "bits_per_base": 1.629,
+        "tokens_per_s": 138_171,
+        "peak_memory_gb": 1.83,
+    },
+}
+BYTES_PER_GB = 1e9
+
+
+@dataclass
+class ReportOptions:
+    """What `goatdna report` compares and how much work it spends on it."""
+
+    runs: list[Path]
+    data_dir: Path
+    out_dir: Path
+    names: list[str] | None = None  # default: the run directories' names
+    split: str = "val"
+    context_lengths: list[int] | None = None  # default: training length x 1, 2, 4, 8
+    max_eval_tokens: int | None = 1_048_576  # predicted bases per context length and model
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
+    gc_split: str = "test"
+    n_prompts: int = 100
+    samples_per_prompt: int = 1
+    prompt_length: int = 200
+    continuation_length: int = 200
+    temperature: float = 1.0
+    top_k: int | None = None
+    seed: int = 0
+    prior_layer: int | None = None  # default: the last layer
+    heatmap_length: int = 128
+    trajectory_prompts: int = 3
+    device: str = "cpu"
+
+
+@dataclass
+class RunData:
+    """One run as the report sees it."""
+
+    name: str
+    run_dir: Path
+    checkpoint: Path
+    model: Any
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    metrics: Any  # DataFrame or None
+    train_length: int
+    evaluation: Evaluation | None = None
+
+    @property
+    def positional(self) -> str:
+        return str(self.config["model"].get("positional", ""))
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    summary: Any  # DataFrame with SUMMARY_COLUMNS
+    files: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _unique_names(runs: Sequence[Path], names: Sequence[str] | None) -> list[str]:
+    if names is not None:
+        if len(names) != len(runs):
+            raise GoatDNAError(f"--name given {len(names)} times for {len(runs)} runs")
+        if len(set(names)) != len(names):
+            raise GoatDNAError("model names must be distinct")
+        return list(names)
+    out: list[str] = []
+    for run in runs:
+        base = Path(run).resolve().name or "run"
+        name, i = base, 2
+        while name in out:
+            name, i = f"{base}-{i}", i + 1
+        out.append(name)
+    return out
+
+
+def _find_values(obj: Any, key: str) -> list[Any]:
+    """All values stored under ``key`` anywhere in nested dicts/lists."""
+    found: list[Any] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == key:
+                found.append(v)
+            found.extend(_find_values(v, key))
+    elif isinstance(obj, list):
+        for v in obj:
+            found.extend(_find_values(v, key))
+    return found
+
+
+def load_run(run_dir: Path, name: str, device: str = "cpu") -> RunData:
+    """Read a run directory: best checkpoint, config, summary.json, metrics.csv."""
+    import pandas as pd
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise GoatDNAError(f"{run_dir}: run directory not found (train one with `goatdna train`)")
+    checkpoint = best_checkpoint(run_dir)
+    summary = read_summary(run_dir)
+    model, config = load_checkpoint(checkpoint, device=device)
+    metrics_path = run_dir / "metrics.csv"
+    metrics = pd.read_csv(metrics_path) if metrics_path.is_file() else None
+    return RunData(
+        name=name,
+        run_dir=run_dir,
+        checkpoint=checkpoint,
+        model=model,
+        config=config,
+        summary=summary,
+        metrics=metrics,
+        train_length=train_length_of(config),
+    )
+
+
+def _num(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def build_summary(runs: Sequence[RunData], gc_summaries: dict[str, Any]) -> Any:
+    """The summary table: one row per model (SUMMARY_COLUMNS)."""
+    import pandas as pd
+
+    rows = []
+    for run in runs:
+        assert run.evaluation is not None
+        at_train = run.evaluation.at(run.train_length)
+        gc = gc_summaries[run.name]
+        params = run.summary.get("params")
+        if not isinstance(params, int):
+            params = int(run.model.num_params())
+        rows.append(
+            {
+                "model": run.name,
+                "positional": run.positional,
+                "params": params,
+                "val_nll": at_train.nll,
+                "bits_per_base": at_train.bits_per_base,
+                "tokens_per_s": _num(run.summary.get("tokens_per_s")),
+                "peak_memory_gb": _num(run.summary.get("peak_memory_bytes")) / BYTES_PER_GB,
+                "gc_mae": gc.gc_mae,
+                "gc_rmse": gc.gc_rmse,
+                "gc_pearson": gc.gc_pearson,
+                "base_accuracy": gc.base_accuracy,
+            }
+        )
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+SUMMARY_FORMATS = {
+    "params": ",d",
+    "val_nll": ".4f",
+    "bits_per_base": ".4f",
+    "tokens_per_s": ",.0f",
+    "peak_memory_gb": ".3f",
+    "gc_mae": ".4f",
+    "gc_rmse": ".4f",
+    "gc_pearson": ".3f",
+    "base_accuracy": ".3f",
+}
+
+
+def formatted(frame: Any, formats: dict[str, str], default: str = ".4g") -> list[list[str]]:
+    """Rows of strings (header first) with per-column number formats."""
+    header = [str(c) for c in frame.columns]
+    body = []
+    for row in frame.itertuples(index=False):
+        cells = []
+        for column, value in zip(frame.columns, row, strict=True):
+            if isinstance(value, bool):
+                cells.append("yes" if value else "no")
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                cells.append(_fmt(value, formats.get(column, default)))
+            else:
+                cells.append(str(value))
+        body.append(cells)
+    return [header, *body]
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    header, *body = rows
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    return "\n".join(lines)
+
+
+def html_table(rows: list[list[str]]) -> str:
+    header, *body = rows
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+def extrapolation_frame(runs: Sequence[RunData]) -> Any:
+    """Context length x model: NLL (nats/base) and bits/base, with the extrapolation factor."""
+    import pandas as pd
+
+    lengths = sorted({r.context_length for run in runs for r in run.evaluation.results})
+    base = min(run.train_length for run in runs)
+    rows = []
+    for length in lengths:
+        row: dict[str, Any] = {
+            "context_length": length,
+            "x_train_length": f"{length / base:g}x",
+        }
+        for run in runs:
+            try:
+                res = run.evaluation.at(length)
+                row[f"{run.name} nll"] = res.nll
+                row[f"{run.name} bits/base"] = res.bits_per_base
+            except KeyError:
+                row[f"{run.name} nll"] = math.nan
+                row[f"{run.name} bits/base"] = math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def repeat_frame(runs: Sequence[RunData]) -> Any:
+    """At training length: NLL on soft-masked (repeat) vs unmasked targets, per model."""
+    import pandas as pd
+
+    rows = []
+    for run in runs:
+        r = run.evaluation.at(run.train_length)
+        rows.append(
+            {
+                "model": run.name,
+                "context_length": r.context_length,
+                "bases": r.bases,
+                "repeat bases": r.repeat_bases,
+                "repeat bits/base": r.repeat_bits_per_base,
+                "non-repeat bases": r.nonrepeat_bases,
+                "non-repeat bits/base": r.nonrepeat_bits_per_base,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def paper_frame(summary: Any) -> Any | None:
+    """The paper's DNA numbers beside ours, when the report holds one GOAT and one RoPE model."""
+    import pandas as pd
+
+    by_pos = {p: summary[summary["positional"] == p] for p in ("goat", "rope")}
+    if any(len(part) != 1 for part in by_pos.values()):
+        return None
+    goat, rope = by_pos["goat"].iloc[0], by_pos["rope"].iloc[0]
+    metrics = [
+        ("validation NLL (nats/base)", "nll", "val_nll", ".4f"),
+        ("bits/base", "bits_per_base", "bits_per_base", ".3f"),
+        ("training tokens/s", "tokens_per_s", "tokens_per_s", ",.0f"),
+        ("peak memory (GB)", "peak_memory_gb", "peak_memory_gb", ".2f"),
+    ]
+    rows = []
+    for label, paper_key, our_key, spec in metrics:
+        p_rope, p_goat = PAPER_DNA["rope"][paper_key], PAPER_DNA["goat"][paper_key]
+        o_rope, o_goat = float(rope[our_key]), float(goat[our_key])
+        rows.append(
+            {
+                "metric": label,
+                "paper RoPE": _fmt(float(p_rope), spec),
+                "paper GOAT": _fmt(float(p_goat), spec),
+                "paper GOAT vs RoPE": _fmt(100 * (p_goat - p_rope) / p_rope, "+.1f") + "%",
+                "ours RoPE": _fmt(o_rope, spec),
+                "ours GOAT": _fmt(o_goat, spec),
+                "ours GOAT vs RoPE": (
+                    _fmt(100 * (o_goat - o_rope) / o_rope, "+.1f") + "%"
+                    if o_rope and math.isfinite(o_rope) and math.isfinite(o_goat)
+                    else "n/a"
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+@dataclass
+class _Section:
+    title: str
+    text: str = ""
+    table: list[list[str]] | None = None
+    image: Path | None = None
+
+
+def _render_markdown(title: str, intro: str, sections: Sequence[_Section]) -> str:
+    parts = [f"# {title}", "", intro, ""]
+    for s in sections:
+        parts += [f"## {s.title}", ""]
+        if s.text:
+            parts += [s.text, ""]
+        if s.table is not None:
+            parts += [markdown_table(s.table), ""]
+        if s.image is not None:
+            parts += [f"![{s.title}]({s.image.name})", ""]
+    return "\n".join(parts)
+
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.92em}
+th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}
+th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
+img{max-width:100%;border:1px solid #eee;margin:.4em 0 1.2em}
+code{background:#f6f6f6;padding:0 .2em} .note{color:#555;font-size:.92em}
+"""
+
+
+def _inline_markdown(text: str) -> str:
+    """Escape text for HTML, keeping `code` spans and paragraphs from the markdown source."""
+    out = []
+    for para in text.split("\n\n"):
+        escaped = html.escape(para)
+        pieces = escaped.split("`")
+        escaped = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))
+        out.append(f"<p>{escaped}</p>")
+    return "\n".join(out)
+
+
+def _render_html(title: str, intro: str, sections: Sequence[_Section]) -> str:
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        _inline_markdown(intro),
+    ]
+    for s in sections:
+        parts.append(f"<h2>{html.escape(s.title)}</h2>")
+        if s.text:
+            parts.append(_inline_markdown(s.text))
+        if s.table is not None:
+            parts.append(html_table(s.table))
+        if s.image is not None:
+            data = base64.b64encode(s.image.read_bytes()).decode("ascii")
+            parts.append(f'<img alt="{html.escape(s.title)}" src="data:image/png;base64,{data}">')
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+# ----------------------------------------------------------------------------- the pipeline
+
+
+def build_report(options: ReportOptions, log: Callable[[str], None] | None = None) -> ReportResult:
+    """Run the whole comparison and write the report directory."""
+    import pandas as pd
+
+    from goatdna.analysis import plots
+    from goatdna.analysis.gc_study import run_gc_study, summary_frame
+    from goatdna.analysis.prompts import draw_prompts
+    from goatdna.data_prep import ShardedGenome
+
+    say = log or (lambda _msg: None)
+    if not options.runs:
+        raise GoatDNAError("give at least one --run directory (usually a GOAT and a RoPE run)")
+    genome = ShardedGenome(options.data_dir)
+    out_dir = Path(options.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = _unique_names(options.runs, options.names)
+    result = ReportResult(out_dir=out_dir, summary=None)
+
+    runs = [load_run(Path(r), n, options.device) for r, n in zip(options.runs, names, strict=True)]
+    for run in runs:
+        shas = {v for v in _find_values(run.config, "manifest_sha256") if isinstance(v, str)}
+        if shas and genome.manifest_sha256 not in shas:
+            result.warnings.append(
+                f"run {run.name} was trained on shards with manifest sha256 "
+                f"{sorted(shas)[0][:12]}..., but the report evaluates {options.data_dir} "
+                f"({genome.manifest_sha256[:12]}...)"
+            )
+
+    # 1. NLL per context length on the validation split.
+    lengths = set(options.context_lengths or default_context_lengths(runs[0].train_length))
+    lengths.update(run.train_length for run in runs)  # val_nll is read at the training length
+    context_lengths = sorted(lengths)
+    for run in runs:
+        say(f"evaluating {run.name} ({run.positional}) on {options.split} at {context_lengths}")
+        results = evaluate_model(
+            run.model,
+            genome,
+            options.split,
+            context_lengths,
+            run.train_length,
+            options.max_eval_tokens,
+            options.batch_tokens,
+        )
+        run.evaluation = Evaluation(
+            checkpoint=str(run.checkpoint),
+            data=str(options.data_dir),
+            manifest_sha256=genome.manifest_sha256,
+            split=options.split,
+            positional=run.positional,
+            train_length=run.train_length,
+            max_tokens=options.max_eval_tokens,
+            results=results,
+        )
+    eval_frame = pd.concat(
+        [run.evaluation.frame().assign(model=run.name) for run in runs], ignore_index=True
+    )
+    eval_frame = eval_frame[["model", *[c for c in eval_frame.columns if c != "model"]]]
+    result.files.append(
+        atomic_write_text(out_dir / "evaluation.csv", eval_frame.to_csv(index=False))
+    )
+    result.files.append(
+        atomic_write_text(
+            out_dir / "evaluation.json",
+            json.dumps({run.name: run.evaluation.to_json() for run in runs}, indent=2) + "\n",
+        )
+    )
+
+    # 2. GC% continuation study on the same prompts for every model.
+    say(f"GC study: {options.n_prompts} prompts x {options.samples_per_prompt} samples")
+    prompts = draw_prompts(
+        genome,
+        options.gc_split,
+        options.n_prompts,
+        options.prompt_length,
+        options.continuation_length,
+        options.seed,
+    )
+    gc_rows, gc_summaries = run_gc_study(
+        {run.name: run.model for run in runs},
+        prompts,
+        options.samples_per_prompt,
+        options.seed,
+        options.temperature,
+        options.top_k,
+    )
+    result.files.append(
+        atomic_write_text(out_dir / "gc_continuations.csv", gc_rows.to_csv(index=False))
+    )
+    gc_table = summary_frame(gc_summaries)
+    result.files.append(atomic_write_text(out_dir / "gc_summary.csv", gc_table.to_csv(index=False)))
+
+    # 3. The summary table.
+    summary = build_summary(runs, gc_summaries)
+    result.summary = summary
+    result.files.append(atomic_write_text(out_dir / "summary.csv", summary.to_csv(index=False)))
+
+    # 4. Plots.
+    say("drawing plots")
+    images: dict[str, Path] = {}
+    images["nll"] = plots.plot_nll_vs_context(
+        {run.name: run.evaluation.frame() for run in runs},
+        {run.name: run.train_length for run in runs},
+        out_dir / "nll_vs_context.png",
+    )
+    with_metrics = {run.name: run.metrics for run in runs if run.metrics is not None}
+    if with_metrics:
+        images["training"] = plots.plot_training_curves(
+            with_metrics, out_dir / "training_curves.png"
+        )
+    images["gc"] = plots.plot_gc_trajectories(
+        gc_rows, out_dir / "gc_trajectories.png", options.trajectory_prompts
+    )
+    prior_images: list[tuple[str, int, Path, Path]] = []
+    for run in runs:
+        if run.positional != "goat":
+            continue
+        n_layers = len(run.model.blocks)
+        layer = n_layers - 1 if options.prior_layer is None else options.prior_layer
+        if not 0 <= layer < n_layers:
+            raise GoatDNAError(f"--prior-layer {layer}: {run.name} has layers 0..{n_layers - 1}")
+        prior = run.model.blocks[layer].attn.prior
+        curves = plots.plot_prior_curves(
+            prior, run.train_length, layer, out_dir / f"prior_curves_{run.name}_layer{layer}.png"
+        )
+        heat = plots.plot_prior_heatmap(
+            prior,
+            layer,
+            out_dir / f"prior_heatmap_{run.name}_layer{layer}.png",
+            min(options.heatmap_length, run.train_length),
+        )
+        prior_images.append((run.name, layer, curves, heat))
+    result.files.extend(images.values())
+    result.files.extend(p for _, _, c, h in prior_images for p in (c, h))
+
+    # 5. report.md and report.html from the same sections.
+    sections = _sections(options, runs, summary, gc_table, images, prior_images, result.warnings)
+    title = "goatdna report: " + " vs ".join(run.name for run in runs)
+    intro = _intro(options, runs, genome)
+    result.files.append(
+        atomic_write_text(out_dir / "report.md", _render_markdown(title, intro, sections))
+    )
+    result.files.append(
+        atomic_write_text(out_dir / "report.html", _render_html(title, intro, sections))
+    )
+    return result
+
+
+def _intro(options: ReportOptions, runs: Sequence[RunData], genome: Any) -> str:
+    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"Generated {when} from shards `{options.data_dir}` (manifest sha256 "
+        f"`{genome.manifest_sha256[:16]}...`).",
+        "",
+        "Runs: "
+        + "; ".join(
+            f"`{run.name}` = {run.positional}, checkpoint `{run.checkpoint}`, "
+            f"{run.summary.get('steps', '?')} steps on {run.summary.get('device', '?')} "
+            f"({run.summary.get('precision', '?')}), training length {run.train_length}"
+            for run in runs
+        )
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
+def _sections(
+    options: ReportOptions,
+    runs: Sequence[RunData],
+    summary: Any,
+    gc_table: Any,
+    images: dict[str, Path],
+    prior_images: Sequence[tuple[str, int, Path, Path]],
+    warnings: Sequence[str],
+) -> list[_Section]:
+    sections: list[_Section] = []
+    if warnings:
+        sections.append(_Section("Warnings", "\n\n".join(warnings)))
+    sections.append(
+        _Section(
+            "Summary",
+            f"`val_nll`: mean NLL in nats per predicted base on the `{options.split}` split at the "
+            "training context length (N targets excluded); `bits_per_base` = val_nll / ln 2. "
+            "`tokens_per_s` and `peak_memory_gb` (10^9 bytes; CUDA max allocated on GPU, peak RSS "
+            "on CPU) come from each run's summary.json. GC columns: the GC study below "
+            "(GC as fractions).",
+            formatted(summary, SUMMARY_FORMATS),
+        )
+    )
+    paper = paper_frame(summary)
+    if paper is not None:
+        sections.append(
+            _Section(
+                "The paper's DNA numbers beside ours",
+                "Paper: ~125M decoders trained on hg38 on one GPU in bf16 (RoPE -> GOAT). Ours: "
+                "whatever these runs are (the demo trains tiny models on a synthetic genome on "
+                "CPU), so compare the direction and size of the change, not absolute values.",
+                formatted(paper, {}),
+            )
+        )
+    sections.append(
+        _Section(
+            "NLL vs context length (extrapolation)",
+            f"Non-overlapping windows over the `{options.split}` split; at most "
+            f"{options.max_eval_tokens if options.max_eval_tokens else 'all'} predicted bases per "
+            "context length. Rows beyond 1x are longer than the training length.",
+            formatted(extrapolation_frame(runs), {"context_length": "d"}, ".4f"),
+            images["nll"],
+        )
+    )
+    sections.append(
+        _Section(
+            "Repeats vs unique sequence",
+            "Targets split by the soft-mask (repeat) flag, at the training length.",
+            formatted(
+                repeat_frame(runs),
+                {
+                    "context_length": "d",
+                    "bases": ",d",
+                    "repeat bases": ",d",
+                    "non-repeat bases": ",d",
+                },
+                ".4f",
+            ),
+        )
+    )
+    if "training" in images:
+        sections.append(
+            _Section("Training curves", "From each run's metrics.csv.", None, images["training"])
+        )
+    k = options.samples_per_prompt
+    sections.append(
+        _Section(
+            "GC% of continuations",
+            f"{options.n_prompts} prompts of {options.prompt_length} nt from the `{options.gc_split}` "
+            f"split (seed {options.seed}, no N in prompt or reference), {k} sample(s) of "
+            f"{options.continuation_length} nt per prompt and model (temperature "
+            f"{options.temperature:g}, top-k {options.top_k or 'off'}; every model draws the same "
+            "random numbers). `gc_pearson`: mean Pearson r between 25-nt sliding-window GC "
+            "trajectories of continuation and reference, over samples where r is defined "
+            "(`pearson_undefined` counts constant trajectories, excluded). `kmer_js_k*`: "
+            "Jensen-Shannon divergence (bits) of k-mer spectra, generated vs reference set. "
+            "Per-sample rows: gc_continuations.csv.",
+            formatted(
+                gc_table,
+                {"n_samples": "d", "pearson_defined": "d", "pearson_undefined": "d"},
+                ".4f",
+            ),
+            images["gc"],
+        )
+    )
+    for name, layer, curves, heat in prior_images:
+        sections.append(
+            _Section(
+                f"GOAT prior of {name}, layer {layer}",
+                "Left: the key-only term u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0}; right: "
+                "the relative term K_rel(d) = sum_r a_r cos(w_r d) + b_r sin(w_r d). Both are "
+                "added to the attention logits (nats). Shaded: positions beyond the training "
+                "length.",
+                None,
+                curves,
+            )
+        )
+        sections.append(
+            _Section(
+                f"Masked, normalised prior of {name}, layer {layer}",
+                "exp(K_ij) normalised over keys j <= i for each query i: the attention each head "
+                "would pay with content switched off (log colour scale).",
+                None,
+                heat,
+            )
+        )
+    return sections

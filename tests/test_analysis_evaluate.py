@@ -1,0 +1,174 @@
+"""`evaluate`: windows, analytic NLL of known distributions, repeat split, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna.analysis.checkpoint import save_checkpoint
+from goatdna.analysis.evaluate import (
+    bits_per_base,
+    evaluate_context,
+    evaluate_model,
+    parse_context_lengths,
+    window_starts,
+)
+from goatdna.cli.app import app
+from goatdna.configfile import to_dict
+from goatdna.data_prep import ShardedGenome
+from goatdna.errors import GoatDNAError
+from goatdna.model import GoatDNA, ModelConfig
+
+
+@dataclass(frozen=True)
+class Rec:
+    offset: int
+    length: int
+
+
+class BigramLM(torch.nn.Module):
+    """Next-base distribution depends only on the current base: logits = table[idx]."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.tensor(table, dtype=torch.float32))  # (5, 5)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.table[idx]  # (B, L, 5)
+
+
+def test_bits_per_base_is_nll_over_ln2() -> None:
+    for nll in (0.0, 1.2054, 1.1294, math.log(4)):
+        assert bits_per_base(nll) == pytest.approx(nll / math.log(2), rel=1e-15)
+    assert bits_per_base(math.log(4)) == pytest.approx(2.0)
+    assert bits_per_base(1.2054) == pytest.approx(1.739, abs=5e-4)  # the paper's RoPE row
+
+
+def test_windows_stay_inside_records() -> None:
+    records = [Rec(0, 10), Rec(10, 3), Rec(13, 21)]
+    starts = window_starts(records, 4)
+    assert starts.tolist() == [0, 4, 13, 17, 21, 25, 29]
+    for s in starts:
+        rec = next(r for r in records if r.offset <= s < r.offset + r.length)
+        assert s + 5 <= rec.offset + rec.length  # L+1 bytes inside the record
+    assert window_starts(records, 4, max_windows=3).tolist() == [0, 4, 13]
+    assert window_starts(records, 40).size == 0
+
+
+def _expected(tokens: np.ndarray, records: list[Rec], L: int, table: np.ndarray) -> dict:
+    """float64 reference: every scored position of every record, by hand."""
+    logp = table - np.log(np.exp(table).sum(axis=1, keepdims=True))  # (5, 5)
+    out = {"repeat": [], "nonrepeat": []}
+    for r in records:
+        n = (r.length - 1) // L
+        for p in range(r.offset + 1, r.offset + n * L + 1):
+            target = tokens[p] & 0x7F
+            if target == 4:
+                continue
+            key = "repeat" if tokens[p] & 0x80 else "nonrepeat"
+            out[key].append(-logp[tokens[p - 1] & 0x7F, target])
+    return out
+
+
+def test_nll_of_a_known_distribution_is_analytic() -> None:
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 4, size=300).astype(np.uint8)
+    tokens[rng.random(300) < 0.05] = 4  # some N, as input and as (ignored) target
+    tokens[rng.random(300) < 0.3] |= 0x80  # soft-masked repeats
+    records = [Rec(0, 120), Rec(120, 50), Rec(170, 130)]
+    table = rng.normal(size=(5, 5))
+    model = BigramLM(table)
+    for L in (7, 16, 49):
+        res = evaluate_context(model, tokens, records, L, train_length=16, batch_tokens=40)
+        exp = _expected(tokens, records, L, table)
+        both = exp["repeat"] + exp["nonrepeat"]
+        assert res.bases == len(both)
+        assert res.repeat_bases == len(exp["repeat"]) and res.nonrepeat_bases == len(
+            exp["nonrepeat"]
+        )
+        assert res.nll == pytest.approx(np.mean(both), rel=1e-6)
+        assert res.repeat_nll == pytest.approx(np.mean(exp["repeat"]), rel=1e-6)
+        assert res.nonrepeat_nll == pytest.approx(np.mean(exp["nonrepeat"]), rel=1e-6)
+        assert res.bits_per_base == pytest.approx(res.nll / math.log(2), rel=1e-12)
+        assert res.perplexity == pytest.approx(math.exp(res.nll), rel=1e-12)
+        assert res.extrapolation == (L > 16)
+
+
+def test_uniform_model_scores_ln5_and_too_long_contexts_fail() -> None:
+    tokens = np.zeros(100, dtype=np.uint8)
+    model = BigramLM(np.zeros((5, 5)))
+    res = evaluate_context(model, tokens, [Rec(0, 100)], 10, train_length=10)
+    assert res.nll == pytest.approx(math.log(5), rel=1e-6)
+    assert res.bits_per_base == pytest.approx(math.log2(5), rel=1e-6)
+    with pytest.raises(GoatDNAError, match="does not fit"):
+        evaluate_context(model, tokens, [Rec(0, 100)], 100, train_length=10)
+    for text in ("", "a,b", "0,12"):
+        with pytest.raises(GoatDNAError):
+            parse_context_lengths(text)
+    assert parse_context_lengths("64, 16,64") == [16, 64]
+
+
+def test_max_tokens_caps_windows_on_real_shards(synthetic_shards: Path) -> None:
+    genome = ShardedGenome(synthetic_shards)
+    model = BigramLM(np.zeros((5, 5)))
+    results = evaluate_model(model, genome, "val", [64, 256], 64, max_tokens=4096)
+    assert [r.windows for r in results] == [64, 16]
+    assert all(0 < r.bases <= 4096 for r in results)
+    assert results[0].repeat_bases > 0 and results[0].nonrepeat_bases > 0
+    with pytest.raises(GoatDNAError, match="split 'nope'"):
+        evaluate_model(model, genome, "nope", [64], 64)
+
+
+@pytest.fixture(scope="module")
+def random_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        positional="goat",
+        n_layers=1,
+        d_model=32,
+        n_heads=2,
+        mlp_hidden=64,
+        train_length=32,
+        goat_modes=2,
+    )
+    path = tmp_path_factory.mktemp("eval_ckpt") / "m.ckpt"
+    return save_checkpoint(path, GoatDNA(cfg), {"model": to_dict(cfg), "data": {"seq_len": 32}})
+
+
+def test_cli_writes_json_and_csv(
+    random_checkpoint: Path, synthetic_shards: Path, tmp_path: Path
+) -> None:
+    res = CliRunner().invoke(
+        app,
+        [
+            "evaluate", "--checkpoint", str(random_checkpoint), "--data", str(synthetic_shards),
+            "--split", "test", "--context-lengths", "32,64", "--max-tokens", "2048",
+            "--out", str(tmp_path),
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "evaluation.json").read_text())
+    frame = pd.read_csv(tmp_path / "evaluation.csv")
+    assert doc["split"] == "test" and doc["train_length"] == 32
+    assert (
+        [r["context_length"] for r in doc["results"]]
+        == [32, 64]
+        == frame["context_length"].tolist()
+    )
+    assert frame["extrapolation"].tolist() == [False, True]
+    np.testing.assert_allclose(frame["bits_per_base"], frame["nll"] / math.log(2), rtol=1e-12)
+    assert np.isfinite(frame[["nll", "bits_per_base", "perplexity"]].to_numpy()).all()
+    # A random model is about uniform over 5 classes.
+    assert abs(frame["nll"].iloc[0] - math.log(5)) < 0.2
+    bad = CliRunner().invoke(
+        app, ["evaluate", "-c", str(random_checkpoint), "-d", str(tmp_path / "none")]
+    )
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
