@@ -93,6 +93,14 @@ def _cached_features(
     return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, train_length)
 
 
+@functools.lru_cache(maxsize=16)
+def _slot_and_gain(head_dim: int, dtype: torch.dtype) -> tuple[float, float]:
+    """The constant query slot ``dtype(sqrt(d_h))`` and its product with SDPA's float32 scale."""
+    root = math.sqrt(head_dim)
+    slot = float(torch.tensor(root, dtype=dtype))
+    return slot, slot * float(torch.tensor(1.0 / root, dtype=torch.float32))
+
+
 class GoatPrior(nn.Module):
     """One layer's GOAT log-prior ``K_ij = K_rel(i-j) + u_h(j)`` for ``num_heads`` heads.
 
@@ -218,9 +226,7 @@ class GoatPrior(nn.Module):
         dtype = q_c.dtype
         d = self.head_dim
         root = math.sqrt(d)
-        # the constant query slot's value as stored, times the scale SDPA applies (float32)
-        slot = float(torch.tensor(root, dtype=dtype))
-        gain = slot * float(torch.tensor(1.0 / root, dtype=torch.float32))
+        slot, gain = _slot_and_gain(d, dtype)
 
         q_rel, _ = self._rel64(pos_q)  # (H, Lq, 2R)
         _, k_rel = self._rel64(pos_k)  # (Lk, 2R)

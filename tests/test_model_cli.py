@@ -1,0 +1,52 @@
+"""`goatdna model-info`: counts by component, d_c/d_p per head, FLOPs per token; clear errors."""
+
+from __future__ import annotations
+
+import torch
+from typer.testing import CliRunner
+
+from goatdna.cli.app import app
+from goatdna.configfile import from_dict, load_yaml
+from goatdna.model import GoatDNA, ModelConfig, flops_per_token
+
+runner = CliRunner()
+
+
+def test_model_info_prints_counts_dims_and_flops():
+    path = "configs/goat-125m.yaml"
+    result = runner.invoke(app, ["model-info", path], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    config = from_dict(ModelConfig, load_yaml(path)["model"], "model")
+    with torch.device("meta"):
+        model = GoatDNA(config)
+    out = result.output
+    assert f"{model.num_params():,}" in out
+    for name, count in model.param_breakdown().items():
+        assert name in out and f"{count:,}" in out
+    assert f"d_c = {config.head_dim - 2 * config.goat_modes - 2}" in out
+    assert f"d_p = {2 * config.goat_modes + 2}" in out
+    assert f"{flops_per_token(config, config.train_length):.4g}" in out
+
+
+def test_model_info_rope_and_seq_len(tmp_path):
+    result = runner.invoke(
+        app, ["model-info", "configs/rope-tiny.yaml", "--seq-len", "4096"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    config = from_dict(ModelConfig, load_yaml("configs/rope-tiny.yaml")["model"], "model")
+    assert f"{flops_per_token(config, 4096):.4g}" in result.output
+    assert "d_p = 0" in result.output
+
+
+def test_model_info_bad_configs_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  positional: goat\n  d_model: 64\n  n_heads: 4\n  goat_modes: 8\n")
+    result = runner.invoke(app, ["model-info", str(bad)])
+    assert result.exit_code == 2
+    assert "content_dim" in result.output
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("model:\n  n_layer: 4\n")
+    result = runner.invoke(app, ["model-info", str(typo)])
+    assert result.exit_code == 2 and "model.n_layer" in result.output
+    missing = runner.invoke(app, ["model-info", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2

@@ -1,0 +1,213 @@
+"""GoatDNA through the whole decoder: backends agree, gradients reach the prior, RoPE, counts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from goatdna.model import IGNORE_TARGET, GoatDNA, ModelConfig, flops_per_token, next_token_loss
+from goatdna.model.attention import resolve_backend
+from goatdna.model.rope import RotaryEmbedding
+
+SMALL = ModelConfig(
+    positional="goat",
+    n_layers=2,
+    d_model=64,
+    n_heads=4,
+    mlp_hidden=96,
+    train_length=32,
+    goat_modes=4,
+    attention="sdpa",
+)
+PRIOR_PARAMS = ("alpha", "beta", "slope", "sink", "mlp_w1", "mlp_b1", "mlp_w2", "mlp_b2")
+
+
+def make_model(config: ModelConfig, seed: int = 0) -> GoatDNA:
+    """A small model whose priors have every term switched on (nonzero alpha..MLP)."""
+    torch.manual_seed(seed)
+    model = GoatDNA(config)
+    with torch.no_grad():
+        for block in model.blocks:
+            prior = block.attn.prior
+            if prior is None:
+                continue
+            for name in PRIOR_PARAMS:
+                getattr(prior, name).normal_(0, 0.3)
+            prior.slope.uniform_(-0.05, 0.05)
+    return model
+
+
+def test_forward_shapes_positions_and_loss():
+    model = make_model(SMALL)
+    idx = torch.randint(0, 5, (3, 20))
+    logits = model(idx)
+    assert logits.shape == (3, 20, 5)
+    assert model.embed.weight.shape == (8, 64)
+    # absolute positions matter for GOAT (the key bias u_h(j) sees j)
+    assert not torch.allclose(model(idx, start_pos=100), logits, atol=1e-4)
+
+
+def test_next_token_loss_ignores_n_targets():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 7, 5)
+    targets = torch.randint(0, 5, (2, 7))
+    targets[0, :3] = IGNORE_TARGET
+    keep = targets != IGNORE_TARGET
+    manual = -torch.log_softmax(logits, -1).gather(-1, targets.clamp(max=3)[..., None])[..., 0]
+    torch.testing.assert_close(next_token_loss(logits, targets), manual[keep].mean())
+    torch.testing.assert_close(next_token_loss(logits, targets, "sum"), manual[keep].sum())
+    per_token = next_token_loss(logits, targets, "none")
+    assert per_token.shape == (2, 7) and bool((per_token[~keep] == 0).all())
+    all_n = torch.full((2, 7), IGNORE_TARGET)
+    assert float(next_token_loss(logits, all_n)) == 0.0
+    with pytest.raises(ValueError, match="reduction"):
+        next_token_loss(logits, targets, "avg")
+
+
+@pytest.mark.parametrize("start", [0, 96])  # 96 = 3 x train_length
+@pytest.mark.parametrize("positional", ["goat", "rope"])
+def test_sdpa_and_explicit_backends_agree_with_gradients(positional, start):
+    config = replace(SMALL, positional=positional)
+    sdpa = make_model(config)
+    explicit = GoatDNA(replace(config, attention="explicit"))
+    explicit.load_state_dict(sdpa.state_dict())
+    idx = torch.randint(0, 5, (2, 40))
+    targets = torch.randint(0, 5, (2, 40))
+    out_s = sdpa(idx, start_pos=start)
+    out_e = explicit(idx, start_pos=start)
+    torch.testing.assert_close(out_s, out_e, rtol=1e-5, atol=1e-5)
+    next_token_loss(out_s, targets).backward()
+    next_token_loss(out_e, targets).backward()
+    grads_e = dict(explicit.named_parameters())
+    for name, p in sdpa.named_parameters():
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, grads_e[name].grad, rtol=1e-4, atol=1e-6, msg=name)
+    if positional == "goat":
+        for block in sdpa.blocks:
+            for name in PRIOR_PARAMS:
+                if name == "sink" and start > 0:
+                    continue  # the sink bumps position 0 only, which this window does not hold
+                grad = getattr(block.attn.prior, name).grad
+                assert grad is not None and float(grad.abs().sum()) > 0, name
+                assert bool(torch.isfinite(grad).all()), name
+
+
+def test_each_layer_has_its_own_prior_and_rope_has_none():
+    goat = GoatDNA(SMALL)
+    priors = [block.attn.prior for block in goat.blocks]
+    assert len({id(p) for p in priors}) == SMALL.n_layers
+    assert priors[0].alpha.data_ptr() != priors[1].alpha.data_ptr()
+    rope = GoatDNA(replace(SMALL, positional="rope"))
+    assert all(block.attn.prior is None for block in rope.blocks)
+
+
+def test_goat_qk_projections_carry_content_dims_only():
+    goat, rope = GoatDNA(SMALL), GoatDNA(replace(SMALL, positional="rope"))
+    H, dh, dc, d = SMALL.n_heads, SMALL.head_dim, SMALL.content_dim, SMALL.d_model
+    assert goat.blocks[0].attn.qkv.weight.shape == (H * (2 * dc + dh), d)
+    assert rope.blocks[0].attn.qkv.weight.shape == (H * 3 * dh, d)
+    assert goat.blocks[0].attn.out.weight.shape == (d, H * dh)
+
+
+def test_rope_depends_on_relative_position_only():
+    torch.manual_seed(0)
+    model = GoatDNA(replace(SMALL, positional="rope"))
+    idx = torch.randint(0, 5, (2, 30))
+    base = model(idx)
+    for shift in (1, 1000, 100_000):
+        torch.testing.assert_close(model(idx, start_pos=shift), base, rtol=1e-4, atol=1e-4)
+    rope = RotaryEmbedding(16)
+    q, k = torch.randn(2, 1, 1, 10, 16).double()
+    dots = [
+        (rope(q, range(p, p + 10)) @ rope(k, range(p, p + 10)).transpose(-1, -2))
+        for p in (0, 7, 12_345)
+    ]
+    torch.testing.assert_close(dots[1], dots[0], rtol=0, atol=1e-9)
+    torch.testing.assert_close(dots[2], dots[0], rtol=0, atol=1e-9)
+
+
+def test_rope_rotates_by_position_times_theta():
+    rope = RotaryEmbedding(4, base=10000.0)
+    x = torch.tensor([[[[1.0, 0.0, 0.0, 0.0]]]], dtype=torch.float64)  # (1, 1, 1, 4)
+    p = 5
+    out = rope(x, range(p, p + 1))[0, 0, 0]
+    # pair (x0, x2) rotated by p * theta_0 = p radians
+    expected = torch.tensor([math.cos(p), 0.0, math.sin(p), 0.0], dtype=torch.float64)
+    torch.testing.assert_close(out, expected)
+
+
+def test_init_follows_gpt2():
+    config = replace(SMALL, n_layers=8, d_model=256, n_heads=4, mlp_hidden=512)
+    model = GoatDNA(config)
+    std = config.init_std
+    residual = std / math.sqrt(2 * config.n_layers)
+    block = model.blocks[0]
+    assert abs(float(block.attn.qkv.weight.detach().std()) - std) < 0.1 * std
+    assert abs(float(block.mlp.gate_up.weight.detach().std()) - std) < 0.1 * std
+    assert abs(float(block.attn.out.weight.detach().std()) - residual) < 0.1 * residual
+    assert abs(float(block.mlp.down.weight.detach().std()) - residual) < 0.1 * residual
+    assert torch.equal(block.attn_norm.weight, torch.ones(config.d_model))
+    # zero init: the prior contributes nothing yet
+    assert torch.equal(block.attn.prior.log_prior(range(8), range(8)), torch.zeros(4, 8, 8))
+
+
+def test_tied_embeddings_use_the_first_vocab_rows():
+    model = GoatDNA(replace(SMALL, tie_embeddings=True))
+    assert model.head is None and model.param_breakdown()["head"] == 0
+    idx = torch.randint(0, 5, (1, 6))
+    assert model(idx).shape == (1, 6, 5)
+
+
+def test_125m_parameter_counts_and_flops():
+    from goatdna.configfile import from_dict, load_yaml
+
+    counts = {}
+    for name in ("goat", "rope"):
+        config = from_dict(ModelConfig, load_yaml(f"configs/{name}-125m.yaml")["model"], "model")
+        assert config.head_dim == 64
+        with torch.device("meta"):
+            model = GoatDNA(config)
+        counts[name] = model.num_params()
+        breakdown = model.param_breakdown()
+        assert sum(breakdown.values()) == counts[name]
+        flops = flops_per_token(config, config.train_length)
+        non_embedding = counts[name] - breakdown["embedding"]
+        attention = 12 * config.n_layers * config.d_model * config.train_length
+        assert flops == 6 * non_embedding + attention
+    assert 120e6 <= counts["rope"] <= 130e6
+    # GOAT's q/k produce d_c = 46 of 64 dims per head: fewer projection weights, plus the priors
+    c = config
+    fewer = c.n_layers * c.d_model * c.n_heads * 2 * (c.head_dim - 46)
+    goat_config = replace(c, positional="goat")
+    with torch.device("meta"):
+        prior_params = GoatDNA(goat_config).param_breakdown()["prior"]
+    assert counts["goat"] == counts["rope"] - fewer + prior_params
+
+
+def test_backend_resolution_and_errors():
+    assert resolve_backend("auto") in ("sdpa", "flash")
+    assert resolve_backend("explicit") == "explicit"
+    try:
+        import flash_attn  # noqa: F401
+    except ImportError:
+        assert resolve_backend("auto") == "sdpa"
+        with pytest.raises(ValueError, match="flash-attn"):
+            GoatDNA(replace(SMALL, attention="flash"))
+    with pytest.raises(ValueError, match="content_dim"):
+        ModelConfig(d_model=64, n_heads=4, goat_modes=7)
+
+
+def test_packed_attention_equals_direct_sdpa_on_packed_tensors():
+    """The model's attention really goes through GoatPrior.pack and one SDPA call."""
+    model = make_model(SMALL)
+    attn = model.blocks[0].attn
+    x = torch.randn(2, 12, SMALL.d_model)
+    q, k, v = attn._project(x)
+    q2, k2 = attn.prior.pack(q, k, range(12), range(12))
+    y = F.scaled_dot_product_attention(q2, k2, v, is_causal=True)
+    expected = attn.out(y.transpose(1, 2).reshape(2, 12, SMALL.d_model))
+    torch.testing.assert_close(attn(x), expected, rtol=0, atol=0)
