@@ -225,8 +225,8 @@ def _build_faidx(source: Path, read_path: Path):
         return pyfaidx.Faidx(str(read_path), duplicate_action="stop", rebuild=True)
     except pyfaidx.FastaIndexingError as err:
         raise GoatDNAError(f"cannot index {source}: {' '.join(str(err).split())}") from None
-    except ValueError as err:
-        if "Duplicate" in str(err) or "duplicate" in str(err):
+    except (ValueError, IndexError, KeyError) as err:
+        if "uplicate" in str(err):
             dup = _find_duplicate_name(_fai_path(read_path))
             raise GoatDNAError(
                 f"duplicate contig name {dup!r} in {source}: contig names must be unique"
@@ -254,11 +254,14 @@ def _find_duplicate_name(fai: Path) -> str:
 def _load_index(source: Path, read_path: Path, message: Message) -> list[ContigInfo]:
     """Index the FASTA, rebuilding a ``.fai`` that is stale or does not describe this file."""
     fai = _fai_path(read_path)
+    had_index = fai.exists()
+    if had_index and fai.stat().st_mtime < read_path.stat().st_mtime:
+        message(f"the index {fai.name} is older than {read_path.name}: rebuilding it")
     try:
         faidx = _build_faidx(source, read_path)
     except GoatDNAError:
-        if not fai.exists():
-            raise
+        if not had_index or not fai.exists():
+            raise  # pyfaidx built the index from this FASTA itself: the FASTA is at fault
         # An unreadable index (e.g. duplicate keys from another file) is rebuilt from the FASTA.
         message(f"the index {fai.name} does not match {source.name}: rebuilding it")
         fai.unlink()

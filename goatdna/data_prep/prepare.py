@@ -298,8 +298,19 @@ def prepare_genome(
     out_dir = Path(out_dir)
     own_reporter = reporter is None
     reporter = reporter or Reporter(enabled=options.progress)
+    created_out = not out_dir.exists()
+    fresh_work = not (out_dir / WORK_DIR_NAME).exists()
     try:
         return _prepare(fasta, out_dir, options, reporter)
+    except GoatDNAError:
+        # Bad input: leave nothing behind that looks like a dataset or a resumable run.
+        # (A killed process cannot get here, so its work directory stays for --resume.)
+        reporter.close()
+        if created_out:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        elif fresh_work:
+            shutil.rmtree(out_dir / WORK_DIR_NAME, ignore_errors=True)
+        raise
     finally:
         if own_reporter:
             reporter.close()

@@ -30,7 +30,7 @@ class Reporter:
         self._tasks: dict[str, TaskID] = {}
 
     def message(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def _new_progress(self, *columns) -> Progress:
         progress = Progress(*columns, console=self.console, disable=not self.enabled)

@@ -44,8 +44,8 @@ class SyntheticGenomeConfig:
     cpg_retention: float = 0.25  # fraction of CG dinucleotides that survive deamination
     repeat_families: int = 12
     repeat_fraction: float = 0.35  # interspersed repeats, share of each contig
-    repeat_divergence: tuple[float, float] = (0.04, 0.18)  # per-family substitution rate range
-    tandem_fraction: float = 0.04  # micro- and satellites
+    repeat_divergence: tuple[float, float] = (0.02, 0.15)  # per-family substitution rate range
+    tandem_fraction: float = 0.06  # micro- and satellites
     gap_fraction: float = 0.01  # N gaps
     line_width: int = 60
     contig_prefix: str = "syn"
@@ -132,8 +132,9 @@ def _add_interspersed(rng, seq, mask, families, config) -> None:
         if cons.size > 1000:  # LINE-like: keep a random 3' fragment
             frag_len = int(min(cons.size, max(100, rng.exponential(900))))
             piece = cons[cons.size - frag_len :]
-        else:  # SINE-like: nearly full length
+        else:  # SINE-like: nearly full length, with an A-rich tail as Alu copies carry
             piece = cons[int(rng.integers(0, max(1, cons.size // 10))) :]
+            piece = np.concatenate([piece, np.full(int(rng.integers(8, 30)), A, np.uint8)])
         piece = _mutate(rng, piece, fam.divergence * float(rng.uniform(0.5, 1.5)))
         if rng.random() < 0.5:
             piece = _COMPLEMENT[piece[::-1]]
