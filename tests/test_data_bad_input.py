@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,31 @@ def test_force_and_resume_together(tmp_path):
 def test_info_on_missing_dataset(tmp_path):
     _assert_user_error(_run("info", tmp_path / "nowhere"), "does not exist")
     _assert_user_error(_run("info", tmp_path), "no manifest.json")
+
+
+def test_invalid_character_found_by_a_parallel_worker(tmp_path):
+    contigs = b"".join(b">c%d\n" % i + b"ACGT" * 30 + b"\n" for i in range(6))
+    data = contigs + b">bad\nACGTACGT\nACGTAJGT\n"
+    result, out = _bad(tmp_path, data, "in.fa", "--workers", "2")
+    _assert_user_error(result, "invalid character 'J'", "'bad'", "position 14 (1-based)")
+    _assert_nothing_written(out)
+    assert not out.exists()
+
+
+def test_read_only_fasta_directory_gets_its_index_in_the_cache(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "ref.fa").write_bytes(GOOD)
+    real_access = os.access
+
+    def access(path, mode, *args, **kwargs):  # root may write anywhere: pretend it may not
+        if Path(path) == ro and mode & os.W_OK:
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    out = tmp_path / "out"
+    result = _run("prepare", ro / "ref.fa", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "cache" / "ref.fa.fai").is_file()
+    assert not (ro / "ref.fa.fai").exists()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyfaidx
 
 from goatdna.data_prep.tokens import BYTE_LUT, INVALID
 from goatdna.errors import GoatDNAError
@@ -64,6 +65,7 @@ class FastaSource:
     read_path: Path  # plain or BGZF file that pyfaidx indexes (a cache file for plain gzip)
     compression: str  # "none", "gzip" or "bgzip"
     contigs: tuple[ContigInfo, ...]
+    index_path: Path  # the .fai (next to read_path, or in the cache dir if that is read-only)
 
     def contig(self, name: str) -> ContigInfo:
         for info in self.contigs:
@@ -116,10 +118,11 @@ def open_fasta(
     elif compression == "bgzip":
         _check_bgzf_eof(path)
     _check_starts_with_header(path, read_path, compression)
-    contigs = _load_index(path, read_path, message)
+    index_path = _fai_path(read_path, cache_dir)
+    contigs = _load_index(path, read_path, index_path, message)
     if not contigs:
         raise GoatDNAError(f"FASTA file {path} holds no sequence records (no '>' header lines)")
-    return FastaSource(path, read_path, compression, tuple(contigs))
+    return FastaSource(path, read_path, compression, tuple(contigs), index_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,21 +216,33 @@ def _check_starts_with_header(source: Path, read_path: Path, compression: str) -
 # index
 
 
-def _fai_path(read_path: Path) -> Path:
-    return Path(str(read_path) + ".fai")
+def _fai_path(read_path: Path, cache_dir: Path) -> Path:
+    """``FASTA.fai`` next to the FASTA, or in the cache dir when that directory is read-only
+    (shared reference folders often are)."""
+    if os.access(read_path.parent, os.W_OK):
+        return Path(str(read_path) + ".fai")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return cache_dir / (read_path.name + ".fai")
 
 
-def _build_faidx(source: Path, read_path: Path):
+def _gzi_path(fai: Path) -> str:
+    return str(fai)[: -len(".fai")] + ".gzi"
+
+
+def open_faidx(read_path: Path, fai: Path, **kwargs):
+    gzi = _gzi_path(fai) if read_path.name.lower().endswith((".gz", ".bgz")) else None
+    return pyfaidx.Faidx(str(read_path), indexname=str(fai), gzi_indexname=gzi, **kwargs)
+
+
+def _build_faidx(source: Path, read_path: Path, fai: Path):
     """Open (and if missing or older than the FASTA, build) the pyfaidx index."""
-    import pyfaidx
-
     try:
-        return pyfaidx.Faidx(str(read_path), duplicate_action="stop", rebuild=True)
+        return open_faidx(read_path, fai, duplicate_action="stop", rebuild=True)
     except pyfaidx.FastaIndexingError as err:
         raise GoatDNAError(f"cannot index {source}: {' '.join(str(err).split())}") from None
     except (ValueError, IndexError, KeyError) as err:
         if "uplicate" in str(err):
-            dup = _find_duplicate_name(_fai_path(read_path))
+            dup = _find_duplicate_name(fai)
             raise GoatDNAError(
                 f"duplicate contig name {dup!r} in {source}: contig names must be unique"
             ) from None
@@ -251,28 +266,27 @@ def _find_duplicate_name(fai: Path) -> str:
     return "?"
 
 
-def _load_index(source: Path, read_path: Path, message: Message) -> list[ContigInfo]:
+def _load_index(source: Path, read_path: Path, fai: Path, message: Message) -> list[ContigInfo]:
     """Index the FASTA, rebuilding a ``.fai`` that is stale or does not describe this file."""
-    fai = _fai_path(read_path)
     had_index = fai.exists()
     if had_index and fai.stat().st_mtime < read_path.stat().st_mtime:
         message(f"the index {fai.name} is older than {read_path.name}: rebuilding it")
     try:
-        faidx = _build_faidx(source, read_path)
+        faidx = _build_faidx(source, read_path, fai)
     except GoatDNAError:
         if not had_index or not fai.exists():
             raise  # pyfaidx built the index from this FASTA itself: the FASTA is at fault
         # An unreadable index (e.g. duplicate keys from another file) is rebuilt from the FASTA.
         message(f"the index {fai.name} does not match {source.name}: rebuilding it")
         fai.unlink()
-        faidx = _build_faidx(source, read_path)
+        faidx = _build_faidx(source, read_path, fai)
     contigs = _contigs_from(faidx)
     ok = _index_matches_file(faidx, contigs)
     faidx.close()
     if not ok:
         message(f"the index {fai.name} does not match {source.name}: rebuilding it")
         fai.unlink()
-        faidx = _build_faidx(source, read_path)
+        faidx = _build_faidx(source, read_path, fai)
         contigs = _contigs_from(faidx)
         ok = _index_matches_file(faidx, contigs)
         faidx.close()
@@ -299,6 +313,13 @@ def _index_matches_file(faidx, contigs: list[ContigInfo]) -> bool:
     preserved, fails here; pyfaidx alone only compares modification times.
     """
     raw = RawReader(faidx)
+    try:
+        return _entries_match(raw, contigs)
+    finally:
+        raw.close()
+
+
+def _entries_match(raw: RawReader, contigs: list[ContigInfo]) -> bool:
     total = raw.size()
     prev_end = 0
     for info in contigs:
@@ -383,10 +404,10 @@ class ContigReader:
     """Reads base ranges of a FastaSource as validated token bytes. One per process/thread."""
 
     def __init__(self, source: FastaSource) -> None:
-        import pyfaidx
-
         self.source = source
-        self._faidx = pyfaidx.Faidx(str(source.read_path), rebuild=False, build_index=False)
+        self._faidx = open_faidx(
+            source.read_path, source.index_path, rebuild=False, build_index=False
+        )
         self._raw = RawReader(self._faidx)
         self._ustarts = (
             [b.ustart for b in self._faidx.gzi_index] if source.compression == "bgzip" else None

@@ -28,6 +28,7 @@ class Reporter:
         self.enabled = enabled and self.console.is_terminal
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
+        self._byte_bars: list[Progress] = []
 
     def message(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -47,6 +48,7 @@ class Reporter:
             TimeRemainingColumn(),
         )
         task = progress.add_task(label, total=total)
+        self._byte_bars.append(progress)
         seen = 0
 
         def advance(n: int) -> None:
@@ -82,4 +84,8 @@ class Reporter:
             self._tasks.clear()
 
     def close(self) -> None:
+        """Stop every bar (also those an error left unfinished)."""
         self.stop_contigs()
+        for progress in self._byte_bars:
+            progress.stop()
+        self._byte_bars.clear()

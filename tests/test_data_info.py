@@ -1,0 +1,66 @@
+"""`goatdna info`: the records/splits table, and --verify catching a corrupted shard."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+from typer.testing import CliRunner
+
+from goatdna.cli.app import app
+from goatdna.data_prep import ShardedGenome
+
+
+def _run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "160"})
+
+
+def test_info_table_shows_records_and_splits(synthetic_shards):
+    result = _run("info", synthetic_shards)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for heading in ("records (12)", "splits", "GC %", "N %", "soft-masked %"):
+        assert heading in out
+    genome = ShardedGenome(synthetic_shards)
+    train = genome.manifest["splits"]["train"]
+    gc = 100 * train["gc_count"] / (train["length"] - train["n_count"])
+    row = re.search(r"train\s*│\s*4\s*│\s*([\d,]+)\s*│\s*([\d.]+)", out)
+    assert row is not None, out
+    assert int(row.group(1).replace(",", "")) == train["length"]
+    assert abs(float(row.group(2)) - gc) < 0.006
+
+
+def test_verify_passes_then_catches_a_flipped_byte(synthetic_shards, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(synthetic_shards, copy)
+    ok = _run("info", copy, "--verify")
+    assert ok.exit_code == 0 and "verified: all 12 records" in ok.stdout
+    genome = ShardedGenome(copy)
+    rec = genome.records("val")[1]
+    with open(copy / "val.bin", "r+b") as handle:
+        handle.seek(rec.offset + 5)
+        byte = handle.read(1)[0]
+        handle.seek(rec.offset + 5)
+        handle.write(bytes([byte ^ 1]))
+    bad = _run("info", copy, "--verify")
+    assert bad.exit_code == 2
+    assert f"record {rec.name}:{rec.start}-{rec.end} in val.bin" in bad.stderr
+    with open(copy / "test.bin", "ab") as handle:
+        handle.write(b"\0")
+    truncated = _run("info", copy, "--verify")
+    assert truncated.exit_code == 2 and "the manifest says" in truncated.stderr
+
+
+def test_prepare_help_documents_every_option():
+    result = _run("prepare", "--help")
+    assert result.exit_code == 0
+    import inspect
+
+    from goatdna.cli.prepare import prepare
+
+    for param in inspect.signature(prepare).parameters.values():
+        decls = getattr(param.default, "param_decls", ()) or ()
+        for flag in decls:
+            if flag.startswith("--"):
+                assert flag in result.stdout, flag
+        assert getattr(param.default, "help", None), f"{param.name} has no help text"
