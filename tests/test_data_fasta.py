@@ -120,3 +120,19 @@ def test_mismatched_fai_is_rebuilt(tmp_path, capsys, bad_fai):
     genome = _prepare(src, tmp_path / "out")
     assert "does not match" in capsys.readouterr().err
     assert decode(genome.tokens("train")) == "ACGTacgtNNNNNNNNnnnnnnACGGGGCCatTTTT"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b">a\nACGT\nACGT\n>b\nAC",  # no final newline
+        b";comment line\n>a\nACGT\nACGT\n\n>b\nAC\n\n",  # comment first, blank lines between
+        b">a\r\nACGT\r\nACGT\r\n>b\r\nAC",  # CRLF without a final line break
+    ],
+)
+def test_line_layout_edge_cases(tmp_path, data):
+    src = tmp_path / "e.fa"
+    src.write_bytes(data)
+    genome = _prepare(src, tmp_path / "out")
+    assert decode(genome.tokens("train")) == "ACGTACGTAC"
+    assert [(r.name, r.length) for r in genome.records()] == [("a", 8), ("b", 2)]

@@ -19,6 +19,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+MAX_CONTIG_BARS = 40
+
 
 class Reporter:
     """Says what the data path is doing; ``enabled=False`` silences the bars, not the messages."""
@@ -68,6 +70,14 @@ class Reporter:
             TextColumn("{task.completed:,}/{task.total:,} bp"),
             TimeRemainingColumn(),
         )
+        if len(totals) > MAX_CONTIG_BARS:  # e.g. hg38 with every scaffold: one bar for all
+            task = self._progress.add_task(
+                f"{len(totals)} contigs",
+                total=sum(totals.values()),
+                completed=sum(completed.values()),
+            )
+            self._tasks = dict.fromkeys(totals, task)
+            return
         for name, total in totals.items():
             self._tasks[name] = self._progress.add_task(
                 name[:20], total=total, completed=completed.get(name, 0)
