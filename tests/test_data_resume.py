@@ -3,6 +3,7 @@ uninterrupted run byte for byte; parallel workers give the same bytes as one."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 
 from goatdna.cli.app import app
 from goatdna.data_prep import SyntheticGenomeConfig, write_synthetic_fasta
-from goatdna.data_prep.prepare import KILL_AFTER_ENV
+from goatdna.data_prep.prepare import KILL_AFTER_BASES_ENV, KILL_AFTER_ENV
 
 OUTPUT_FILES = ("train.bin", "val.bin", "test.bin", "manifest.json")
 
@@ -42,9 +43,21 @@ def reference(source, tmp_path_factory) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_killed_subprocess_then_resume_is_byte_identical(source, reference, tmp_path):
+@pytest.mark.parametrize(
+    ("hook", "value", "journaled"),
+    [
+        (KILL_AFTER_ENV, "7", 7),  # killed right after the 7th record was journaled
+        (KILL_AFTER_BASES_ENV, "first 8 records + 1", 8),  # 9th written, not journaled
+    ],
+)
+def test_killed_subprocess_then_resume_is_byte_identical(
+    source, reference, tmp_path, hook, value, journaled
+):
     out = tmp_path / "out"
-    env = {**os.environ, KILL_AFTER_ENV: "7"}
+    if hook == KILL_AFTER_BASES_ENV:
+        records = json.loads(reference["manifest.json"])["records"]
+        value = str(sum(r["length"] for r in records[:journaled]) + 1)
+    env = {**os.environ, hook: value}
     cmd = [
         sys.executable,
         "-m",
@@ -58,9 +71,9 @@ def test_killed_subprocess_then_resume_is_byte_identical(source, reference, tmp_
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    # killed mid-run: no final file exists, 7 of 18 records are journaled as done
+    # killed mid-run: no final file exists, only some of the 18 records are journaled as done
     assert not any((out / name).exists() for name in OUTPUT_FILES)
-    assert len(list((out / ".prepare" / "done").glob("*.json"))) == 7
+    assert len(list((out / ".prepare" / "done").glob("*.json"))) == journaled
 
     # without --resume the directory is refused, with other options too
     refused = _cli("prepare", source, "--out", out)

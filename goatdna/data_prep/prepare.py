@@ -54,6 +54,10 @@ from goatdna.errors import GoatDNAError
 WORK_DIR_NAME = ".prepare"
 KILL_AFTER_ENV = "GOATDNA_PREPARE_KILL_AFTER_RECORDS"
 """Test hook: SIGKILL this process right after the K-th record is marked done (resume tests)."""
+KILL_AFTER_BASES_ENV = "GOATDNA_PREPARE_KILL_AFTER_BASES"
+"""Test hook: SIGKILL this process once it has written B bases, before that record is marked
+done (a record whose bytes are on disk but not journaled must be redone by --resume)."""
+_bases_written_here = 0
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,14 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
+def _maybe_kill_after_bases(n: int) -> None:
+    global _bases_written_here
+    _bases_written_here += n
+    limit = int(os.environ.get(KILL_AFTER_BASES_ENV, "0") or 0)
+    if limit and _bases_written_here >= limit:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def process_record(
     source: FastaSource,
     task: RecordTask,
@@ -178,6 +190,7 @@ def process_record(
             end = min(task.record.end, pos + chunk_bases)
             tokens = reader.read_tokens(contig, pos, end)
             _pwrite_all(fd, tokens, task.offset + pos - task.record.start)
+            _maybe_kill_after_bases(len(tokens))
             n, soft, gc = _count_and_hash(tokens, digest)
             n_count += n
             soft_count += soft
