@@ -209,3 +209,14 @@ def test_read_only_fasta_directory_gets_its_index_in_the_cache(tmp_path, monkeyp
     assert result.exit_code == 0, result.output
     assert (out / "cache" / "ref.fa.fai").is_file()
     assert not (ro / "ref.fa.fai").exists()
+
+
+def test_force_with_bad_options_keeps_the_old_dataset(tmp_path):
+    src = tmp_path / "a.fa"
+    src.write_bytes(GOOD)
+    out = tmp_path / "out"
+    assert _run("prepare", src, "--out", out).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    result = _run("prepare", src, "--out", out, "--force", "--val-contigs", "chrX")
+    _assert_user_error(result, "'chrX'")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

@@ -287,8 +287,7 @@ def _check_out_dir(out_dir: Path, options: PrepareOptions, fasta: Path) -> str:
     if not out_dir.exists():
         return "new"
     if options.force:
-        _remove_dataset(out_dir)
-        return "new"
+        return "new"  # the old dataset is removed once the new run has been planned
     if (out_dir / MANIFEST_NAME).is_file():
         return "complete"
     if (out_dir / WORK_DIR_NAME).is_dir():
@@ -326,7 +325,7 @@ def prepare_genome(
     own_reporter = reporter is None
     reporter = reporter or Reporter(enabled=options.progress)
     created_out = not out_dir.exists()
-    fresh_work = not (out_dir / WORK_DIR_NAME).exists()
+    fresh_work = options.force or not (out_dir / WORK_DIR_NAME).exists()
     try:
         return _prepare(fasta, out_dir, options, reporter)
     except GoatDNAError:
@@ -380,6 +379,8 @@ def _prepare(
             "add --force to overwrite it, or choose another directory"
         )
 
+    if options.force:
+        _remove_dataset(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if state == "interrupted" and not (work / "plan.json").is_file():
         # killed while setting up (plan.json is written last): nothing was done yet
@@ -592,8 +593,6 @@ def prepare_synthetic(
     config = config or SyntheticGenomeConfig()
     options = options or PrepareOptions()
     out_dir = Path(out_dir)
-    if options.force and out_dir.is_dir():
-        _remove_dataset(out_dir)
     fasta = out_dir / SYNTHETIC_FASTA_NAME
     data = synthetic_fasta_bytes(config)
     has_data = (out_dir / MANIFEST_NAME).is_file() or (out_dir / WORK_DIR_NAME).is_dir()
