@@ -136,3 +136,15 @@ def test_line_layout_edge_cases(tmp_path, data):
     genome = _prepare(src, tmp_path / "out")
     assert decode(genome.tokens("train")) == "ACGTACGTAC"
     assert [(r.name, r.length) for r in genome.records()] == [("a", 8), ("b", 2)]
+
+
+def test_file_names_that_lie_about_compression(tmp_path):
+    plain_named_gz = tmp_path / "plain.fa.gz"
+    plain_named_gz.write_bytes(TINY)
+    bgz_named_fa = tmp_path / "bgzip.fa"
+    with bgzf.BgzfWriter(str(bgz_named_fa), "wb") as writer:
+        writer.write(TINY)
+    expected = "ACGTacgtNNNNNNNNnnnnnnACGGGGCCatTTTT"
+    for src in (plain_named_gz, bgz_named_fa):
+        genome = _prepare(src, tmp_path / f"o_{src.name}")
+        assert decode(genome.tokens("train")) == expected

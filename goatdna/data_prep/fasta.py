@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyfaidx
 
 from goatdna.data_prep.tokens import BYTE_LUT, INVALID
@@ -33,7 +32,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 TRANSLATE_TABLE = BYTE_LUT.tobytes()
 LINE_BREAKS = b"\r\n"
-DEFAULT_CHUNK_BASES = 1 << 24  # 16 Mbp: large reads amortise syscalls, small enough for 4 workers
 
 Message = Callable[[str], None]
 
@@ -118,6 +116,7 @@ def open_fasta(
     elif compression == "bgzip":
         _check_bgzf_eof(path)
     _check_starts_with_header(path, read_path, compression)
+    read_path = _name_for_pyfaidx(read_path, compression, cache_dir)
     index_path = _fai_path(read_path, cache_dir)
     contigs = _load_index(path, read_path, index_path, message)
     if not contigs:
@@ -176,6 +175,20 @@ def _decompress_to_cache(
     os.replace(tmp, target)
     stamp_path.write_text(json.dumps(stamp))
     return target
+
+
+def _name_for_pyfaidx(read_path: Path, compression: str, cache_dir: Path) -> Path:
+    """pyfaidx picks BGZF vs plain by the file name; a misnamed file gets a well-named link."""
+    says_gz = read_path.name.lower().endswith((".gz", ".bgz"))
+    if says_gz == (compression == "bgzip"):
+        return read_path
+    name = read_path.name + ".gz" if compression == "bgzip" else read_path.name.rsplit(".", 1)[0]
+    link = cache_dir / name
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(read_path.resolve())
+    return link
 
 
 def _check_bgzf_eof(path: Path) -> None:
@@ -238,6 +251,8 @@ def _build_faidx(source: Path, read_path: Path, fai: Path):
     """Open (and if missing or older than the FASTA, build) the pyfaidx index."""
     try:
         return open_faidx(read_path, fai, duplicate_action="stop", rebuild=True)
+    except pyfaidx.UnsupportedCompressionFormat as err:
+        raise GoatDNAError(f"cannot read {source}: {' '.join(str(err).split())}") from None
     except pyfaidx.FastaIndexingError as err:
         raise GoatDNAError(f"cannot index {source}: {' '.join(str(err).split())}") from None
     except (ValueError, IndexError, KeyError) as err:
@@ -454,8 +469,3 @@ class ContigReader:
     def close(self) -> None:
         self._raw.close()
         self._faidx.close()
-
-
-def tokens_view(tokens: bytes) -> np.ndarray:
-    """Zero-copy uint8 view of token bytes."""
-    return np.frombuffer(tokens, dtype=np.uint8)
