@@ -91,7 +91,11 @@ def _sha256_file(path: Path) -> str:
 
 
 class _SourceHasher:
-    """sha256 of the source file in a background thread (hashlib releases the GIL)."""
+    """sha256 of the source file in a background thread (hashlib releases the GIL).
+
+    ``start()`` is called once worker processes exist: forking a process that runs threads
+    is unsafe, so the thread must not be alive when the pool forks.
+    """
 
     def __init__(self, path: Path, cache: Path | None) -> None:
         self.path = path
@@ -107,8 +111,10 @@ class _SourceHasher:
                     self.result = saved["sha256"]
             except (OSError, ValueError, KeyError):
                 pass
-        self._thread = None
-        if self.result is None:
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.result is None and self._thread is None:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
 
@@ -119,6 +125,7 @@ class _SourceHasher:
             self.error = err
 
     def get(self) -> str:
+        self.start()
         if self._thread is not None:
             self._thread.join()
         if self.error is not None:
@@ -408,7 +415,7 @@ def _prepare(
         _atomic_write(work / "plan.json", json.dumps(plan_doc).encode())
 
     hasher = _SourceHasher(fasta, work / "source_sha256.json")
-    stats = _run_tasks(source, tasks, work, options, reporter)
+    stats = _run_tasks(source, tasks, work, options, reporter, hasher.start)
     source_sha = hasher.get()
     manifest = _manifest(fasta, source, source_sha, plan.mode, tasks, stats, split_lengths)
     _finalize(out_dir, work, manifest)
@@ -433,7 +440,9 @@ def _run_tasks(
     work: Path,
     options: PrepareOptions,
     reporter: Reporter,
+    start_threads: Callable[[], None],
 ) -> dict[int, RecordStats]:
+    """Process the records not yet journaled; ``start_threads`` runs once workers exist."""
     done = _load_done(work, tasks)
     pending = [t for t in tasks if t.index not in done]
     kill_after = int(os.environ.get(KILL_AFTER_ENV, "0") or 0)
@@ -445,7 +454,10 @@ def _run_tasks(
         totals[t.record.name] = totals.get(t.record.name, 0) + t.record.length
         if t.index in done:
             completed[t.record.name] = completed.get(t.record.name, 0) + t.record.length
-    reporter.start_contigs(totals, completed)
+
+    def begin() -> None:  # threads (hashing, progress refresh) only after the pool has forked
+        start_threads()
+        reporter.start_contigs(totals, completed)
 
     def mark_done(task: RecordTask, stat: RecordStats) -> None:
         nonlocal finished_here
@@ -463,18 +475,19 @@ def _run_tasks(
         raise GoatDNAError("--workers must be >= 1")
     workers = min(workers, len(pending)) if pending else 1
     if workers == 1:
+        begin()
         for task in pending:
             stat = process_record(
                 source, task, partial(task), options.chunk_bases, reporter.advance
             )
             mark_done(task, stat)
     else:
-        _run_pool(source, pending, workers, options, reporter, partial, mark_done)
+        _run_pool(source, pending, workers, options, reporter, partial, mark_done, begin)
     reporter.stop_contigs()
     return done
 
 
-def _run_pool(source, pending, workers, options, reporter, partial, mark_done) -> None:
+def _run_pool(source, pending, workers, options, reporter, partial, mark_done, begin) -> None:
     import multiprocessing as mp
     import queue as queue_mod
 
@@ -491,6 +504,7 @@ def _run_pool(source, pending, workers, options, reporter, partial, mark_done) -
             pool.submit(_worker_process, source, t, partial(t), options.chunk_bases)
             for t in pending
         }
+        begin()  # with "fork", every worker process exists after the first submit
         try:
             while futures:
                 finished, futures = wait(futures, timeout=0.2, return_when=FIRST_COMPLETED)
