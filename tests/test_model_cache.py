@@ -38,15 +38,15 @@ def make_model(positional: str) -> GoatDNA:
 @torch.no_grad()
 def test_prefill_then_steps_equals_full_forward(positional):
     model = make_model(positional)
-    idx = torch.randint(0, 5, (2, 60))  # runs past train_length (32)
+    idx = torch.randint(0, 5, (2, 40))  # runs past train_length (32)
     full = model(idx)
-    cache = model.new_cache(batch_size=2, max_length=64)
+    cache = model.new_cache(batch_size=2, max_length=48)
     assert isinstance(cache, KVCache) and cache.keys.dtype == torch.float32
-    pieces = [model.forward_cached(idx[:, :20], cache)]  # prefill
-    pieces.append(model.forward_cached(idx[:, 20:27], cache))  # a block at an offset (masked)
-    for t in range(27, 60):  # one token at a time (no mask)
+    pieces = [model.forward_cached(idx[:, :24], cache)]  # prefill
+    pieces.append(model.forward_cached(idx[:, 24:30], cache))  # a block at an offset (masked)
+    for t in range(30, 40):  # one token at a time (no mask)
         pieces.append(model.forward_cached(idx[:, t : t + 1], cache))
-    assert cache.length == 60
+    assert cache.length == 40
     stepped = torch.cat(pieces, dim=1)
     err = (stepped - full).abs().max() / full.abs().max()
     assert float(err) <= 1e-5

@@ -39,6 +39,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 Positions = Tensor | range
 """Absolute token positions: a LongTensor, or a ``range`` (cached features, no device sync)."""
@@ -179,21 +180,40 @@ class GoatPrior(nn.Module):
         return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, self.train_length)
 
     def _key_bias64(self, pos: Positions) -> Tensor:
-        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} in float64 -> (H, L)."""
-        pos64, _, _, phi = self._features(pos)
-        hidden = F.silu(
-            torch.einsum("lf,hfm->hlm", phi, self.mlp_w1.double())
-            + self.mlp_b1.double()[:, None, :]
-        )
-        g = torch.einsum("hlm,hm->hl", hidden, self.mlp_w2.double()) + self.mlp_b2.double()[:, None]
-        first = (pos64 == 0).double()  # (L,)
-        return self.slope.double()[:, None] * pos64 + g + self.sink.double()[:, None] * first
+        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} -> (H, L) float64.
 
-    def _rel64(self, pos: Positions) -> tuple[Tensor, Tensor]:
-        """q_rel(i) (H, L, 2R) and k_rel(j) (L, 2R) in float64 (Eq. 11)."""
-        _, cos, sin = self._features(pos)[:3]
-        a = self.alpha.double()[:, None, :]  # (H, 1, R)
-        b = self.beta.double()[:, None, :]
+        ``slope * j`` (the large term) is formed in float64; the MLP runs in the parameters' dtype
+        with autocast off (its output is small, so float32 is exact enough and cheap).
+        """
+        pos64, _, _, phi = self._features(pos)
+        with torch.autocast(device_type=pos64.device.type, enabled=False):
+            phi = phi.to(self.mlp_w1.dtype)
+            if torch.is_grad_enabled():
+                # recompute the (H, L, M) hidden layer in backward rather than keep it: at batch
+                # size 1 it would otherwise weigh as much as a whole query tensor
+                g = checkpoint(self._mlp, phi, use_reentrant=False)
+            else:
+                g = self._mlp(phi)
+        first = (pos64 == 0).double()  # (L,)
+        return (
+            self.slope.double()[:, None] * pos64 + g.double() + self.sink.double()[:, None] * first
+        )
+
+    def _mlp(self, phi: Tensor) -> Tensor:
+        """g_h(phi) for every head: phi (L, F) -> (H, L)."""
+        hidden = F.silu(torch.matmul(phi, self.mlp_w1) + self.mlp_b1[:, None, :])  # (H, L, M)
+        return torch.matmul(hidden, self.mlp_w2[:, :, None])[..., 0] + self.mlp_b2[:, None]
+
+    def _rel(self, pos: Positions) -> tuple[Tensor, Tensor]:
+        """q_rel(i) (H, L, 2R) and k_rel(j) (L, 2R) (Eq. 11) in the parameters' dtype.
+
+        cos/sin come from float64 phases and are rounded once; a, b enter linearly.
+        """
+        _, cos64, sin64 = self._features(pos)[:3]
+        dtype = self.alpha.dtype
+        cos, sin = cos64.to(dtype), sin64.to(dtype)  # (L, R)
+        a = self.alpha[:, None, :]  # (H, 1, R)
+        b = self.beta[:, None, :]
         q_rel = torch.cat([a * cos + b * sin, a * sin - b * cos], dim=-1)  # (H, L, 2R)
         k_rel = torch.cat([cos, sin], dim=-1)  # (L, 2R)
         return q_rel, k_rel
@@ -204,11 +224,10 @@ class GoatPrior(nn.Module):
 
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
         """K_ij = K_rel(i - j) + u_h(j) (Eq. 7) -> (num_heads, Lq, Lk), materialised."""
-        dtype = self.alpha.dtype
-        q_rel, _ = self._rel64(pos_q)
-        _, k_rel = self._rel64(pos_k)
-        u = self._key_bias64(pos_k).to(dtype)  # (H, Lk)
-        rel = torch.matmul(q_rel.to(dtype), k_rel.to(dtype).t())  # (H, Lq, Lk)
+        q_rel, _ = self._rel(pos_q)
+        _, k_rel = self._rel(pos_k)
+        u = self._key_bias64(pos_k).to(self.alpha.dtype)  # (H, Lk)
+        rel = torch.matmul(q_rel, k_rel.t())  # (H, Lq, Lk)
         return rel + u[:, None, :]
 
     # ---------------------------------------------------------------- Eq. 11
@@ -228,8 +247,8 @@ class GoatPrior(nn.Module):
         root = math.sqrt(d)
         slot, gain = _slot_and_gain(d, dtype)
 
-        q_rel, _ = self._rel64(pos_q)  # (H, Lq, 2R)
-        _, k_rel = self._rel64(pos_k)  # (Lk, 2R)
+        q_rel, _ = self._rel(pos_q)  # (H, Lq, 2R)
+        _, k_rel = self._rel(pos_k)  # (Lk, 2R)
         u = self._key_bias64(pos_k) / gain  # (H, Lk) float64
         hi = u.to(dtype)
         if self.split_key_bias:
