@@ -211,3 +211,15 @@ def test_packed_attention_equals_direct_sdpa_on_packed_tensors():
     y = F.scaled_dot_product_attention(q2, k2, v, is_causal=True)
     expected = attn.out(y.transpose(1, 2).reshape(2, 12, SMALL.d_model))
     torch.testing.assert_close(attn(x), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("positional", ["goat", "rope"])
+def test_position_caches_filled_in_inference_mode_serve_training(positional):
+    """Evaluation under inference_mode first, then a training step at the same length."""
+    config = replace(SMALL, positional=positional, train_length=24)
+    model = GoatDNA(config)
+    idx = torch.randint(0, 5, (1, 23))  # a length no other test uses: the cache starts empty
+    with torch.inference_mode():
+        model(idx, start_pos=7)
+    next_token_loss(model(idx, start_pos=7), idx).backward()
+    assert model.blocks[0].attn.qkv.weight.grad is not None

@@ -131,7 +131,7 @@ class CausalSelfAttention(nn.Module):
         return q, k, v
 
     def _positions(self, q: Tensor, k: Tensor, pos: range) -> tuple[Tensor, Tensor]:
-        """Attach positions: GOAT packs (q', k') (Eq. 11), RoPE rotates; both -> (B, H, L, d_h)."""
+        """Attach positions: GOAT packs (q', k') (goat.py, G5), RoPE rotates; both -> (B, H, L, d_h)."""
         if self.prior is not None:
             return self.prior.pack(q, k, pos, pos)
         assert self.rope is not None
@@ -158,7 +158,7 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
-        """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT (Eq. 3), RoPE's q.k/sqrt(d)."""
+        """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT (goat.py, G1), RoPE's q.k/sqrt(d)."""
         if self.prior is not None:
             content = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.qk_dim)
             return content + self.prior.log_prior(pos_q, pos_k).to(content.dtype)

@@ -1,20 +1,23 @@
 r"""GOAT: attention with a trainable log-prior, packed so one standard SDPA call computes it.
 
-The equations (Litman & Guo, ICML 2026; numbers as in the paper)::
+The equations, stated once. Source: Litman & Guo, "You Need Better Attention Priors" (GOAT,
+arXiv:2601.15380, ICML 2026), sections 3-4 ("Generalizing the Attention Prior", "Parameterizing
+the Prior With Goat"). The paper's own equation numbers could not be checked offline, so the labels
+G1-G5 below are this module's; the code cites them::
 
-    (Eq. 3)  A_ij   = softmax_j( s_ij + K_ij )                  attention with a log-prior K
-    (Eq. 4)  s_ij   = <qc_i, kc_j> / sqrt(d_c)                  content logits, d_c content dims
-    (Eq. 7)  K_ij   = K_rel(i - j) + u_h(j)                     relative part + key-only part
-    (Eq. 8)  K_rel(t) = sum_r [ a_r cos(w_r t) + b_r sin(w_r t) ],  w_r = base^(-(r-1)/(R-1))
-    (Eq. 9)  u_h(j) = slope_h * j + g_h(phi(j)) + sink_h * 1{j = 0}
-    (Eq. 11) q'_i = [ sqrt(d_h/d_c) qc_i,  sqrt(d_h) q_rel(i),  sqrt(d_h),  0 ]
-             k'_j = [ kc_j,                k_rel(j),            u_h(j),     0 ]
-             k_rel(j) = [cos w_r j, sin w_r j]_r
-             q_rel(i) = [a_r cos w_r i + b_r sin w_r i,  a_r sin w_r i - b_r cos w_r i]_r
+    (G1) A_ij     = softmax_j( s_ij + K_ij ),   s_ij = <qc_i, kc_j> / sqrt(d_c)
+                    attention as entropic OT with prior exp(K): a uniform prior (K = 0) is softmax
+    (G2) K_ij     = K_rel(i - j) + u_h(j)                        relative part + key-only part
+    (G3) K_rel(t) = sum_r [ a_r cos(w_r t) + b_r sin(w_r t) ],   w_r = base^(-(r-1)/(R-1))
+    (G4) u_h(j)   = slope_h * j + g_h(phi(j)) + sink_h * 1{j = 0}
+    (G5) q'_i = [ sqrt(d_h/d_c) qc_i,  sqrt(d_h) q_rel(i),  sqrt(d_h),  0 ]
+         k'_j = [ kc_j,                k_rel(j),            u_h(j),     0 ]
+         k_rel(j) = [cos w_r j, sin w_r j]_r
+         q_rel(i) = [a_r cos w_r i + b_r sin w_r i,  a_r sin w_r i - b_r cos w_r i]_r
 
 so that ``<q'_i, k'_j> / sqrt(d_h) = s_ij + K_ij`` (the angle-difference identities turn
 ``q_rel(i) . k_rel(j)`` into ``K_rel(i - j)``), with ``d_h = d_c + d_p`` and ``d_p = 2R + 2``.
-``scaled_dot_product_attention(q', k', v)`` with its default scale therefore computes Eq. 3 with no
+``scaled_dot_product_attention(q', k', v)`` with its default scale therefore computes G1 with no
 L x L bias in memory, and FlashAttention runs unchanged. ``g_h`` is a one-hidden-layer SiLU MLP per
 head on ``phi(j) = [cos w_r j, sin w_r j, j / L_train, log(1+j) / log(1+L_train)]``.
 
@@ -24,11 +27,16 @@ Numerics (why the code is not a one-liner):
   far beyond ``train_length``; fixed-frequency features are cached per position range and device.
 * In bf16 the key-only term cannot ride in one slot: at ``j = 65536`` with slope 0.5, ``u = 32768``
   where the bf16 spacing is 256. ``u`` is split into ``hi = bf16(u)`` and ``lo = bf16(u - hi)``, and
-  ``lo`` takes the alignment slot that Eq. 11 leaves at 0, with ``sqrt(d_h)`` in both query slots:
+  ``lo`` takes the alignment slot that G5 leaves at 0, with ``sqrt(d_h)`` in both query slots:
   the remaining error is about ``|u| 2^-17``, at no extra cost (``split_key_bias``).
 * The constant query slot holds ``dtype(sqrt(d_h))`` and SDPA scales by ``float32(1/sqrt(d_h))``;
-  when their product is not exactly 1 (``d_h`` not a power of 4, low precision), ``u`` is divided
-  by that product before the split so that the logit is still ``u``.
+  when their product is not exactly 1 (e.g. ``d_h = 32`` or 128 in bf16), ``u`` is divided by that
+  product before the split so that the logit is still ``u``.
+* The per-head MLP g_h runs in the parameters' dtype (float32) with autocast off; its output is
+  small, so only ``slope * j`` needs float64. Its (H, L, M) hidden layer is recomputed in backward
+  rather than stored (at batch 1 it would weigh as much as a query tensor).
+* Nothing here is L x L: per-position terms cost O(H L (R + M)), the packed q'/k' are the same
+  size as RoPE's rotated q/k.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ Positions = Tensor | range
 
 
 def goat_frequencies(num_modes: int, freq_base: float) -> Tensor:
-    """``w_r = freq_base^(-(r-1)/max(R-1, 1))`` for r = 1..R, in float64 (Eq. 8)."""
+    """``w_r = freq_base^(-(r-1)/max(R-1, 1))`` for r = 1..R, in float64 (G3)."""
     r = torch.arange(num_modes, dtype=torch.float64)
     return freq_base ** (-r / max(num_modes - 1, 1))
 
@@ -88,10 +96,15 @@ def _mlp_inputs(pos64: Tensor, cos: Tensor, sin: Tensor, train_length: int) -> T
 def _cached_features(
     num_modes: int, freq_base: float, train_length: int, pos: range, device: torch.device
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(pos, cos, sin, phi) in float64 for a position range, shared by every layer's prior."""
-    pos64 = _as_positions(pos, device)
-    cos, sin = _sinusoids(pos64, goat_frequencies(num_modes, freq_base).to(device))
-    return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, train_length)
+    """(pos, cos, sin, phi) in float64 for a position range, shared by every layer's prior.
+
+    Built outside inference mode: a cache filled under ``torch.inference_mode()`` (evaluation)
+    would otherwise hold inference tensors that a later training step cannot save for backward.
+    """
+    with torch.inference_mode(False), torch.no_grad():
+        pos64 = _as_positions(pos, device)
+        cos, sin = _sinusoids(pos64, goat_frequencies(num_modes, freq_base).to(device))
+        return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, train_length)
 
 
 @functools.lru_cache(maxsize=16)
@@ -105,7 +118,7 @@ def _slot_and_gain(head_dim: int, dtype: torch.dtype) -> tuple[float, float]:
 class GoatPrior(nn.Module):
     """One layer's GOAT log-prior ``K_ij = K_rel(i-j) + u_h(j)`` for ``num_heads`` heads.
 
-    ``pack`` is what the model runs (Eq. 11: one SDPA call); ``log_prior`` materialises the
+    ``pack`` is what the model runs (G5: one SDPA call); ``log_prior`` materialises the
     ``(H, Lq, Lk)`` prior for the explicit reference backend, tests and plots.
     """
 
@@ -144,16 +157,16 @@ class GoatPrior(nn.Module):
         self.split_key_bias = split_key_bias
 
         H, R, M = num_heads, num_modes, mlp_hidden
-        self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (Eq. 8)
-        self.beta = nn.Parameter(torch.zeros(H, R))  # b_r per head (Eq. 8)
-        self.slope = nn.Parameter(torch.zeros(H))  # linear key term (Eq. 9)
-        self.sink = nn.Parameter(torch.zeros(H))  # bump on the first token (Eq. 9)
+        self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (G3)
+        self.beta = nn.Parameter(torch.zeros(H, R))  # b_r per head (G3)
+        self.slope = nn.Parameter(torch.zeros(H))  # linear key term (G4)
+        self.sink = nn.Parameter(torch.zeros(H))  # bump on the first token (G4)
         freqs = goat_frequencies(num_modes, self.freq_base).float()  # (R,)
         if learn_freqs:
             self.freqs = nn.Parameter(freqs)
         else:
             self.register_buffer("freqs", freqs, persistent=False)
-        # g_h: one-hidden-layer SiLU MLP per head, phi(j) (2R + 2) -> M -> 1 (Eq. 9)
+        # g_h: one-hidden-layer SiLU MLP per head, phi(j) (2R + 2) -> M -> 1 (G4)
         features = 2 * R + 2
         self.mlp_w1 = nn.Parameter(torch.randn(H, features, M) / math.sqrt(features))
         self.mlp_b1 = nn.Parameter(torch.zeros(H, M))
@@ -205,7 +218,7 @@ class GoatPrior(nn.Module):
         return torch.matmul(hidden, self.mlp_w2[:, :, None])[..., 0] + self.mlp_b2[:, None]
 
     def _rel(self, pos: Positions) -> tuple[Tensor, Tensor]:
-        """q_rel(i) (H, L, 2R) and k_rel(j) (L, 2R) (Eq. 11) in the parameters' dtype.
+        """q_rel(i) (H, L, 2R) and k_rel(j) (L, 2R) (G5) in the parameters' dtype.
 
         cos/sin come from float64 phases and are rounded once; a, b enter linearly.
         """
@@ -219,18 +232,18 @@ class GoatPrior(nn.Module):
         return q_rel, k_rel
 
     def key_bias(self, pos: Positions) -> Tensor:
-        """u_h(j) (Eq. 9) -> (num_heads, L) in the parameters' dtype."""
+        """u_h(j) (G4) -> (num_heads, L) in the parameters' dtype."""
         return self._key_bias64(pos).to(self.alpha.dtype)
 
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
-        """K_ij = K_rel(i - j) + u_h(j) (Eq. 7) -> (num_heads, Lq, Lk), materialised."""
+        """K_ij = K_rel(i - j) + u_h(j) (G2) -> (num_heads, Lq, Lk), materialised."""
         q_rel, _ = self._rel(pos_q)
         _, k_rel = self._rel(pos_k)
         u = self._key_bias64(pos_k).to(self.alpha.dtype)  # (H, Lk)
         rel = torch.matmul(q_rel, k_rel.t())  # (H, Lq, Lk)
         return rel + u[:, None, :]
 
-    # ---------------------------------------------------------------- Eq. 11
+    # ---------------------------------------------------------------- G5
     def pack(
         self, q_c: Tensor, k_c: Tensor, pos_q: Positions, pos_k: Positions
     ) -> tuple[Tensor, Tensor]:
@@ -238,7 +251,7 @@ class GoatPrior(nn.Module):
 
         ``sdpa(q', k', v)`` with the default scale ``1/sqrt(d_h)`` equals
         ``softmax(q_c k_c^T / sqrt(d_c) + log_prior(pos_q, pos_k)) v``. Works in the inputs' dtype;
-        the small per-position terms are computed in float64 and rounded once.
+        phases, ``slope * j`` and the hi/lo split of ``u`` are float64, each rounded once.
         """
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]

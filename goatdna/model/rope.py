@@ -18,12 +18,16 @@ from torch import Tensor, nn
 def _cos_sin(
     head_dim: int, base: float, pos: range, device: torch.device, dtype: torch.dtype
 ) -> tuple[Tensor, Tensor]:
-    """cos/sin of ``pos * theta_k`` computed in float64, each (L, d) (halves repeated), in dtype."""
-    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
-    positions = torch.arange(pos.start, pos.stop, pos.step, dtype=torch.float64)
-    angles = positions[:, None] * theta[None, :]  # (L, d/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (L, d)
-    return torch.cos(angles).to(device, dtype), torch.sin(angles).to(device, dtype)
+    """cos/sin of ``pos * theta_k`` computed in float64, each (L, d) (halves repeated), in dtype.
+
+    Built outside inference mode so that a cache filled during evaluation serves training too.
+    """
+    with torch.inference_mode(False), torch.no_grad():
+        theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
+        positions = torch.arange(pos.start, pos.stop, pos.step, dtype=torch.float64)
+        angles = positions[:, None] * theta[None, :]  # (L, d/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (L, d)
+        return torch.cos(angles).to(device, dtype), torch.sin(angles).to(device, dtype)
 
 
 class RotaryEmbedding(nn.Module):
