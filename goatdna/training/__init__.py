@@ -1,0 +1,36 @@
+"""Lightning training of GOAT and RoPE decoders on prepared shards.
+
+``from goatdna.training import RunConfig, load_run_config, train``. The config names import
+instantly; `train` (and the Lightning pieces) load PyTorch Lightning on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goatdna.training.config import (
+    DataConfig,
+    OptimConfig,
+    RunConfig,
+    TrainerConfig,
+    load_run_config,
+    run_config_from_dict,
+)
+
+__all__ = [
+    "DataConfig",
+    "OptimConfig",
+    "RunConfig",
+    "TrainerConfig",
+    "load_run_config",
+    "run_config_from_dict",
+    "train",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "train":
+        from goatdna.training.trainer import train
+
+        return train
+    raise AttributeError(f"module 'goatdna.training' has no attribute {name!r}")

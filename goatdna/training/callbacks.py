@@ -1,0 +1,199 @@
+"""Throughput (tokens/s, MFU) and memory callbacks.
+
+MFU = achieved model FLOP/s / peak FLOP/s of the devices. Model FLOPs per token come from
+`goatdna.model.flops_per_token` (6N plus the attention term, the PaLM convention), so MFU does not
+credit recomputation or padding. Peak rates are *dense* (no 2:4 sparsity) tensor-core numbers from
+the vendors' datasheets, per device; ``trainer.peak_flops`` overrides them. On a CPU there is no
+datasheet number, so the peak is the fp32 matmul rate measured on this machine at start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+# Dense peak FLOP/s per device: (bf16/fp16 tensor cores with fp32 accumulate, tf32).
+# Order matters: more specific names first ("h100 pcie" before "h100", "l40s" before "l4").
+PEAK_FLOPS: dict[str, tuple[float, float]] = {
+    "h200 nvl": (835e12, 417.5e12),
+    "h200": (989.4e12, 494.7e12),  # SXM: the H100 SXM's compute with more, faster memory
+    "h100 nvl": (835e12, 417.5e12),
+    "h100 pcie": (756e12, 378e12),
+    "h100": (989.4e12, 494.7e12),  # SXM (reports itself as "H100 80GB HBM3")
+    "a100": (312e12, 156e12),
+    "l40s": (362e12, 183e12),
+    "l40": (181e12, 90.5e12),
+    "l4": (121e12, 60e12),
+    "a10": (125e12, 62.5e12),  # A10 datasheet; also matches "A10G" (override if clocks differ)
+    "rtx 4090": (165.2e12, 82.6e12),
+    "rtx 3090": (35.6e12, 35.6e12),  # GeForce Ampere: fp32 accumulate runs at half rate
+    "v100": (125e12, 15.7e12),  # fp16 only: no bf16, no tf32
+    "t4": (65e12, 8.1e12),
+}
+
+
+def gpu_peak_flops(device_name: str, precision: str) -> float | None:
+    """Dense peak for a GPU name (``torch.cuda.get_device_name``) and a Lightning precision."""
+    name = device_name.lower()
+    low_precision = precision.startswith(("bf16", "16"))
+    for key, (half, tf32) in PEAK_FLOPS.items():  # most specific keys come first
+        if key in name:
+            return half if low_precision else tf32
+    return None
+
+
+def measure_cpu_matmul_flops(size: int = 512, seconds: float = 0.25) -> float:
+    """FLOP/s of fp32 ``size x size`` matmuls on this CPU with the current torch threads."""
+    a = torch.randn(size, size)
+    b = torch.randn(size, size)
+    torch.mm(a, b)  # warm-up
+    flops_per_mm = 2.0 * size**3
+    n, t0 = 0, time.perf_counter()
+    while True:
+        torch.mm(a, b)
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds:
+            return n * flops_per_mm / elapsed
+
+
+def peak_flops_per_device(device: torch.device, precision: str, override: float | None):
+    """(peak FLOP/s per device, where the number came from)."""
+    if override is not None:
+        return float(override), "config trainer.peak_flops"
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        peak = gpu_peak_flops(name, precision)
+        if peak is not None:
+            return peak, f"datasheet dense peak for {name}"
+        return None, f"unknown GPU {name!r}: set trainer.peak_flops for MFU"
+    return measure_cpu_matmul_flops(), "measured fp32 matmul rate on this CPU"
+
+
+class ThroughputMonitor(pl.Callback):
+    """Tokens/s and MFU over optimizer steps after a warm-up, excluding validation/checkpoints.
+
+    The clock runs between optimizer steps; `paused()` removes the time spent inside it (the
+    lifecycle callback wraps validation and checkpoint writes in it).
+    """
+
+    def __init__(
+        self,
+        tokens_per_step: int,
+        flops_per_token: float,
+        warmup_steps: int,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.clock = clock
+        self.tokens_per_step = tokens_per_step
+        self.flops_per_token = flops_per_token
+        self.warmup_steps = warmup_steps
+        self.peak_flops_total: float | None = None  # all devices together
+        self.peak_source = ""
+        self._paused = 0.0  # seconds spent in `paused()` blocks
+        self._last_step = 0
+        self._last_time = 0.0
+        self._last_paused = 0.0
+        self._steps_run = 0  # optimizer steps this process has timed
+        self._interval_steps = 0
+        self._interval_busy = 0.0
+        self._buckets: dict[str, tuple[int, float]] = {
+            "first": (0, 0.0),
+            "after_first": (0, 0.0),
+            "measured": (0, 0.0),
+        }
+
+    def set_peak(self, per_device: float | None, world_size: int, source: str) -> None:
+        self.peak_flops_total = None if per_device is None else per_device * world_size
+        self.peak_source = source
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._last_step = trainer.global_step
+        self._last_time = self.clock()
+        self._last_paused = self._paused
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        t0 = self.clock()
+        try:
+            yield
+        finally:
+            self._paused += self.clock() - t0
+
+    def step_done(self, trainer: pl.Trainer) -> float | None:
+        """Record an optimizer step; returns tokens/s since the previous call (None if unknown).
+
+        The first ``warmup_steps`` steps of this process (compilation, allocator, page cache)
+        are kept out of the average; a run too short for that falls back to its steps after
+        the first, then to everything.
+        """
+        _sync(trainer)
+        now = self.clock()
+        step = trainer.global_step
+        steps = step - self._last_step
+        busy = (now - self._last_time) - (self._paused - self._last_paused)
+        self._last_step, self._last_time, self._last_paused = step, now, self._paused
+        if steps <= 0 or busy <= 0:
+            return None
+        self._steps_run += steps
+        self._interval_steps += steps
+        self._interval_busy += busy
+        if self._steps_run > self.warmup_steps:
+            bucket = "measured"
+        elif self._steps_run > steps:
+            bucket = "after_first"
+        else:
+            bucket = "first"
+        done, seconds = self._buckets[bucket]
+        self._buckets[bucket] = (done + steps, seconds + busy)
+        return steps * self.tokens_per_step / busy
+
+    def take_interval_rate(self) -> float:
+        """Tokens/s since the previous call (the rate a log row reports); resets the interval."""
+        steps, busy = self._interval_steps, self._interval_busy
+        self._interval_steps, self._interval_busy = 0, 0.0
+        return steps * self.tokens_per_step / busy if steps > 0 and busy > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Average over the measured steps (after warm-up when the run was long enough)."""
+        for bucket in ("measured", "after_first", "first"):
+            steps, seconds = self._buckets[bucket]
+            if steps > 0 and seconds > 0:
+                return steps * self.tokens_per_step / seconds
+        return 0.0
+
+    @property
+    def mfu(self) -> float:
+        if not self.peak_flops_total:
+            return 0.0
+        return self.tokens_per_s * self.flops_per_token / self.peak_flops_total
+
+
+class MemoryMonitor(pl.Callback):
+    """Peak memory: ``torch.cuda.max_memory_allocated`` on CUDA, peak RSS of the process on CPU."""
+
+    def __init__(self) -> None:
+        self.device: torch.device | None = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.device = trainer.strategy.root_device
+
+    def peak_bytes(self) -> int:
+        if self.device is not None and self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(rss if sys.platform == "darwin" else rss * 1024)  # Linux reports KiB
+
+
+def _sync(trainer: Any) -> None:
+    device = trainer.strategy.root_device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

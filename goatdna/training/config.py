@@ -1,0 +1,167 @@
+"""`RunConfig`: everything one training run needs, as dataclasses loaded strictly from YAML.
+
+A config file has the sections ``model:`` (`ModelConfig`), ``data:``, ``optim:``, ``trainer:`` and
+``seed:``. Loading goes through `goatdna.configfile`, so an unknown key or a wrong type is an error
+that names the key (a silently ignored typo costs a GPU-day). ``--set section.key=value``
+overrides use the same paths. This module imports no torch: the CLI validates configs instantly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from goatdna.configfile import apply_overrides, from_dict, load_yaml
+from goatdna.errors import GoatDNAError
+from goatdna.model.config import ModelConfig
+
+PROVENANCE_KEYS = ("data_manifest_sha256", "goatdna_version")
+"""Keys a run directory's config.yaml adds next to the sections; dropped again when it is re-read."""
+
+Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"]
+Strategy = Literal["auto", "ddp", "fsdp", "ddp_spawn"]
+
+
+@dataclass
+class DataConfig:
+    """Training windows and validation tiling over a prepared shard directory."""
+
+    seq_len: int = 1024
+    """Tokens the model sees per sequence; windows hold seq_len + 1 bases (inputs + shifted targets)."""
+    micro_batch_size: int = 8
+    """Sequences per device per forward/backward pass."""
+    max_n_fraction: float = 0.0
+    """Largest fraction of N bases a training or validation window may hold (0: none)."""
+    rc_prob: float = 0.5
+    """Probability that a training window is reverse-complemented (A<->T, C<->G, N->N)."""
+    val_max_windows: int = 2048
+    """Cap on validation windows (an evenly spaced subset of the fixed tiling of val.bin)."""
+    val_batch_size: int = 16
+    num_workers: int = 2
+    """DataLoader worker processes per device (0: load in the training process)."""
+    verify: bool = True
+    """Re-hash every shard record against the manifest before training starts."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "seq_len", "micro_batch_size", "val_max_windows", "val_batch_size")
+        if not 0.0 <= self.max_n_fraction < 1.0:
+            raise ValueError(f"max_n_fraction must be in [0, 1), got {self.max_n_fraction}")
+        if not 0.0 <= self.rc_prob <= 1.0:
+            raise ValueError(f"rc_prob must be in [0, 1], got {self.rc_prob}")
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warmup then cosine decay to ``lr * min_lr_ratio``."""
+
+    lr: float = 6e-4
+    min_lr_ratio: float = 0.1
+    """Floor of the cosine decay as a fraction of ``lr`` (reached at trainer.max_steps)."""
+    warmup_steps: int = 1000
+    weight_decay: float = 0.1
+    """Applied to weight matrices only: never to norms, embeddings or GOAT prior parameters."""
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    """Global gradient-norm clip (0 disables it)."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "lr")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.warmup_steps < 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("warmup_steps, weight_decay and grad_clip must be >= 0")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
+
+
+@dataclass
+class TrainerConfig:
+    """How Lightning runs the loop: length, accumulation, devices, precision, cadence of I/O."""
+
+    max_steps: int = 1000
+    """Optimizer steps; the cosine schedule ends here."""
+    accumulate: int = 1
+    """Micro-batches per optimizer step (global batch = micro_batch_size * accumulate * world size)."""
+    precision: Precision = "auto"
+    """``auto``: bf16-mixed on a GPU that supports it, 32-true on CPU."""
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
+    devices: int | str = "auto"
+    num_nodes: int = 1
+    strategy: Strategy = "auto"
+    compile: bool = False
+    """Wrap the model in torch.compile for training and validation (opt-in)."""
+    eval_every: int = 500
+    """Validate every this many optimizer steps, and always at the last step."""
+    ckpt_every: int = 500
+    """Write checkpoints/last.ckpt every this many optimizer steps, and always at the end."""
+    log_every: int = 10
+    """Write a metrics.csv row (train loss, LR, tokens/s) every this many optimizer steps."""
+    throughput_warmup: int = 10
+    """Optimizer steps excluded from the tokens/s and MFU average (compilation, allocator warm-up)."""
+    peak_flops: float | None = None
+    """Peak FLOP/s per device for MFU; None: the GPU table, or a measured matmul rate on CPU."""
+    tensorboard: bool = True
+    """Also log to TensorBoard (run_dir/tensorboard) when the package is installed."""
+    progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        _positive(
+            self, "max_steps", "accumulate", "num_nodes", "eval_every", "ckpt_every", "log_every"
+        )
+        if self.throughput_warmup < 0:
+            raise ValueError(f"throughput_warmup must be >= 0, got {self.throughput_warmup}")
+        if self.peak_flops is not None and self.peak_flops <= 0:
+            raise ValueError(f"peak_flops must be > 0, got {self.peak_flops}")
+        if isinstance(self.devices, int) and self.devices < 1 and self.devices != -1:
+            raise ValueError(f"devices must be >= 1 (or -1 for all), got {self.devices}")
+
+
+@dataclass
+class RunConfig:
+    """One training run: model shape, data, optimizer, trainer and the seed of everything random."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    seed: int = 1234
+
+    def __post_init__(self) -> None:
+        if self.model.train_length != self.data.seq_len:
+            raise ValueError(
+                f"model.train_length ({self.model.train_length}) must equal data.seq_len "
+                f"({self.data.seq_len}): the GOAT prior's features are scaled by the training "
+                "length; set both (e.g. --set model.train_length=N --set data.seq_len=N)"
+            )
+
+    @property
+    def tokens_per_micro_batch(self) -> int:
+        """Model input tokens in one device's micro-batch."""
+        return self.data.micro_batch_size * self.data.seq_len
+
+
+def _positive(obj: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if value <= 0:
+            raise ValueError(f"{name} must be > 0, got {value}")
+
+
+def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
+    """Strict dict -> RunConfig; provenance keys written into a run's config.yaml are ignored."""
+    data = {k: v for k, v in data.items() if k not in PROVENANCE_KEYS}
+    try:
+        return from_dict(RunConfig, data)
+    except GoatDNAError as err:
+        raise GoatDNAError(f"{source}: {err}") from None
+
+
+def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML config (or a run directory's config.yaml) and apply ``key=value`` overrides."""
+    raw = load_yaml(path)
+    raw = apply_overrides(raw, list(overrides or []))
+    return run_config_from_dict(raw, source=str(path))

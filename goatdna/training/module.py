@@ -1,0 +1,163 @@
+"""The LightningModule: next-base cross-entropy, AdamW, warmup + cosine, a NaN guard.
+
+Checkpoint contract (the analysis code reads checkpoints without importing this package):
+``state_dict`` keys are ``"model." + <GoatDNA key>`` and ``hyper_parameters["config"]`` is the
+resolved `RunConfig` as a plain dict, so ``torch.load(..., weights_only=True)`` works.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor, nn
+
+from goatdna.errors import GoatDNAError
+from goatdna.model import IGNORE_TARGET, GoatDNA, next_token_loss
+from goatdna.training.config import OptimConfig, run_config_from_dict
+
+
+class NonFiniteLossError(GoatDNAError):
+    """The training loss became NaN or infinite; the step was not applied."""
+
+
+def lr_multiplier(step: int, *, warmup: int, total: int, floor: float) -> float:
+    """LR factor for optimizer update ``step`` (0-based): linear warmup, then cosine to ``floor``.
+
+    Update 0 already uses ``1/warmup`` of the peak (a zero first step would waste a batch).
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two AdamW groups: weight matrices decay; norms, embeddings and GOAT priors do not.
+
+    Decaying the embedding would shrink rare-token rows toward zero, and the prior's spectral
+    weights, slopes and sinks are a handful of scalars per head that define positions: pulling
+    them to zero would pull GOAT back to position-free attention.
+    """
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        is_matrix = param.ndim >= 2
+        is_embedding = name.startswith("embed.")
+        is_prior = ".prior." in name
+        (decay if is_matrix and not is_embedding and not is_prior else no_decay).append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(model: nn.Module, optim: OptimConfig, total_steps: int, on_cuda: bool):
+    """AdamW (fused kernels on CUDA) and its per-step LambdaLR schedule."""
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, optim.weight_decay),
+        lr=optim.lr,
+        betas=tuple(optim.betas),
+        eps=optim.eps,
+        fused=on_cuda,
+    )
+    schedule = functools.partial(
+        lr_multiplier, warmup=optim.warmup_steps, total=total_steps, floor=optim.min_lr_ratio
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    return optimizer, scheduler
+
+
+class GenomeLM(pl.LightningModule):
+    """GoatDNA trained on next-base prediction (N targets ignored by `next_token_loss`)."""
+
+    def __init__(
+        self, config: dict[str, Any], data_manifest_sha256: str = "", goatdna_version: str = ""
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()  # plain dict + strings: checkpoints load with weights_only
+        self.run_config = run_config_from_dict(config)
+        self.model = GoatDNA(self.run_config.model)
+        self._compiled: Any = None
+        self._loss_sum: Tensor | None = None  # sum of micro-batch losses of the current step
+        self._loss_terms = 0
+        self.last_step_loss: Tensor | None = None  # mean loss of the last optimizer step
+        self.last_lr = 0.0
+
+    # ----------------------------------------------------------------- forward
+    def configure_model(self) -> None:
+        if self.run_config.trainer.compile and self._compiled is None:
+            # Kept out of the module registry so state_dict keys stay "model.<key>".
+            self.__dict__["_compiled"] = torch.compile(self.model)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        fn = self._compiled if self._compiled is not None else self.model
+        return fn(idx)  # (B, L, V)
+
+    def batch_loss(self, tokens: Tensor, reduction: str = "mean") -> Tensor:
+        """tokens (B, L + 1) -> next-base cross-entropy of inputs[:, :-1] against [:, 1:]."""
+        tokens = tokens.long()
+        logits = self(tokens[:, :-1])  # (B, L, V)
+        return next_token_loss(logits, tokens[:, 1:], reduction=reduction)
+
+    # ----------------------------------------------------------------- training
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        loss = self.batch_loss(batch["tokens"])
+        detached = loss.detach()
+        self._loss_sum = detached if self._loss_sum is None else self._loss_sum + detached
+        self._loss_terms += 1
+        self.log("loss", detached, prog_bar=True, logger=False, on_step=True, on_epoch=False)
+        return loss
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Refuse to apply a step whose loss is not finite on any rank (weights stay good)."""
+        assert self._loss_sum is not None
+        step_loss = self._loss_sum / self._loss_terms
+        self._loss_sum, self._loss_terms = None, 0
+        bad = not bool(torch.isfinite(step_loss))
+        if self.trainer.strategy.reduce_boolean_decision(bad, all=False):
+            raise NonFiniteLossError(
+                f"training loss became {float(step_loss)} at step {self.trainer.global_step + 1}; "
+                "stopped before applying it. The last good checkpoint is kept; lower optim.lr, "
+                "raise optim.warmup_steps or check the data, then --resume or start over"
+            )
+        self.last_step_loss = step_loss
+        self.last_lr = float(optimizer.param_groups[0]["lr"])
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        on_cuda = self.device.type == "cuda"
+        optimizer, scheduler = build_optimizer(
+            self.model, self.run_config.optim, self.run_config.trainer.max_steps, on_cuda
+        )
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+        }
+
+    # ----------------------------------------------------------------- validation
+    @torch.no_grad()
+    def validation_totals(self, loader: Any) -> tuple[float, float]:
+        """(summed CE over counted targets, number of counted targets), summed over all ranks."""
+        was_training = self.training
+        self.eval()
+        device = self.device
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        count = torch.zeros((), dtype=torch.float64, device=device)
+        context = self.trainer.precision_plugin.forward_context()
+        with context:
+            for batch in loader:
+                tokens = batch["tokens"].to(device, non_blocking=True).long()  # (B, W)
+                weight = batch["weight"].to(device)  # (B,) 0 for padding rows
+                losses = next_token_loss(self(tokens[:, :-1]), tokens[:, 1:], reduction="none")
+                counted = (tokens[:, 1:] != IGNORE_TARGET).to(torch.float64)  # (B, L)
+                loss_sum += (losses.double() * weight[:, None]).sum()
+                count += (counted * weight[:, None]).sum()
+        totals = torch.stack([loss_sum, count])
+        totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        if was_training:
+            self.train()
+        return float(totals[0]), float(totals[1])

@@ -1,0 +1,250 @@
+"""The run directory: its layout, the resolved config, and the rules for reusing it.
+
+::
+
+    RUN_DIR/
+      config.yaml            fully resolved RunConfig + data_manifest_sha256 + goatdna_version
+      checkpoints/last.ckpt  every trainer.ckpt_every steps and at the end (what --resume reads)
+      checkpoints/best.ckpt  lowest validation loss so far
+      metrics.csv            step, train_loss, val_loss, lr, tokens_per_s, elapsed_s
+      summary.json           written at the end (see `SUMMARY_KEYS`)
+      tensorboard/           when TensorBoard is installed and trainer.tensorboard is true
+
+Every file is written to a temporary name in the same directory and renamed when complete, so a
+file that exists is whole. A directory that holds another run is never silently reused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from goatdna import __version__
+from goatdna.configfile import load_yaml, to_dict
+from goatdna.errors import GoatDNAError
+from goatdna.training.config import PROVENANCE_KEYS, RunConfig
+
+SUMMARY_KEYS = (
+    "positional",
+    "params",
+    "steps",
+    "tokens_seen",
+    "train_loss",
+    "val_loss",
+    "val_bits_per_base",
+    "tokens_per_s",
+    "mfu",
+    "peak_memory_bytes",
+    "device",
+    "precision",
+    "wall_seconds",
+)
+"""Keys summary.json always holds (with finite values); it holds a few more for context."""
+
+RESUMABLE_KEYS = frozenset(
+    {
+        "trainer.max_steps",
+        "trainer.devices",
+        "trainer.num_nodes",
+        "trainer.strategy",
+        "trainer.accelerator",
+        "trainer.eval_every",
+        "trainer.ckpt_every",
+        "trainer.log_every",
+        "trainer.throughput_warmup",
+        "trainer.peak_flops",
+        "trainer.tensorboard",
+        "trainer.progress_bar",
+        "data.num_workers",
+        "data.verify",
+    }
+)
+"""Config keys a --resume may change: how long and where to run, not what is learned."""
+
+RUN_ENTRIES = ("config.yaml", "checkpoints", "metrics.csv", "summary.json", "tensorboard")
+"""What --force removes: only the files a run writes, never anything else in the directory."""
+
+
+def resolved_config(config: RunConfig, manifest_sha256: str) -> dict[str, Any]:
+    """The config.yaml mapping: every field spelled out, plus what the run was trained on."""
+    out = to_dict(config)
+    out["data_manifest_sha256"] = manifest_sha256
+    out["goatdna_version"] = __version__
+    return out
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{path}.")
+        else:
+            yield path, value
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, old value, new value) for every dotted key whose value differs."""
+    a = dict(_flatten({k: v for k, v in old.items() if k not in PROVENANCE_KEYS}))
+    b = dict(_flatten({k: v for k, v in new.items() if k not in PROVENANCE_KEYS}))
+    missing = object()
+    return [
+        (key, a.get(key, missing), b.get(key, missing))
+        for key in sorted(set(a) | set(b))
+        if a.get(key, missing) != b.get(key, missing)
+    ]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def json_safe(value: Any) -> Any:
+    """Floats that JSON cannot hold (NaN, inf) become None; everything else passes through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run directory and the checks that guard it."""
+
+    root: Path
+
+    @property
+    def config_yaml(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def last_ckpt(self) -> Path:
+        return self.checkpoints / "last.ckpt"
+
+    @property
+    def best_ckpt(self) -> Path:
+        return self.checkpoints / "best.ckpt"
+
+    @property
+    def metrics_csv(self) -> Path:
+        return self.root / "metrics.csv"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tensorboard"
+
+    def holds_run(self) -> bool:
+        return any((self.root / name).exists() for name in RUN_ENTRIES)
+
+    def prepare(self, resolved: dict[str, Any], *, resume: bool, force: bool) -> Path | None:
+        """Check the directory against this run; returns the checkpoint to resume from.
+
+        Nothing is removed or written until every check has passed.
+        """
+        if resume and force:
+            raise GoatDNAError("--resume and --force contradict each other: pick one")
+        if self.root.exists() and not self.root.is_dir():
+            raise GoatDNAError(f"run dir {self.root} exists and is not a directory")
+        if resume:
+            if not self.last_ckpt.is_file():
+                raise GoatDNAError(
+                    f"--resume: no checkpoint at {self.last_ckpt}; run without --resume to start"
+                )
+            self._check_resumable(resolved)
+            self.write_config(resolved)
+            return self.last_ckpt
+        if self.holds_run():
+            if not force:
+                raise GoatDNAError(self._occupied_message(resolved))
+            self.clear()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.write_config(resolved)
+        return None
+
+    def _stored_config(self) -> dict[str, Any] | None:
+        if not self.config_yaml.is_file():
+            return None
+        return load_yaml(self.config_yaml)
+
+    def _occupied_message(self, resolved: dict[str, Any]) -> str:
+        stored = self._stored_config()
+        if stored is not None:
+            diffs = config_differences(stored, resolved)
+            if diffs:
+                key, old, new = diffs[0]
+                more = f" (and {len(diffs) - 1} more keys)" if len(diffs) > 1 else ""
+                return (
+                    f"run dir {self.root} holds a run with a different config: {key} is "
+                    f"{_show(old)} there, {_show(new)} now{more}; pass --force to start over "
+                    "there or choose another --run-dir"
+                )
+        return (
+            f"run dir {self.root} already holds a run; pass --resume to continue it, --force "
+            "to start over, or choose another --run-dir"
+        )
+
+    def _check_resumable(self, resolved: dict[str, Any]) -> None:
+        stored = self._stored_config()
+        if stored is None:
+            raise GoatDNAError(f"--resume: {self.config_yaml} is missing; cannot check the config")
+        blocking = [d for d in config_differences(stored, resolved) if d[0] not in RESUMABLE_KEYS]
+        if blocking:
+            key, old, new = blocking[0]
+            raise GoatDNAError(
+                f"--resume: {key} is {_show(old)} in {self.config_yaml} but {_show(new)} now; a "
+                "resumed run must learn the same thing (only trainer length, devices and logging "
+                "may change); use the stored config or start a new --run-dir"
+            )
+        stored_sha = stored.get("data_manifest_sha256")
+        if stored_sha and stored_sha != resolved.get("data_manifest_sha256"):
+            raise GoatDNAError(
+                f"--resume: the data manifest differs from the one this run was trained on "
+                f"(sha256 {stored_sha[:12]}... vs {str(resolved.get('data_manifest_sha256'))[:12]}"
+                "...); pass the same --data directory"
+            )
+
+    def clear(self) -> None:
+        """Remove what a previous run wrote here (--force); leaves other files alone."""
+        for name in RUN_ENTRIES:
+            path = self.root / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+
+    def write_config(self, resolved: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(resolved, sort_keys=False)
+        atomic_write_text(self.config_yaml, text)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write_text(self.summary_json, json.dumps(json_safe(summary), indent=2) + "\n")
+
+
+def _show(value: Any) -> str:
+    return (
+        "absent"
+        if not isinstance(value, (str, int, float, bool, list, type(None)))
+        else repr(value)
+    )

@@ -1,0 +1,88 @@
+"""LR schedule, weight-decay groups, and the peak-FLOPs table (no training here)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from goatdna.model import GoatDNA, ModelConfig
+from goatdna.training.callbacks import ThroughputMonitor, gpu_peak_flops
+from goatdna.training.config import OptimConfig
+from goatdna.training.module import build_optimizer, lr_multiplier, parameter_groups
+
+
+def test_warmup_then_cosine_to_the_floor() -> None:
+    f = [lr_multiplier(s, warmup=10, total=110, floor=0.1) for s in range(120)]
+    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
+    assert all(b > a for a, b in zip(f[:10], f[1:10], strict=False))  # linear warmup rises
+    assert f[10] == pytest.approx(1.0)
+    assert f[60] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert all(b <= a + 1e-12 for a, b in zip(f[10:110], f[11:110], strict=False))
+    assert f[110] == pytest.approx(0.1) and f[119] == pytest.approx(0.1)  # stays on the floor
+
+
+def test_scheduler_drives_the_optimizer_lr() -> None:
+    model = GoatDNA(ModelConfig(n_layers=1, d_model=64, n_heads=2, mlp_hidden=64, goat_modes=4))
+    opt, sched = build_optimizer(model, OptimConfig(lr=1e-3, warmup_steps=4), 20, on_cuda=False)
+    lrs = []
+    for _ in range(6):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[:4] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
+    assert opt.defaults["betas"] == (0.9, 0.95)
+    assert not opt.defaults["fused"]
+
+
+@pytest.mark.parametrize("positional", ["goat", "rope"])
+def test_weight_decay_hits_matrices_only(positional: str) -> None:
+    config = ModelConfig(
+        positional=positional, n_layers=2, d_model=64, n_heads=2, mlp_hidden=64, goat_modes=4
+    )
+    model = GoatDNA(config)
+    decay, no_decay = parameter_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    kept = {names[id(p)] for p in no_decay["params"]}
+    assert decayed | kept == set(names.values()) and not decayed & kept
+    assert "embed.weight" in kept and "head.weight" in decayed
+    assert all("norm" in n or ".prior." in n or n == "embed.weight" for n in kept)
+    assert all(model.get_parameter(n).ndim == 2 and ".prior." not in n for n in decayed)
+    assert any(".attn.qkv." in n for n in decayed) and any(".mlp.down." in n for n in decayed)
+    if positional == "goat":
+        prior = {n for n in names.values() if ".prior." in n}
+        assert prior and prior <= kept  # alpha, beta, slope, sink and the prior MLP
+
+
+def test_peak_flops_table_is_dense_and_specific() -> None:
+    assert gpu_peak_flops("NVIDIA H100 80GB HBM3", "bf16-mixed") == pytest.approx(989.4e12)
+    assert gpu_peak_flops("NVIDIA H100 PCIe", "bf16-mixed") == pytest.approx(756e12)
+    assert gpu_peak_flops("NVIDIA H200", "bf16-mixed") == pytest.approx(989.4e12)
+    assert gpu_peak_flops("NVIDIA A100-SXM4-80GB", "32-true") == pytest.approx(156e12)
+    assert gpu_peak_flops("NVIDIA L40S", "bf16-mixed") == pytest.approx(362e12)
+    assert gpu_peak_flops("NVIDIA L4", "bf16-mixed") == pytest.approx(121e12)
+    assert gpu_peak_flops("NVIDIA A10G", "bf16-mixed") == pytest.approx(125e12)
+    assert gpu_peak_flops("NVIDIA GeForce RTX 4090", "bf16-mixed") == pytest.approx(165.2e12)
+    assert gpu_peak_flops("Some Future GPU", "bf16-mixed") is None
+
+
+def test_throughput_average_skips_warmup() -> None:
+    times = iter([0.0, 1.0, 1.5, 2.5, 3.0])  # step 1 slow (compile), then 0.5 s and 1.0 s steps
+    monitor = ThroughputMonitor(
+        tokens_per_step=100, flops_per_token=10.0, warmup_steps=2, clock=lambda: next(times)
+    )
+    monitor.set_peak(1000.0, world_size=2, source="test")
+    trainer = SimpleNamespace(
+        global_step=0, strategy=SimpleNamespace(root_device=SimpleNamespace(type="cpu"))
+    )
+    monitor.on_train_start(trainer, None)
+    for step in (1, 2, 3, 4):
+        trainer.global_step = step
+        monitor.step_done(trainer)
+    # steps 3 and 4 (after 2 warm-up steps): 200 tokens in 1.5 s
+    assert monitor.tokens_per_s == pytest.approx(200 / 1.5)
+    assert monitor.mfu == pytest.approx((200 / 1.5) * 10.0 / 2000.0)
+    assert monitor.take_interval_rate() == pytest.approx(400 / 3.0)

@@ -1,0 +1,152 @@
+"""Window index, validation tiling and per-step sampling (numpy only; no Lightning here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from goatdna.data_prep import COMPLEMENT, ShardedGenome
+from goatdna.errors import GoatDNAError
+from goatdna.training.config import DataConfig
+from goatdna.training.windows import (
+    WindowSampler,
+    build_window_index,
+    max_n_for,
+    plan_windows,
+    read_windows,
+    tile_windows,
+)
+
+
+def _random_split(seed: int, length: int, n_rate: float) -> np.ndarray:
+    """Raw shard bytes: random bases, some soft-masked, N runs and isolated Ns."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, 4, length).astype(np.uint8)
+    tokens[rng.random(length) < n_rate] = 4
+    for start in rng.integers(0, length - 30, 3):
+        tokens[start : start + int(rng.integers(5, 30))] = 4  # gaps
+    tokens[rng.random(length) < 0.3] |= 0x80  # repeat flag must not hide an N
+    return tokens
+
+
+def _brute_force_starts(tokens, records, window, max_n) -> np.ndarray:
+    is_n = (tokens & 0x7F) == 4
+    out = []
+    for offset, length in records:
+        for s in range(offset, offset + length - window + 1):
+            if is_n[s : s + window].sum() <= max_n:
+                out.append(s)
+    return np.asarray(out, dtype=np.int64)
+
+
+@pytest.mark.parametrize("max_n", [0, 2])
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_index_matches_brute_force(max_n: int, chunk: int) -> None:
+    tokens = _random_split(seed=max_n + chunk, length=900, n_rate=0.01)
+    records = [(0, 300), (300, 5), (305, 395), (700, 200)]  # one record shorter than a window
+    window = 9
+    index = build_window_index(tokens, records, window, max_n, chunk=chunk)
+    expected = _brute_force_starts(tokens, records, window, max_n)
+    np.testing.assert_array_equal(index.all_starts(), expected)
+    assert index.total == expected.size
+    # intervals are maximal runs: no two of them continue each other
+    assert not np.any(index.starts[1:] == index.starts[:-1] + index.counts[:-1])
+
+
+def test_windows_never_cross_a_record_boundary() -> None:
+    tokens = np.zeros(100, dtype=np.uint8)  # no N at all
+    index = build_window_index(tokens, [(0, 40), (40, 60)], window=30)
+    starts = index.all_starts()
+    assert set(starts) == set(range(0, 11)) | set(range(40, 71))
+
+
+def test_max_n_fraction_rounds_down() -> None:
+    assert max_n_for(1025, 0.0) == 0
+    assert max_n_for(100, 0.05) == 5
+    assert max_n_for(101, 0.05) == 5
+
+
+def test_tiling_is_non_overlapping_valid_and_capped() -> None:
+    tokens = _random_split(seed=3, length=5000, n_rate=0.002)
+    records = [(0, 2500), (2500, 2500)]
+    window = 33
+    index = build_window_index(tokens, records, window, max_n=0)
+    valid = set(index.all_starts().tolist())
+    tiles = tile_windows(index)
+    assert tiles.size > 0 and set(tiles.tolist()) <= valid
+    assert np.all(np.diff(tiles) >= window)  # sorted and non-overlapping
+    capped = tile_windows(index, cap=10)
+    assert capped.size == 10 and set(capped.tolist()) <= set(tiles.tolist())
+    assert capped[0] == tiles[0] and capped[-1] == tiles[-1]  # spans the split
+
+
+def _sampler(world_size: int = 1, seed: int = 7) -> WindowSampler:
+    tokens = _random_split(seed=1, length=20_000, n_rate=0.001)
+    index = build_window_index(tokens, [(0, 12_000), (12_000, 8_000)], window=65)
+    return WindowSampler(index, seed=seed, batch_size=8, world_size=world_size, rc_prob=0.5)
+
+
+def test_sampling_is_a_pure_function_of_seed_step_rank() -> None:
+    a, b = _sampler(world_size=2), _sampler(world_size=2)
+    for step in (0, 1, 17, 10_000):
+        for rank in (0, 1):
+            sa, fa = a.draw(step, rank)
+            sb, fb = b.draw(step, rank)
+            np.testing.assert_array_equal(sa, sb)
+            np.testing.assert_array_equal(fa, fb)
+    # out of order (as after a resume) gives the same batches
+    later_first = [a.draw(s, 0)[0] for s in (5, 4, 3)]
+    in_order = [b.draw(s, 0)[0] for s in (3, 4, 5)]
+    for x, y in zip(later_first[::-1], in_order, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a.draw(0, 0)[0], a.draw(1, 0)[0])
+    assert not np.array_equal(a.draw(0, 0)[0], _sampler(world_size=2, seed=8).draw(0, 0)[0])
+
+
+def test_ranks_draw_disjoint_windows() -> None:
+    sampler = _sampler(world_size=4)
+    valid = set(sampler.index.all_starts().tolist())
+    for step in range(20):
+        per_rank = [set(sampler.draw(step, r)[0].tolist()) for r in range(4)]
+        assert all(len(s) == 8 for s in per_rank)  # no repeats within a rank either
+        assert len(set().union(*per_rank)) == 32  # and none shared between ranks
+        assert set().union(*per_rank) <= valid
+    with pytest.raises(ValueError):
+        sampler.draw(0, 4)
+
+
+def test_reverse_complement_rate_and_mapping() -> None:
+    sampler = _sampler()
+    flips = np.concatenate([sampler.draw(s, 0)[1] for s in range(200)])
+    assert 0.4 < flips.mean() < 0.6
+    tokens = np.array([0, 1, 2, 3, 4, 0x80 | 0, 0x80 | 2, 1], dtype=np.uint8)
+    ids, rep = read_windows(tokens, np.array([0, 0]), 8, np.array([False, True]))
+    np.testing.assert_array_equal(ids[0], [0, 1, 2, 3, 4, 0, 2, 1])
+    np.testing.assert_array_equal(ids[1], COMPLEMENT[ids[0][::-1]])
+    np.testing.assert_array_equal(ids[1], [2, 1, 3, 4, 0, 1, 2, 3])
+    np.testing.assert_array_equal(rep[1], rep[0][::-1])
+    assert rep[0].tolist() == [False] * 5 + [True, True, False]
+
+
+def test_plan_windows_on_synthetic_shards(synthetic_shards: Path) -> None:
+    genome = ShardedGenome(synthetic_shards)
+    plan = plan_windows(genome, DataConfig(seq_len=128, val_max_windows=50))
+    assert plan.manifest_sha256 == genome.manifest_sha256
+    assert plan.val_starts.size == 50
+    val = np.asarray(genome.tokens("val"))
+    ids, _ = read_windows(val, plan.val_starts, 129)
+    assert not np.any(ids == 4)  # max_n_fraction 0: no N in any window
+    records = genome.records("train")
+    starts = plan.train_index.start_of_rank(np.array([0, plan.train_index.total - 1]))
+    assert any(r.offset <= starts[0] and starts[0] + 129 <= r.offset + r.length for r in records)
+    assert any(r.offset <= starts[1] and starts[1] + 129 <= r.offset + r.length for r in records)
+
+
+def test_seq_len_longer_than_every_record_is_a_clear_error(synthetic_shards: Path) -> None:
+    genome = ShardedGenome(synthetic_shards)
+    longest = max(r.length for r in genome.records("train"))
+    with pytest.raises(GoatDNAError, match="no train window of seq_len \\+ 1") as err:
+        plan_windows(genome, DataConfig(seq_len=longest))
+    assert "longest train record" in str(err.value)
