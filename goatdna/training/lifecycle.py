@@ -21,6 +21,7 @@ import pytorch_lightning as pl
 import torch
 
 from goatdna.training.callbacks import ThroughputMonitor
+from goatdna.training.module import NonFiniteLossError
 from goatdna.training.run import RunDir, atomic_write_text
 
 KILL_AFTER_CHECKPOINT_ENV = "GOATDNA_KILL_AFTER_CHECKPOINT_STEP"
@@ -170,7 +171,16 @@ class RunLifecycle(pl.Callback):
         return loss_sum / count if count > 0 else math.nan
 
     def _save(self, trainer: pl.Trainer, path: Path) -> None:
-        """Lightning checkpoint through a temporary name, renamed by rank 0 once complete."""
+        """Lightning checkpoint through a temporary name, renamed by rank 0 once complete.
+
+        Weights that are not finite are never written: the previous checkpoint stays the last
+        good one.
+        """
+        if not trainer.lightning_module.weights_are_finite():
+            raise NonFiniteLossError(
+                f"weights became non-finite at step {trainer.global_step}; not checkpointed. "
+                "Lower optim.lr or raise optim.warmup_steps, then --resume or start over"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         trainer.save_checkpoint(tmp)  # every rank takes part; rank 0 writes; ends in a barrier

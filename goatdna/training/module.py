@@ -114,19 +114,31 @@ class GenomeLM(pl.LightningModule):
         return loss
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Refuse to apply a step whose loss is not finite on any rank (weights stay good)."""
+        """Refuse a step whose loss or gradients are not finite on any rank (weights stay good)."""
         assert self._loss_sum is not None
         step_loss = self._loss_sum / self._loss_terms
         self._loss_sum, self._loss_terms = None, 0
-        bad = not bool(torch.isfinite(step_loss))
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm(grads) if grads else step_loss.new_zeros(())
+        bad = not bool(torch.isfinite(step_loss) & torch.isfinite(grad_norm))
         if self.trainer.strategy.reduce_boolean_decision(bad, all=False):
+            what = (
+                f"training loss became {float(step_loss)}"
+                if not torch.isfinite(step_loss)
+                else "gradients became non-finite"
+            )
             raise NonFiniteLossError(
-                f"training loss became {float(step_loss)} at step {self.trainer.global_step + 1}; "
-                "stopped before applying it. The last good checkpoint is kept; lower optim.lr, "
-                "raise optim.warmup_steps or check the data, then --resume or start over"
+                f"{what} at step {self.trainer.global_step + 1}; stopped before applying it. "
+                "Lower optim.lr, raise optim.warmup_steps or check the data, then --resume "
+                "or start over"
             )
         self.last_step_loss = step_loss
         self.last_lr = float(optimizer.param_groups[0]["lr"])
+
+    def weights_are_finite(self) -> bool:
+        """True when every weight is finite on every rank (checked before each checkpoint)."""
+        local = all(bool(torch.isfinite(p).all()) for p in self.parameters())
+        return not self.trainer.strategy.reduce_boolean_decision(not local, all=False)
 
     def configure_optimizers(self) -> dict[str, Any]:
         on_cuda = self.device.type == "cuda"

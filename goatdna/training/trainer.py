@@ -113,9 +113,10 @@ def train(
     from goatdna.data_prep import ShardedGenome
     from goatdna.model import flops_per_token
     from goatdna.training.callbacks import MemoryMonitor, ThroughputMonitor, peak_flops_per_device
-    from goatdna.training.data import GenomeDataModule, plan_windows
+    from goatdna.training.data import GenomeDataModule
     from goatdna.training.lifecycle import RunLifecycle
     from goatdna.training.module import GenomeLM, NonFiniteLossError
+    from goatdna.training.windows import plan_windows
 
     rank = _global_rank()
     genome = ShardedGenome(data_dir)
