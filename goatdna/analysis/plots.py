@@ -149,7 +149,12 @@ def plot_gc_trajectories(
     models = list(dict.fromkeys(rows["model"]))
     colors = model_colors(models)
     fig, axes = plt.subplots(
-        len(regions), 1, figsize=(7.0, 2.3 * len(regions) + 0.4), sharex=True, squeeze=False
+        len(regions),
+        1,
+        figsize=(7.5, 2.3 * len(regions) + 0.6),
+        sharex=True,
+        squeeze=False,
+        layout="constrained",
     )
     for ax, region in zip(axes[:, 0], regions, strict=True):
         subset = rows[rows["region"] == region]
@@ -169,7 +174,7 @@ def plot_gc_trajectories(
         ax.grid(True, alpha=0.3)
     axes[-1, 0].set_xlabel(f"position in continuation (nt; centre of a {window}-nt window)")
     axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"GC trajectories ({window}-nt sliding window)", y=1.0)
+    fig.suptitle(f"GC trajectories: reference vs generated ({window}-nt sliding window)")
     return _save(fig, path)
 
 
@@ -248,7 +253,13 @@ def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) ->
     heads = probs.shape[0]
     cols = min(heads, 4)
     rows = math.ceil(heads / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols + 0.8, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(3.1 * cols + 1.0, 3.0 * rows + 0.4),
+        squeeze=False,
+        layout="constrained",
+    )
     positive = probs[probs > 0]
     vmin = max(float(positive.min()), 1e-6)
     norm = LogNorm(vmin=vmin, vmax=1.0)
@@ -265,7 +276,6 @@ def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) ->
         if h % cols == 0:
             ax.set_ylabel("query position i")
     fig.suptitle(f"Layer {layer}: masked, normalised prior softmax_j\u2264i(K_ij)")
-    fig.tight_layout()
     if image is not None:
-        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.85, label="prior probability")
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="prior probability")
     return _save(fig, path)
