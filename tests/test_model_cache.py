@@ -79,3 +79,17 @@ def test_cache_overflow_and_batch_mismatch_are_clear_errors():
     cache.reset()
     assert cache.length == 0
     model.forward_cached(torch.zeros(1, 8, dtype=torch.long), cache)
+
+
+@torch.no_grad()
+def test_cache_dtype_and_mixed_precision_read():
+    """A float32 cache holding bf16-made keys is read back exactly in the queries' dtype."""
+    from goatdna.model.attention import attend
+
+    model = make_model("goat")
+    assert model.new_cache(1, 4, dtype=torch.bfloat16).keys.dtype == torch.bfloat16
+    q, k, v = torch.randn(3, 1, 4, 5, 32).bfloat16()
+    mixed = attend(q[:, :, -1:], k.float(), v.float(), "sdpa")
+    same = attend(q[:, :, -1:], k, v, "sdpa")
+    assert mixed.dtype == torch.bfloat16
+    torch.testing.assert_close(mixed, same, rtol=0, atol=0)

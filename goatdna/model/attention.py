@@ -62,6 +62,10 @@ def attend(q: Tensor, k: Tensor, v: Tensor, backend: str) -> Tensor:
     """Causal attention of packed/rotated q (B, H, Lq, d) over k, v (B, H, Lk, d), bottom-aligned."""
     q_len, k_len = q.shape[2], k.shape[2]
     if (
+        k.dtype != q.dtype
+    ):  # a float32 KV cache read under bf16 autocast: exact, values came from q's dtype
+        k, v = k.to(q.dtype), v.to(q.dtype)
+    if (
         backend == "flash"
         and q.is_cuda
         and q.dtype in (torch.float16, torch.bfloat16)

@@ -80,31 +80,32 @@ def _as_positions(pos: Positions, device: torch.device) -> Tensor:
     return pos.to(device=device, dtype=torch.float64)
 
 
-def _sinusoids(pos64: Tensor, freqs64: Tensor) -> tuple[Tensor, Tensor]:
-    phase = pos64[:, None] * freqs64[None, :]  # (L, R) float64: exact for any practical j
-    return torch.cos(phase), torch.sin(phase)
+def _phi(pos64: Tensor, freqs64: Tensor, train_length: int) -> Tensor:
+    """phi(j) = [cos w_r j, sin w_r j, j / L_train, log(1+j) / log(1+L_train)] -> (L, 2R + 2).
 
-
-def _mlp_inputs(pos64: Tensor, cos: Tensor, sin: Tensor, train_length: int) -> Tensor:
-    """phi(j) = [cos w_r j, sin w_r j, j / L_train, log(1+j) / log(1+L_train)]  -> (L, 2R + 2)."""
+    Its first 2R columns are k_rel(j) (G5). Phases in float64: exact for any practical j.
+    """
+    phase = pos64[:, None] * freqs64[None, :]  # (L, R)
     linear = pos64 / train_length
     logarithmic = torch.log1p(pos64) / math.log1p(train_length)
-    return torch.cat([cos, sin, linear[:, None], logarithmic[:, None]], dim=-1)
+    return torch.cat(
+        [torch.cos(phase), torch.sin(phase), linear[:, None], logarithmic[:, None]], dim=-1
+    )
 
 
 @functools.lru_cache(maxsize=16)
 def _cached_features(
     num_modes: int, freq_base: float, train_length: int, pos: range, device: torch.device
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(pos, cos, sin, phi) in float64 for a position range, shared by every layer's prior.
+) -> tuple[Tensor, Tensor]:
+    """(pos (L,), phi (L, 2R+2)) in float64 for a position range, shared by every layer's prior.
 
     Built outside inference mode: a cache filled under ``torch.inference_mode()`` (evaluation)
     would otherwise hold inference tensors that a later training step cannot save for backward.
     """
     with torch.inference_mode(False), torch.no_grad():
         pos64 = _as_positions(pos, device)
-        cos, sin = _sinusoids(pos64, goat_frequencies(num_modes, freq_base).to(device))
-        return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, train_length)
+        freqs64 = goat_frequencies(num_modes, freq_base).to(device)
+        return pos64, _phi(pos64, freqs64, train_length)
 
 
 @functools.lru_cache(maxsize=16)
@@ -179,26 +180,30 @@ class GoatPrior(nn.Module):
                 self.slope.copy_(alibi_slopes(H))
 
     # ---------------------------------------------------------------- per-position terms
-    def _features(self, pos: Positions) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """float64 (pos (L,), cos (L, R), sin (L, R), phi (L, 2R+2)); cached for fixed freqs."""
+    def _features(self, pos: Positions) -> tuple[Tensor, Tensor]:
+        """float64 (pos (L,), phi (L, 2R+2)); cached per range and device for fixed freqs."""
         device = self.alpha.device
         if isinstance(pos, range) and not isinstance(self.freqs, nn.Parameter):
             return _cached_features(self.num_modes, self.freq_base, self.train_length, pos, device)
         pos64 = _as_positions(pos, device)
         if isinstance(self.freqs, nn.Parameter):
-            freqs64 = self.freqs.double()
+            freqs64 = self.freqs.double()  # learnable: recomputed, gradients flow to freqs
         else:
             freqs64 = goat_frequencies(self.num_modes, self.freq_base).to(device)
-        cos, sin = _sinusoids(pos64, freqs64)
-        return pos64, cos, sin, _mlp_inputs(pos64, cos, sin, self.train_length)
+        return pos64, _phi(pos64, freqs64, self.train_length)
+
+    def _mlp(self, phi: Tensor) -> Tensor:
+        """g_h(phi) for every head: phi (L, F) -> (H, L)."""
+        hidden = F.silu(torch.matmul(phi, self.mlp_w1) + self.mlp_b1[:, None, :])  # (H, L, M)
+        return torch.matmul(hidden, self.mlp_w2[:, :, None])[..., 0] + self.mlp_b2[:, None]
 
     def _key_bias64(self, pos: Positions) -> Tensor:
-        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} -> (H, L) float64.
+        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (G4) -> (H, L) float64.
 
         ``slope * j`` (the large term) is formed in float64; the MLP runs in the parameters' dtype
         with autocast off (its output is small, so float32 is exact enough and cheap).
         """
-        pos64, _, _, phi = self._features(pos)
+        pos64, phi = self._features(pos)
         with torch.autocast(device_type=pos64.device.type, enabled=False):
             phi = phi.to(self.mlp_w1.dtype)
             if torch.is_grad_enabled():
@@ -212,36 +217,29 @@ class GoatPrior(nn.Module):
             self.slope.double()[:, None] * pos64 + g.double() + self.sink.double()[:, None] * first
         )
 
-    def _mlp(self, phi: Tensor) -> Tensor:
-        """g_h(phi) for every head: phi (L, F) -> (H, L)."""
-        hidden = F.silu(torch.matmul(phi, self.mlp_w1) + self.mlp_b1[:, None, :])  # (H, L, M)
-        return torch.matmul(hidden, self.mlp_w2[:, :, None])[..., 0] + self.mlp_b2[:, None]
+    def _k_rel(self, pos: Positions, dtype: torch.dtype) -> Tensor:
+        """k_rel(j) = [cos w_r j, sin w_r j] (G5) -> (L, 2R), float64 rounded once to dtype."""
+        return self._features(pos)[1][:, : 2 * self.num_modes].to(dtype)
 
-    def _rel(self, pos: Positions) -> tuple[Tensor, Tensor]:
-        """q_rel(i) (H, L, 2R) and k_rel(j) (L, 2R) (G5) in the parameters' dtype.
+    def _rotation(self) -> Tensor:
+        """W_h (H, 2R, 2R) with q_rel(i) = k_rel(i) W_h, i.e. [c, s] W = [a c + b s, a s - b c] (G5).
 
-        cos/sin come from float64 phases and are rounded once; a, b enter linearly.
+        One small matmul replaces four broadcast products over (H, L, R) and their backward sums.
         """
-        _, cos64, sin64 = self._features(pos)[:3]
-        dtype = self.alpha.dtype
-        cos, sin = cos64.to(dtype), sin64.to(dtype)  # (L, R)
-        a = self.alpha[:, None, :]  # (H, 1, R)
-        b = self.beta[:, None, :]
-        q_rel = torch.cat([a * cos + b * sin, a * sin - b * cos], dim=-1)  # (H, L, 2R)
-        k_rel = torch.cat([cos, sin], dim=-1)  # (L, 2R)
-        return q_rel, k_rel
+        a = torch.diag_embed(self.alpha)  # (H, R, R)
+        b = torch.diag_embed(self.beta)
+        return torch.cat([torch.cat([a, -b], dim=-1), torch.cat([b, a], dim=-1)], dim=-2)
 
     def key_bias(self, pos: Positions) -> Tensor:
         """u_h(j) (G4) -> (num_heads, L) in the parameters' dtype."""
         return self._key_bias64(pos).to(self.alpha.dtype)
 
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
-        """K_ij = K_rel(i - j) + u_h(j) (G2) -> (num_heads, Lq, Lk), materialised."""
-        q_rel, _ = self._rel(pos_q)
-        _, k_rel = self._rel(pos_k)
-        u = self._key_bias64(pos_k).to(self.alpha.dtype)  # (H, Lk)
-        rel = torch.matmul(q_rel, k_rel.t())  # (H, Lq, Lk)
-        return rel + u[:, None, :]
+        """K_ij = K_rel(i - j) + u_h(j) (G2, G3) -> (num_heads, Lq, Lk), materialised."""
+        dtype = self.alpha.dtype
+        q_rel = torch.matmul(self._k_rel(pos_q, dtype), self._rotation())  # (H, Lq, 2R)
+        rel = torch.matmul(q_rel, self._k_rel(pos_k, dtype).t())  # (H, Lq, Lk)
+        return rel + self.key_bias(pos_k)[:, None, :]
 
     # ---------------------------------------------------------------- G5
     def pack(
@@ -255,33 +253,40 @@ class GoatPrior(nn.Module):
         """
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]
+        R2 = 2 * self.num_modes
         dtype = q_c.dtype
         d = self.head_dim
-        root = math.sqrt(d)
         slot, gain = _slot_and_gain(d, dtype)
 
-        q_rel, _ = self._rel(pos_q)  # (H, Lq, 2R)
-        _, k_rel = self._rel(pos_k)  # (Lk, 2R)
+        # queries: [sqrt(d_h/d_c) qc, sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0]
+        weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)
+        q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype), weights).to(dtype)  # (H, Lq, 2R)
+        align = slot if self.split_key_bias else 0.0
+        const = torch.cat([q_c.new_full((1,), slot), q_c.new_full((1,), align)])  # (2,)
+        q = torch.cat(
+            [
+                q_c * math.sqrt(d / dc),
+                q_rel.expand(B, H, Lq, R2),
+                const.expand(B, H, Lq, 2),
+            ],
+            dim=-1,
+        )  # (B, H, Lq, d_h)
+
+        # keys: [kc, k_rel(j), hi(u), lo(u)]; u / gain so that slot * scale * (hi + lo) = u
         u = self._key_bias64(pos_k) / gain  # (H, Lk) float64
         hi = u.to(dtype)
-        if self.split_key_bias:
-            lo = (u - hi.double()).to(dtype)  # what bf16(u) lost; rides in the alignment slot
-            align = slot
-        else:
-            lo = torch.zeros_like(hi)
-            align = 0.0
-        ones = q_rel.new_ones(H, Lq, 1)
-        q_pos = torch.cat([q_rel * root, ones * slot, ones * align], dim=-1).to(
-            dtype
-        )  # (H, Lq, dp)
-        k_pos = torch.cat(
-            [k_rel.to(dtype).expand(H, Lk, 2 * self.num_modes), hi[..., None], lo[..., None]],
+        # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
+        lo = (u - hi.double()).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
+        k = torch.cat(
+            [
+                k_c,
+                self._k_rel(pos_k, dtype).expand(B, H, Lk, R2),
+                hi[..., None].expand(B, H, Lk, 1),
+                lo[..., None].expand(B, H, Lk, 1),
+            ],
             dim=-1,
-        )  # (H, Lk, dp)
-        scale_c = math.sqrt(d / dc)
-        q = torch.cat([q_c * scale_c, q_pos.expand(B, H, Lq, self.position_dim)], dim=-1)
-        k = torch.cat([k_c, k_pos.expand(B, H, Lk, self.position_dim)], dim=-1)
-        return q, k  # (B, H, Lq, d_h), (B, H, Lk, d_h)
+        )  # (B, H, Lk, d_h)
+        return q, k
 
     def extra_repr(self) -> str:
         return (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -96,13 +97,16 @@ class GoatDNA(nn.Module):
             x = block(x, start_pos)
         return self._logits(x)
 
-    def new_cache(self, batch_size: int, max_length: int) -> KVCache:
-        """An empty KV cache on the model's device and dtype."""
+    def new_cache(
+        self, batch_size: int, max_length: int, dtype: torch.dtype | None = None
+    ) -> KVCache:
+        """An empty KV cache on the model's device, in the model's dtype unless ``dtype`` is given
+        (e.g. ``torch.bfloat16`` when decoding under bf16 autocast, to halve its memory)."""
         weight = self.embed.weight
         c = self.config
         return KVCache.empty(
             c.n_layers, batch_size, c.n_heads, max_length, c.head_dim,
-            device=weight.device, dtype=weight.dtype,
+            device=weight.device, dtype=dtype or weight.dtype,
         )  # fmt: skip
 
     def forward_cached(self, idx: Tensor, cache: KVCache) -> Tensor:
