@@ -447,7 +447,12 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
 
     runs = [load_run(Path(r), n, options.device) for r, n in zip(options.runs, names, strict=True)]
     for run in runs:
-        shas = {v for v in _find_values(run.config, "manifest_sha256") if isinstance(v, str)}
+        shas = {
+            v
+            for key in ("manifest_sha256", "data_manifest_sha256")
+            for v in _find_values([run.config, run.summary], key)
+            if isinstance(v, str)
+        }
         if shas and genome.manifest_sha256 not in shas:
             result.warnings.append(
                 f"run {run.name} was trained on shards with manifest sha256 "

@@ -1,0 +1,221 @@
+"""`goatdna demo`: the whole pipeline on the embedded synthetic genome, on CPU, in minutes.
+
+prepare (synthetic genome -> OUT/shards) -> train tiny GOAT and tiny RoPE (OUT/runs/{goat,rope})
+-> evaluate, GC% study, plots, report (OUT/report/report.html).
+
+Re-running is cheap and safe: prepared shards are reused, a finished run whose config matches is
+kept, an interrupted run resumes from its last checkpoint, and the report is rebuilt only when a
+checkpoint or a report option changed. ``--force`` redoes every stage.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+DEFAULT_STEPS = 120
+DEFAULT_GENOME_LENGTH = 2_000_000
+DEFAULT_PROMPTS = 100
+DEFAULT_EVAL_TOKENS = 32_768
+MODELS = ("goat", "rope")
+REPORT_STAMP = ".demo_report.json"
+
+
+def _configs_dir() -> Path:
+    """configs/ next to the package (a source checkout), else in the working directory."""
+    import goatdna
+
+    for candidate in (Path(goatdna.__file__).resolve().parents[1] / "configs", Path("configs")):
+        if (candidate / "goat-tiny.yaml").is_file():
+            return candidate
+    from goatdna.errors import GoatDNAError
+
+    raise GoatDNAError(
+        "configs/goat-tiny.yaml not found: run the demo from a goatdna source checkout "
+        "(pip install -e .) or pass --goat-config/--rope-config"
+    )
+
+
+def _prepare(out: Path, genome_length: int, force: bool, say: Any) -> Any:
+    from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig, prepare_synthetic
+
+    shards = out / "shards"
+    say(f"[bold]1/3 prepare[/bold] synthetic genome ({genome_length:,} bp) -> {shards}")
+    return prepare_synthetic(
+        shards,
+        SyntheticGenomeConfig(total_length=genome_length),
+        PrepareOptions(force=force, progress=False),
+    )
+
+
+def _same_config(run_dir: Path, config: Any) -> bool:
+    """True when run_dir/config.yaml describes exactly this RunConfig (provenance keys aside)."""
+    from goatdna.configfile import to_dict
+    from goatdna.errors import GoatDNAError
+    from goatdna.training import load_run_config
+
+    stored_path = run_dir / "config.yaml"
+    if not stored_path.is_file():
+        return False
+    try:
+        stored = load_run_config(stored_path)
+    except GoatDNAError:
+        return False
+    return to_dict(stored) == to_dict(config)
+
+
+def _train_one(name: str, config: Any, shards: Path, run_dir: Path, force: bool, say: Any) -> None:
+    from goatdna.errors import GoatDNAError
+    from goatdna.training import train
+
+    summary_path = run_dir / "summary.json"
+    if not force and summary_path.is_file() and _same_config(run_dir, config):
+        from goatdna.data_prep import ShardedGenome
+
+        summary = json.loads(summary_path.read_text())
+        if (
+            summary.get("steps") == config.trainer.max_steps
+            and summary.get("data_manifest_sha256") == ShardedGenome(shards).manifest_sha256
+        ):
+            say(
+                f"  {name}: finished run found in {run_dir} (val loss {summary['val_loss']:.4f}); kept"
+            )
+            return
+    resume = not force and (run_dir / "checkpoints" / "last.ckpt").is_file()
+    say(
+        f"  {name}: {'resuming' if resume else 'training'} {config.trainer.max_steps} steps "
+        f"-> {run_dir}"
+    )
+    try:
+        summary = train(config, shards, run_dir, resume=resume, force=not resume)
+    except GoatDNAError as err:
+        raise GoatDNAError(f"{err}; or rerun `goatdna demo --force` to start over") from None
+    say(
+        f"  {name}: val loss {summary['val_loss']:.4f} nats/base, "
+        f"{summary['tokens_per_s']:,.0f} tokens/s, {summary['wall_seconds']:.0f} s"
+    )
+
+
+def _stamp(runs: list[Path], report_options: dict[str, Any]) -> dict[str, Any]:
+    """What the report depends on: checkpoint files (size, mtime) and the report options."""
+    from goatdna.analysis.checkpoint import best_checkpoint
+
+    files = {}
+    for run in runs:
+        ckpt = best_checkpoint(run)
+        stat = ckpt.stat()
+        files[str(ckpt)] = [stat.st_size, stat.st_mtime_ns]
+    return {"checkpoints": files, "options": report_options}
+
+
+def demo(
+    out: Path = typer.Option(
+        Path("demo"), "--out", "-o", help="Directory for shards, runs and the report."
+    ),
+    steps: int = typer.Option(DEFAULT_STEPS, "--steps", help="Training steps per model."),
+    genome_length: int = typer.Option(
+        DEFAULT_GENOME_LENGTH, "--genome-length", help="Synthetic genome size in bases."
+    ),
+    prompts: int = typer.Option(DEFAULT_PROMPTS, "--prompts", help="GC study: test-split prompts."),
+    samples: int = typer.Option(
+        1, "--samples", help="GC study: continuations per prompt and model."
+    ),
+    max_eval_tokens: int = typer.Option(
+        DEFAULT_EVAL_TOKENS, "--max-eval-tokens", help="Bases scored per context length and model."
+    ),
+    context_lengths: str | None = typer.Option(
+        None,
+        "--context-lengths",
+        help="Evaluation context lengths (default: training length x 1, 2, 4, 8).",
+    ),
+    goat_config: Path | None = typer.Option(
+        None, "--goat-config", help="Default: configs/goat-tiny.yaml."
+    ),
+    rope_config: Path | None = typer.Option(
+        None, "--rope-config", help="Default: configs/rope-tiny.yaml."
+    ),
+    set_: list[str] | None = typer.Option(
+        None, "--set", help="Config override for both runs, e.g. --set data.micro_batch_size=8."
+    ),
+    force: bool = typer.Option(False, "--force", help="Redo every stage from scratch."),
+) -> None:
+    """Prepare a synthetic genome, train tiny GOAT and RoPE, evaluate, and write the report."""
+    from rich.console import Console
+
+    from goatdna.analysis.evaluate import parse_context_lengths
+    from goatdna.analysis.report import ReportOptions, build_report
+    from goatdna.errors import GoatDNAError
+    from goatdna.training import load_run_config
+
+    if steps < 1 or prompts < 1 or samples < 1 or max_eval_tokens < 1:
+        raise GoatDNAError("--steps, --prompts, --samples and --max-eval-tokens must be >= 1")
+    console = Console(stderr=True)
+    say = console.print
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    out.mkdir(parents=True, exist_ok=True)
+
+    configs_dir = None if goat_config and rope_config else _configs_dir()
+    paths = {
+        "goat": goat_config or configs_dir / "goat-tiny.yaml",  # type: ignore[operator]
+        "rope": rope_config or configs_dir / "rope-tiny.yaml",  # type: ignore[operator]
+    }
+    overrides = [*(set_ or []), f"trainer.max_steps={steps}"]
+    configs = {name: load_run_config(paths[name], overrides) for name in MODELS}
+    lengths = parse_context_lengths(context_lengths) if context_lengths else None
+
+    t = time.perf_counter()
+    genome = _prepare(out, genome_length, force, say)
+    timings["prepare"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    say(f"[bold]2/3 train[/bold] tiny GOAT and tiny RoPE ({steps} steps each)")
+    runs = []
+    for name in MODELS:
+        run_dir = out / "runs" / name
+        _train_one(name, configs[name], genome.root, run_dir, force, say)
+        runs.append(run_dir)
+    timings["train"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    report_dir = out / "report"
+    options = ReportOptions(
+        runs=runs,
+        data_dir=genome.root,
+        out_dir=report_dir,
+        context_lengths=lengths,
+        max_eval_tokens=max_eval_tokens,
+        n_prompts=prompts,
+        samples_per_prompt=samples,
+    )
+    stamp = _stamp(
+        runs,
+        {"context_lengths": lengths, "max_eval_tokens": max_eval_tokens, "prompts": prompts,
+         "samples": samples, "manifest": genome.manifest_sha256},
+    )  # fmt: skip
+    stamp_path = report_dir / REPORT_STAMP
+    current = (
+        not force
+        and (report_dir / "report.html").is_file()
+        and stamp_path.is_file()
+        and json.loads(stamp_path.read_text()) == json.loads(json.dumps(stamp))
+    )
+    say("[bold]3/3 report[/bold] evaluate, GC% study, plots -> " + str(report_dir))
+    if current:
+        say("  report is up to date with the checkpoints; kept")
+    else:
+        result = build_report(options, log=lambda msg: say(f"  {msg}"))
+        from goatdna.analysis.output import atomic_write_text
+
+        atomic_write_text(stamp_path, json.dumps(stamp, indent=2) + "\n")
+        console.print(result.summary.to_string(index=False))
+    timings["report"] = time.perf_counter() - t
+    total = time.perf_counter() - started
+    say(
+        f"done in {total:.0f} s (prepare {timings['prepare']:.0f} s, train {timings['train']:.0f} s, "
+        f"report {timings['report']:.0f} s): open {report_dir / 'report.html'}"
+    )
