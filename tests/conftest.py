@@ -47,3 +47,40 @@ def synthetic_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = SyntheticGenomeConfig(total_length=SYNTHETIC_TEST_LENGTH, n_contigs=4, seed=0)
     prepare_synthetic(out, config, PrepareOptions(workers=1, progress=False))
     return out
+
+
+TINY_RUN_OVERRIDES = [
+    # A shrunk tiny decoder: ~0.1 M parameters, 128-base context, trains in seconds on CPU.
+    "model.n_layers=2",
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.mlp_hidden=176",
+    "model.goat_modes=4",
+    "model.train_length=128",
+    "data.seq_len=128",
+    "data.micro_batch_size=16",
+    "data.val_max_windows=64",
+    "optim.warmup_steps=10",
+    "trainer.max_steps=100",
+    "trainer.eval_every=25",
+    "trainer.ckpt_every=50",
+    "trainer.log_every=5",
+    "trainer.progress_bar=false",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(synthetic_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny GOAT and RoPE runs trained once on `synthetic_shards`: {"goat": run_dir, "rope": ...}.
+
+    Each run directory is complete (config.yaml, checkpoints/{last,best}.ckpt, metrics.csv,
+    summary.json); treat them as read-only, they are shared by every test that asks.
+    """
+    from goatdna.training import load_run_config, train
+
+    runs = {}
+    for scheme in ("goat", "rope"):
+        config = load_run_config(REPO_ROOT / "configs" / f"{scheme}-tiny.yaml", TINY_RUN_OVERRIDES)
+        runs[scheme] = tmp_path_factory.mktemp(f"tiny_{scheme}") / "run"
+        train(config, synthetic_shards, runs[scheme])
+    return runs
