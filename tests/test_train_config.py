@@ -1,0 +1,78 @@
+"""The shipped configs and RunConfig loading (no torch training here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from goatdna.configfile import to_dict
+from goatdna.errors import GoatDNAError
+from goatdna.training import RunConfig, load_run_config
+from goatdna.training.run import RunDir, config_differences, resolved_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("size", ["125m", "tiny"])
+def test_goat_and_rope_configs_differ_only_in_the_positional_scheme(size: str) -> None:
+    goat = load_run_config(CONFIGS / f"goat-{size}.yaml")
+    rope = load_run_config(CONFIGS / f"rope-{size}.yaml")
+    diffs = config_differences(to_dict(goat), to_dict(rope))
+    assert [d[0] for d in diffs] == ["model.positional"]
+    assert goat.model.train_length == goat.data.seq_len
+
+
+def test_125m_configs_carry_the_gpu_settings() -> None:
+    config = load_run_config(CONFIGS / "goat-125m.yaml")
+    assert config.trainer.precision == "auto"  # bf16-mixed on a GPU, see resolve_precision
+    assert config.data.seq_len == 1024
+    global_batch = config.data.micro_batch_size * config.trainer.accumulate * config.data.seq_len
+    assert 450_000 <= global_batch <= 600_000
+    assert config.optim.lr == pytest.approx(6e-4) and config.optim.warmup_steps > 0
+    assert config.optim.betas == (0.9, 0.95) and config.optim.weight_decay == pytest.approx(0.1)
+    assert config.optim.grad_clip == pytest.approx(1.0)
+    assert 0 < config.optim.min_lr_ratio < 1  # cosine to a floor
+
+
+def test_tiny_configs_train_on_cpu_in_fp32() -> None:
+    from goatdna.training.trainer import resolve_precision
+
+    config = load_run_config(CONFIGS / "goat-tiny.yaml", ["trainer.accelerator=cpu"])
+    assert resolve_precision(config) == "32-true"
+    assert config.data.num_workers == 0
+
+
+def test_overrides_reach_every_section() -> None:
+    config = load_run_config(
+        CONFIGS / "rope-tiny.yaml",
+        ["optim.lr=1e-3", "trainer.devices=2", "trainer.peak_flops=1e12", "seed=7",
+         "data.rc_prob=0", "trainer.devices=auto"],
+    )  # fmt: skip
+    assert config.optim.lr == 1e-3 and config.seed == 7 and config.data.rc_prob == 0.0
+    assert config.trainer.devices == "auto" and config.trainer.peak_flops == 1e12
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("data.max_n_fraction=1.5", "max_n_fraction"),
+        ("trainer.max_steps=0", "max_steps"),
+        ("optim.betas=[0.9]", "betas"),
+        ("trainer.strategy=horovod", "trainer.strategy"),
+        ("seed=one", "'seed'"),
+    ],
+)
+def test_invalid_values_are_named(override: str, fragment: str) -> None:
+    with pytest.raises(GoatDNAError, match=fragment):
+        load_run_config(CONFIGS / "goat-tiny.yaml", [override])
+
+
+def test_run_config_yaml_round_trips(tmp_path: Path) -> None:
+    """A run's config.yaml (with provenance keys) loads back to the same RunConfig."""
+    config = load_run_config(CONFIGS / "goat-125m.yaml", ["optim.lr=3e-4"])
+    run = RunDir(tmp_path / "run")
+    run.write_config(resolved_config(config, "ab" * 32))
+    again = load_run_config(run.config_yaml)
+    assert isinstance(again, RunConfig) and again == config
+    assert not config_differences(to_dict(config), to_dict(again))
