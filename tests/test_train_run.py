@@ -73,6 +73,7 @@ def test_run_directory_layout_and_metrics(tiny_runs: dict[str, Path], synthetic_
     assert (run / "checkpoints" / "last.ckpt").is_file()
     assert (run / "checkpoints" / "best.ckpt").is_file()
     assert not list(run.glob("**/.*.tmp"))
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))  # installed here
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["data_manifest_sha256"] == ShardedGenome(synthetic_shards).manifest_sha256
     assert config["goatdna_version"]

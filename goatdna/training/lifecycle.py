@@ -183,7 +183,9 @@ class RunLifecycle(pl.Callback):
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        trainer.save_checkpoint(tmp)  # every rank takes part; rank 0 writes; ends in a barrier
+        trainer.save_checkpoint(
+            tmp, weights_only=False
+        )  # every rank takes part; rank 0 writes; ends in a barrier
         if trainer.is_global_zero:
             os.replace(tmp, path)
         trainer.strategy.barrier("goatdna-checkpoint-renamed")

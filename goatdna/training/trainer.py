@@ -81,16 +81,16 @@ def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
 
 
 def _progress_bar(enabled: bool) -> list[Any]:
+    """Rich bar labelled by steps (Lightning's default label counts epochs, of which we run one)."""
     if not enabled:
         return []
-    try:
-        from pytorch_lightning.callbacks import RichProgressBar
+    from pytorch_lightning.callbacks import RichProgressBar
 
-        return [RichProgressBar(leave=True)]
-    except (ImportError, ModuleNotFoundError):
-        from pytorch_lightning.callbacks import TQDMProgressBar
+    class StepProgressBar(RichProgressBar):
+        def _get_train_description(self, current_epoch: int) -> str:
+            return "train"
 
-        return [TQDMProgressBar()]
+    return [StepProgressBar(leave=True)]
 
 
 def train(
@@ -188,7 +188,10 @@ def train(
         warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")
         try:
             trainer.fit(
-                module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None
+                module,
+                datamodule=datamodule,
+                ckpt_path=str(ckpt_path) if ckpt_path else None,
+                weights_only=True,  # the checkpoint contract: plain types only
             )
         except NonFiniteLossError as err:
             kept = (
