@@ -126,16 +126,24 @@ class ReportResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _unique_names(runs: Sequence[Path], names: Sequence[str] | None) -> list[str]:
+def _unique_names(
+    runs: Sequence[Path], names: Sequence[str] | None, positionals: Sequence[str]
+) -> list[str]:
+    """Model names: given ones, else run directory names, else the positional schemes
+    (runs/x/goat and runs/y/goat-like layouts), else directory names with a counter."""
     if names is not None:
         if len(names) != len(runs):
             raise GoatDNAError(f"--name given {len(names)} times for {len(runs)} runs")
         if len(set(names)) != len(names):
             raise GoatDNAError("model names must be distinct")
         return list(names)
+    dir_names = [Path(run).resolve().name or "run" for run in runs]
+    if len(set(dir_names)) == len(dir_names):
+        return dir_names
+    if len(set(positionals)) == len(positionals):
+        return list(positionals)
     out: list[str] = []
-    for run in runs:
-        base = Path(run).resolve().name or "run"
+    for base in dir_names:
         name, i = base, 2
         while name in out:
             name, i = f"{base}-{i}", i + 1
@@ -441,11 +449,13 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
         raise GoatDNAError("give at least one --run directory (usually a GOAT and a RoPE run)")
     genome = ShardedGenome(options.data_dir)
     out_dir = Path(options.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    names = _unique_names(options.runs, options.names)
     result = ReportResult(out_dir=out_dir, summary=None)
 
-    runs = [load_run(Path(r), n, options.device) for r, n in zip(options.runs, names, strict=True)]
+    runs = [load_run(Path(r), "", options.device) for r in options.runs]
+    names = _unique_names(options.runs, options.names, [run.positional for run in runs])
+    for run, name in zip(runs, names, strict=True):
+        run.name = name
+    out_dir.mkdir(parents=True, exist_ok=True)
     for run in runs:
         shas = {
             v

@@ -1,0 +1,57 @@
+"""`goatdna demo` in a reduced size: the whole pipeline, then a re-run that reuses every stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from goatdna.cli.app import app
+
+REDUCED = [
+    "--steps", "3", "--genome-length", "120000", "--prompts", "3", "--max-eval-tokens", "256",
+    "--context-lengths", "32,64",
+    "--set", "model.n_layers=1", "--set", "model.d_model=32", "--set", "model.n_heads=2",
+    "--set", "model.mlp_hidden=64", "--set", "model.goat_modes=2",
+    "--set", "model.train_length=32", "--set", "data.seq_len=32",
+    "--set", "data.micro_batch_size=4", "--set", "data.val_max_windows=4",
+    "--set", "optim.warmup_steps=1", "--set", "trainer.eval_every=3", "--set", "trainer.ckpt_every=3",
+    "--set", "trainer.progress_bar=false",
+]  # fmt: skip
+
+runner = CliRunner()
+
+
+@pytest.mark.slow
+def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    first = runner.invoke(app, ["demo", "--out", str(out), *REDUCED])
+    assert first.exit_code == 0, first.output
+    report = out / "report"
+    for name in ("report.html", "report.md", "summary.csv", "gc_continuations.csv",
+                 "nll_vs_context.png", "training_curves.png", "gc_trajectories.png",
+                 "prior_curves_goat_layer0.png", "prior_heatmap_goat_layer0.png"):  # fmt: skip
+        assert (report / name).is_file(), name
+    summary = pd.read_csv(report / "summary.csv")
+    assert summary["model"].tolist() == ["goat", "rope"]
+    for name in ("goat", "rope"):
+        run_summary = json.loads((out / "runs" / name / "summary.json").read_text())
+        assert run_summary["steps"] == 3 and run_summary["positional"] == name
+    html = (report / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 5
+
+    ckpt = out / "runs" / "goat" / "checkpoints" / "best.ckpt"
+    before = (ckpt.stat().st_mtime_ns, (report / "report.html").stat().st_mtime_ns)
+    again = runner.invoke(app, ["demo", "--out", str(out), *REDUCED])
+    assert again.exit_code == 0, again.output
+    assert again.stderr.count("kept") == 3  # both runs and the report
+    assert (ckpt.stat().st_mtime_ns, (report / "report.html").stat().st_mtime_ns) == before
+
+    # A different genome in the same directory is refused, not silently mixed.
+    other = runner.invoke(
+        app, ["demo", "--out", str(out), *REDUCED[:2], "--genome-length", "100000"]
+    )
+    assert other.exit_code == 2 and "--force" in other.stderr
