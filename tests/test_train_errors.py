@@ -39,11 +39,11 @@ def run_train(*args: str):
 
 def assert_user_error(result, *fragments: str) -> str:
     assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and result.stderr.strip().endswith(errors[0]), result.stderr
     for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
+        assert fragment in errors[0], (fragment, errors[0])
+    return errors[0]
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ def train(
         None, "--devices", help="Devices per node: a count, 'auto', or a list like '0,1'."
     ),
     strategy: str | None = typer.Option(
-        None, "--strategy", help="auto | ddp | fsdp | ddp_spawn (multi-GPU/multi-node)."
+        None, "--strategy", help="auto | ddp | fsdp (multi-GPU; under torchrun/SLURM too)."
     ),
     precision: str | None = typer.Option(
         None,

@@ -20,7 +20,7 @@ PROVENANCE_KEYS = ("data_manifest_sha256", "goatdna_version")
 """Keys a run directory's config.yaml adds next to the sections; dropped again when it is re-read."""
 
 Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"]
-Strategy = Literal["auto", "ddp", "fsdp", "ddp_spawn"]
+Strategy = Literal["auto", "ddp", "fsdp"]
 
 
 @dataclass

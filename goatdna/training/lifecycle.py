@@ -27,7 +27,9 @@ from goatdna.training.run import RunDir, atomic_write_text
 KILL_AFTER_CHECKPOINT_ENV = "GOATDNA_KILL_AFTER_CHECKPOINT_STEP"
 """Crash drill: SIGKILL this process right after last.ckpt of that step is on disk (tests use it)."""
 
-METRIC_COLUMNS = ("step", "train_loss", "val_loss", "lr", "tokens_per_s", "elapsed_s")
+METRIC_COLUMNS = (
+    "step", "train_loss", "val_loss", "lr", "tokens_per_s", "grad_norm", "elapsed_s"
+)  # fmt: skip
 
 
 class MetricsCSV:
@@ -128,7 +130,12 @@ class RunLifecycle(pl.Callback):
             loss = trainer.strategy.reduce(pl_module.last_step_loss, reduce_op="mean")
             self.last_train_loss = float(loss)
             rate = self.throughput.take_interval_rate()
-            row.update(train_loss=self.last_train_loss, lr=pl_module.last_lr, tokens_per_s=rate)
+            row.update(
+                train_loss=self.last_train_loss,
+                lr=pl_module.last_lr,
+                tokens_per_s=rate,
+                grad_norm=self._global_grad_norm(trainer, pl_module),
+            )
             pl_module.log("tok/s", rate, prog_bar=True, logger=False, on_step=True)
             pl_module.log("lr", pl_module.last_lr, prog_bar=True, logger=False, on_step=True)
 
@@ -190,9 +197,16 @@ class RunLifecycle(pl.Callback):
             os.replace(tmp, path)
         trainer.strategy.barrier("goatdna-checkpoint-renamed")
 
+    def _global_grad_norm(self, trainer: pl.Trainer, pl_module: Any) -> float:
+        """Pre-clipping gradient norm: replicas (DDP) hold equal grads, FSDP ranks disjoint shards."""
+        norm = pl_module.last_grad_norm.double()
+        if _is_fsdp(trainer):
+            return float(trainer.strategy.reduce(norm * norm, reduce_op="sum").sqrt())
+        return float(trainer.strategy.reduce(norm, reduce_op="mean"))
+
     def _fingerprints(self, trainer: pl.Trainer, pl_module: Any) -> list[list[float]] | None:
         """(sum, sum of squares) of all weights on every rank: replicas must agree exactly."""
-        if "fsdp" in type(trainer.strategy).__name__.lower():
+        if _is_fsdp(trainer):
             return None  # sharded: each rank holds different slices by design
         params = [p.detach().double() for p in pl_module.model.parameters()]
         local = torch.stack(
@@ -201,3 +215,7 @@ class RunLifecycle(pl.Callback):
         gathered = pl_module.all_gather(local)
         gathered = gathered.reshape(-1, 2)  # (world, 2)
         return gathered.cpu().tolist()
+
+
+def _is_fsdp(trainer: pl.Trainer) -> bool:
+    return "fsdp" in type(trainer.strategy).__name__.lower()

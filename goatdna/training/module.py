@@ -86,6 +86,8 @@ class GenomeLM(pl.LightningModule):
         self._loss_sum: Tensor | None = None  # sum of micro-batch losses of the current step
         self._loss_terms = 0
         self.last_step_loss: Tensor | None = None  # mean loss of the last optimizer step
+        self.last_grad_norm: Tensor | None = None  # its gradient norm before clipping
+        self._grad_norm: Tensor | None = None
         self.last_lr = 0.0
 
     # ----------------------------------------------------------------- forward
@@ -114,14 +116,21 @@ class GenomeLM(pl.LightningModule):
         return loss
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Refuse a step whose loss or gradients are not finite on any rank (weights stay good)."""
+        """Refuse a step whose loss or gradients are not finite on any rank (weights stay good).
+
+        Under fp16 (``16-mixed``) an overflowing gradient is the loss scaler's business: it
+        skips that step and lowers the scale, so only the loss is checked there.
+        """
         assert self._loss_sum is not None
         step_loss = self._loss_sum / self._loss_terms
         self._loss_sum, self._loss_terms = None, 0
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(grads) if grads else step_loss.new_zeros(())
-        bad = not bool(torch.isfinite(step_loss) & torch.isfinite(grad_norm))
-        if self.trainer.strategy.reduce_boolean_decision(bad, all=False):
+        self._grad_norm = grad_norm  # reused by the clipping below (one pass over the grads)
+        finite = torch.isfinite(step_loss)
+        if not str(self.trainer.precision).startswith("16"):
+            finite = finite & torch.isfinite(grad_norm)
+        if self.trainer.strategy.reduce_boolean_decision(not bool(finite), all=False):
             what = (
                 f"training loss became {float(step_loss)}"
                 if not torch.isfinite(step_loss)
@@ -133,7 +142,26 @@ class GenomeLM(pl.LightningModule):
                 "or start over"
             )
         self.last_step_loss = step_loss
+        self.last_grad_norm = grad_norm
         self.last_lr = float(optimizer.param_groups[0]["lr"])
+
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
+    ) -> None:
+        """Global-norm clipping at optim.grad_clip; FSDP clips through its root module.
+
+        (Lightning's own norm clipping refuses FSDP: plain ``clip_grad_norm_`` would see only
+        this rank's shards.)
+        """
+        max_norm = self.run_config.optim.grad_clip
+        if not max_norm:
+            return
+        root = self.trainer.strategy.model
+        if hasattr(root, "clip_grad_norm_") and "FullyShardedDataParallel" in type(root).__name__:
+            root.clip_grad_norm_(max_norm)
+            return
+        params = [p for p in self.parameters() if p.grad is not None]
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, self._grad_norm)
 
     def weights_are_finite(self) -> bool:
         """True when every weight is finite on every rank (checked before each checkpoint)."""

@@ -6,7 +6,7 @@
       config.yaml            fully resolved RunConfig + data_manifest_sha256 + goatdna_version
       checkpoints/last.ckpt  every trainer.ckpt_every steps and at the end (what --resume reads)
       checkpoints/best.ckpt  lowest validation loss so far
-      metrics.csv            step, train_loss, val_loss, lr, tokens_per_s, elapsed_s
+      metrics.csv            step, train_loss, val_loss, lr, tokens_per_s, grad_norm, elapsed_s
       summary.json           written at the end (see `SUMMARY_KEYS`)
       tensorboard/           when TensorBoard is installed and trainer.tensorboard is true
 

@@ -10,6 +10,7 @@ the run directory.
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from pathlib import Path
@@ -22,11 +23,18 @@ from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, resolved_config
 
 
-def _global_rank() -> int:
-    """This process's rank before Lightning starts (set by torchrun/SLURM/Lightning's launcher)."""
-    from lightning_fabric.utilities.rank_zero import _get_rank
+def _is_global_zero() -> bool:
+    """Whether this process will be global rank 0, decided before Lightning starts.
 
-    return _get_rank() or 0
+    torchrun sets RANK, SLURM sets SLURM_PROCID, and Lightning's own launcher (also one process
+    per node started by hand with NODE_RANK) sets LOCAL_RANK in the processes it spawns.
+    """
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"]) == 0
+    if "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
+        return int(env["SLURM_PROCID"]) == 0
+    return int(env.get("NODE_RANK", "0")) == 0 and int(env.get("LOCAL_RANK", "0")) == 0
 
 
 def _on_gpu(config: RunConfig) -> bool:
@@ -118,15 +126,15 @@ def train(
     from goatdna.training.module import GenomeLM, NonFiniteLossError
     from goatdna.training.windows import plan_windows
 
-    rank = _global_rank()
+    is_zero = _is_global_zero()
     genome = ShardedGenome(data_dir)
-    if config.data.verify and rank == 0:
+    if config.data.verify and is_zero:
         genome.verify()
     windows = plan_windows(genome, config.data)
 
     run = RunDir(Path(run_dir))
     resolved = resolved_config(config, genome.manifest_sha256)
-    if rank == 0:
+    if is_zero:
         ckpt_path = run.prepare(resolved, resume=resume, force=force)
     else:
         ckpt_path = run.last_ckpt if resume else None
@@ -162,8 +170,7 @@ def train(
         max_steps=tr.max_steps,
         max_epochs=-1,
         accumulate_grad_batches=tr.accumulate,
-        gradient_clip_val=config.optim.grad_clip or None,
-        gradient_clip_algorithm="norm",
+        # clipping: GenomeLM.configure_gradient_clipping (optim.grad_clip; FSDP-aware)
         limit_val_batches=0,
         num_sanity_val_steps=0,
         logger=_loggers(config, run),
@@ -185,7 +192,7 @@ def train(
         # loader state, so Lightning's "dataloader is not resumable" warning does not apply.
         warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")
+        warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
         try:
             trainer.fit(
                 module,
