@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+from goatdna.cli.app import app
 from goatdna.training import load_run_config, train
 from goatdna.training.lifecycle import KILL_AFTER_CHECKPOINT_ENV
 
@@ -62,7 +64,12 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path: Path, synthetic_sha
     ckpt = torch.load(crashed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert ckpt["global_step"] == KILL_STEP
 
-    resumed = train(config, synthetic_shards, crashed, resume=True)
+    # resume through the CLI without --config: the run directory's config.yaml is used
+    result = CliRunner().invoke(
+        app, ["train", "--data", str(synthetic_shards), "--run-dir", str(crashed), "--resume"]
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    resumed = json.loads((crashed / "summary.json").read_text())
     assert resumed["steps"] == expected["steps"] == 12
     assert resumed["tokens_seen"] == expected["tokens_seen"]
     assert abs(resumed["val_loss"] - expected["val_loss"]) < 1e-4
@@ -80,4 +87,3 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path: Path, synthetic_sha
     final_b = torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)
     for key, value in final_a["state_dict"].items():
         torch.testing.assert_close(final_b["state_dict"][key], value, atol=1e-5, rtol=1e-4)
-    assert json.loads((crashed / "summary.json").read_text())["steps"] == 12
