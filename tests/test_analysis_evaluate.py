@@ -172,3 +172,21 @@ def test_cli_writes_json_and_csv(
         app, ["evaluate", "-c", str(random_checkpoint), "-d", str(tmp_path / "none")]
     )
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
+
+
+def test_analysis_never_imports_training_or_cli() -> None:
+    """Import direction (DESIGN.md): analysis -> model, data_prep; never training or cli."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "goatdna" / "analysis"
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert not name.startswith(
+                    ("goatdna.training", "goatdna.cli", "pytorch_lightning")
+                ), f"{path.name} imports {name}"

@@ -279,3 +279,40 @@ def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) ->
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="prior probability")
     return _save(fig, path)
+
+
+def plot_report_preview(report_dir: Path, path: Path, width_px: int = 1400) -> Path:
+    """A one-image overview of a report directory (summary table + the main figures).
+
+    Used for the README's picture of the demo report; reads only files the report wrote.
+    """
+    import pandas as pd
+
+    plt = _plt()
+    report_dir = Path(report_dir)
+    summary = pd.read_csv(report_dir / "summary.csv")
+    figures = [
+        report_dir / "nll_vs_context.png",
+        report_dir / "training_curves.png",
+        next(iter(sorted(report_dir.glob("prior_curves_*.png"))), None),
+        report_dir / "gc_trajectories.png",
+    ]
+    figures = [f for f in figures if f is not None and f.is_file()]
+    fig = plt.figure(figsize=(width_px / DPI, width_px / DPI * 0.78), layout="constrained")
+    grid = fig.add_gridspec(3, 2, height_ratios=[0.5, 2, 2])
+    table_ax = fig.add_subplot(grid[0, :])
+    table_ax.axis("off")
+    shown = summary[["model", "positional", "params", "val_nll", "bits_per_base", "gc_mae",
+                     "gc_pearson", "base_accuracy"]]  # fmt: skip
+    cells = [[f"{v:,}" if isinstance(v, (int, np.integer)) else (f"{v:.4f}" if isinstance(v, float) else str(v))
+              for v in row] for row in shown.itertuples(index=False)]  # fmt: skip
+    table = table_ax.table(cellText=cells, colLabels=list(shown.columns), loc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(10)
+    table.scale(1.0, 1.4)
+    table_ax.set_title("goatdna report: summary.csv (val NLL in nats/base; GC as fractions)")
+    for i, image_path in enumerate(figures[:4]):
+        ax = fig.add_subplot(grid[1 + i // 2, i % 2])
+        ax.imshow(plt.imread(image_path))
+        ax.axis("off")
+    return _save(fig, path)
