@@ -41,7 +41,6 @@ def _root(
 
 def _register() -> None:
     """Import each command module and add its function to the app (imports stay light)."""
-    # Each entry: (command name, module, function name). Helpers add their command here.
     from goatdna.cli import commands
 
     for name, func in commands.all_commands():
