@@ -178,7 +178,7 @@ def train(
         enable_checkpointing=False,
         enable_progress_bar=tr.progress_bar,
         enable_model_summary=tr.progress_bar,
-        log_every_n_steps=tr.log_every,
+        log_every_n_steps=min(tr.log_every, tr.max_steps * tr.accumulate),
         use_distributed_sampler=False,
         default_root_dir=str(run.root),
     )
