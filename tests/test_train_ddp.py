@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,8 @@ def test_ddp_two_cpu_processes_agree_on_weights(tmp_path: Path, synthetic_shards
            "--config", str(REPO / "configs" / "goat-tiny.yaml"),
            "--data", str(synthetic_shards), "--run-dir", str(run), *sets,
            "--max-steps", "3", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # one thread per rank: two ranks, two cores
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 3

@@ -48,16 +48,28 @@ def _rows(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def test_sigkill_then_resume_matches_uninterrupted(tmp_path: Path, synthetic_shards: Path):
+@pytest.fixture
+def one_thread():
+    """One torch thread: tiny models gain little from two, and lose ~10x on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_sigkill_then_resume_matches_uninterrupted(
+    tmp_path: Path, synthetic_shards: Path, one_thread: None
+) -> None:
     config = load_run_config(CONFIG, OVERRIDES)
     straight = tmp_path / "straight"
     expected = train(config, synthetic_shards, straight)
+    assert torch.get_num_threads() == 1  # like the killed subprocess (OMP_NUM_THREADS=1)
 
     crashed = tmp_path / "crashed"
     sets = [x for item in OVERRIDES for x in ("--set", item)]
     cmd = [sys.executable, "-m", "goatdna.cli.app", "train", "--config", str(CONFIG),
            "--data", str(synthetic_shards), "--run-dir", str(crashed), *sets]  # fmt: skip
-    env = dict(os.environ, **{KILL_AFTER_CHECKPOINT_ENV: str(KILL_STEP)})
+    env = dict(os.environ, OMP_NUM_THREADS="1", **{KILL_AFTER_CHECKPOINT_ENV: str(KILL_STEP)})
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert not (crashed / "summary.json").exists()
