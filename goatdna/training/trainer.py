@@ -9,6 +9,7 @@ the run directory.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -21,6 +22,19 @@ from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, resolved_config
+
+
+class _DropAdvertisements(logging.Filter):
+    """Lightning logs a product tip on every Trainer; keep the console for the run's own lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in record.getMessage()
+
+
+def _quiet_lightning_tips() -> None:
+    log = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    if not any(isinstance(f, _DropAdvertisements) for f in log.filters):
+        log.addFilter(_DropAdvertisements())
 
 
 def _is_global_zero() -> bool:
@@ -140,6 +154,7 @@ def train(
         ckpt_path = run.last_ckpt if resume else None
 
     precision = resolve_precision(config)
+    _quiet_lightning_tips()
     if _on_gpu(config):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
