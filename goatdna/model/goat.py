@@ -156,6 +156,11 @@ class GoatPrior(nn.Module):
         self.train_length = train_length
         self.freq_base = float(freq_base)
         self.split_key_bias = split_key_bias
+        # precomputed so that pack() stays free of host syncs (torch.compile traces it whole)
+        self._slot_gain = {
+            dt: _slot_and_gain(head_dim, dt)
+            for dt in (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+        }
 
         H, R, M = num_heads, num_modes, mlp_hidden
         self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (G3)
@@ -184,7 +189,11 @@ class GoatPrior(nn.Module):
         """float64 (pos (L,), phi (L, 2R+2)); cached per range and device for fixed freqs."""
         device = self.alpha.device
         if isinstance(pos, range) and not isinstance(self.freqs, nn.Parameter):
-            return _cached_features(self.num_modes, self.freq_base, self.train_length, pos, device)
+            # under torch.compile the features are traced into the graph (constants there)
+            features = (
+                _cached_features.__wrapped__ if torch.compiler.is_compiling() else _cached_features
+            )
+            return features(self.num_modes, self.freq_base, self.train_length, pos, device)
         pos64 = _as_positions(pos, device)
         if isinstance(self.freqs, nn.Parameter):
             freqs64 = self.freqs.double()  # learnable: recomputed, gradients flow to freqs
@@ -256,7 +265,7 @@ class GoatPrior(nn.Module):
         R2 = 2 * self.num_modes
         dtype = q_c.dtype
         d = self.head_dim
-        slot, gain = _slot_and_gain(d, dtype)
+        slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
 
         # queries: [sqrt(d_h/d_c) qc, sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0]
         weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)

@@ -44,7 +44,9 @@ class RotaryEmbedding(nn.Module):
         self, pos: range, device: torch.device, dtype: torch.dtype
     ) -> tuple[Tensor, Tensor]:
         """Cached cos/sin for a position range, each (L, d) in ``dtype`` (halves repeated)."""
-        return _cos_sin(self.head_dim, self.base, pos, device, dtype)
+        # under torch.compile the tables are traced into the graph (constants there)
+        table = _cos_sin.__wrapped__ if torch.compiler.is_compiling() else _cos_sin
+        return table(self.head_dim, self.base, pos, device, dtype)
 
     def forward(self, x: Tensor, pos: range) -> Tensor:
         """Rotate ``x`` (B, H, L, d) whose rows sit at positions ``pos`` (len L)."""
