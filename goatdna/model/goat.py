@@ -112,8 +112,8 @@ def _cached_features(
 def _slot_and_gain(head_dim: int, dtype: torch.dtype) -> tuple[float, float]:
     """The constant query slot ``dtype(sqrt(d_h))`` and its product with SDPA's float32 scale."""
     root = math.sqrt(head_dim)
-    slot = float(torch.tensor(root, dtype=dtype))
-    return slot, slot * float(torch.tensor(1.0 / root, dtype=torch.float32))
+    slot = float(torch.tensor(root, dtype=dtype, device="cpu"))  # also under a meta device
+    return slot, slot * float(torch.tensor(1.0 / root, dtype=torch.float32, device="cpu"))
 
 
 class GoatPrior(nn.Module):
