@@ -195,8 +195,11 @@ def test_backend_resolution_and_errors():
         import flash_attn  # noqa: F401
     except ImportError:
         assert resolve_backend("auto") == "sdpa"
-        with pytest.raises(ValueError, match="flash-attn"):
-            GoatDNA(replace(SMALL, attention="flash"))
+        with pytest.warns(UserWarning, match="flash-attn"):
+            model = GoatDNA(replace(SMALL, attention="flash"))
+        assert model.blocks[0].attn.backend == "sdpa"
+    with pytest.raises(ValueError, match="backend"):
+        resolve_backend("fast")
     with pytest.raises(ValueError, match="content_dim"):
         ModelConfig(d_model=64, n_heads=4, goat_modes=7)
 

@@ -15,6 +15,7 @@ step needs no mask; other blocks get an explicit boolean mask.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -38,16 +39,22 @@ def flash_available() -> bool:
 
 
 def resolve_backend(name: str) -> str:
-    """``auto`` -> ``flash`` if flash-attn is importable else ``sdpa``; check the name."""
+    """``auto`` -> ``flash`` if flash-attn is importable else ``sdpa``; check the name.
+
+    ``flash`` without flash-attn warns and runs SDPA (same numbers): a checkpoint trained with
+    flash on a GPU must still load for analysis on a CPU.
+    """
     if name not in BACKENDS:
         raise ValueError(f"attention backend must be one of {', '.join(BACKENDS)}, got {name!r}")
     if name == "auto":
         return "flash" if flash_available() else "sdpa"
     if name == "flash" and not flash_available():
-        raise ValueError(
-            "attention: flash needs the flash-attn package (pip install 'goatdna[gpu]' on a CUDA "
-            "machine); use attention: auto or sdpa"
+        warnings.warn(
+            "attention: flash asked for, but flash-attn is not installed (pip install "
+            "'goatdna[gpu]' on a CUDA machine); using torch SDPA",
+            stacklevel=2,
         )
+        return "sdpa"
     return name
 
 
@@ -147,7 +154,8 @@ class CausalSelfAttention(nn.Module):
         """x (B, L, d_model) at positions start_pos..start_pos+L-1 -> (B, L, d_model).
 
         With a cache, the new keys/values are appended and the queries attend to every cached
-        position (``start_pos`` must equal ``cache.length``).
+        position (``start_pos`` must equal ``cache.length``); cached decoding always runs the
+        packed kernel path, also when the backend is ``explicit`` (the same numbers).
         """
         B, L, _ = x.shape
         q, k, v = self._project(x)
