@@ -292,3 +292,17 @@ def test_prior_is_independent_of_its_copy():
     torch.testing.assert_close(
         clone.log_prior(range(20), range(20)).float(), prior.log_prior(range(20), range(20))
     )
+
+
+def test_pack_is_unchanged_by_bf16_autocast():
+    """Under autocast (Lightning's bf16-mixed) the prior's small terms still round only once."""
+    prior = randomized_prior(heads=4, head_dim=64, modes=8, train_length=1024, seed=11)
+    q_c, k_c = torch.randn(2, 1, 4, 10, prior.content_dim).bfloat16()
+    plain = prior.pack(q_c, k_c, range(100, 110), range(100, 110))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = prior.pack(q_c, k_c, range(100, 110), range(100, 110))
+        log_prior = prior.log_prior(range(5), range(5))
+    for a, b in zip(plain, mixed, strict=True):
+        assert a.dtype == b.dtype == torch.bfloat16 and torch.equal(a, b)
+    assert log_prior.dtype == torch.float32
+    torch.testing.assert_close(log_prior, prior.log_prior(range(5), range(5)))

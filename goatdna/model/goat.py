@@ -246,8 +246,9 @@ class GoatPrior(nn.Module):
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
         """K_ij = K_rel(i - j) + u_h(j) (G2, G3) -> (num_heads, Lq, Lk), materialised."""
         dtype = self.alpha.dtype
-        q_rel = torch.matmul(self._k_rel(pos_q, dtype), self._rotation())  # (H, Lq, 2R)
-        rel = torch.matmul(q_rel, self._k_rel(pos_k, dtype).t())  # (H, Lq, Lk)
+        with torch.autocast(device_type=self.alpha.device.type, enabled=False):
+            q_rel = torch.matmul(self._k_rel(pos_q, dtype), self._rotation())  # (H, Lq, 2R)
+            rel = torch.matmul(q_rel, self._k_rel(pos_k, dtype).t())  # (H, Lq, Lk)
         return rel + self.key_bias(pos_k)[:, None, :]
 
     # ---------------------------------------------------------------- G5
@@ -268,8 +269,10 @@ class GoatPrior(nn.Module):
         slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
 
         # queries: [sqrt(d_h/d_c) qc, sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0]
-        weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)
-        q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype), weights).to(dtype)  # (H, Lq, 2R)
+        with torch.autocast(device_type=q_c.device.type, enabled=False):  # round once, below
+            weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)
+            q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype), weights)  # (H, Lq, 2R)
+        q_rel = q_rel.to(dtype)
         align = slot if self.split_key_bias else 0.0
         const = torch.cat([q_c.new_full((1,), slot), q_c.new_full((1,), align)])  # (2,)
         q = torch.cat(
