@@ -186,6 +186,7 @@ def test_zero_init_is_exactly_standard_attention():
     torch.testing.assert_close(out, standard, rtol=1e-6, atol=1e-6)
 
 
+@torch.no_grad()
 def test_alibi_init_gives_alibi_probabilities():
     torch.manual_seed(0)
     H, L = 8, 40
