@@ -255,6 +255,7 @@ def test_bf16_split_error_is_about_u_times_2_pow_minus_17():
     assert err_16k <= 0.05 and err_64k <= 0.2
 
 
+@torch.no_grad()
 def test_constant_slot_gain_for_non_square_head_dim_in_bf16():
     """d_h = 32: bf16(sqrt 32) * fp32(1/sqrt 32) != 1, and u is rescaled so logits stay exact."""
     torch.manual_seed(0)
