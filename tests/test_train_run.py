@@ -41,9 +41,10 @@ def test_tiny_model_learns_below_unigram_entropy(
     entropy = unigram_entropy(synthetic_shards)
     assert 1.3 < entropy < 1.39
     assert summary["positional"] == scheme
-    # ~100 steps of a 0.1M-parameter model reach the short-range (Markov) floor of this genome,
-    # about 0.03 nats below its unigram entropy; learning the repeat families takes far longer.
-    assert summary["val_loss"] < entropy - 0.02, (summary["val_loss"], entropy)
+    # ~100 steps of a 0.1M-parameter model get within ~0.02 nats of this genome's short-range
+    # (6-mer Markov) floor, ~1.24 nats/base: measured GOAT 1.252, RoPE 1.245 against a unigram
+    # entropy of 1.360 (margins 0.11, 0.12); learning the repeat families takes far longer.
+    assert summary["val_loss"] < entropy - 0.06, (summary["val_loss"], entropy)
     rows = list(csv.DictReader((tiny_runs[scheme] / "metrics.csv").open()))
     first_val = next(float(r["val_loss"]) for r in rows if r["val_loss"])
     assert summary["val_loss"] < first_val  # it kept improving after the first validation
