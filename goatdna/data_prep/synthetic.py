@@ -106,35 +106,47 @@ def _next_state_index(state: np.ndarray | int) -> np.ndarray:
 
 def _stationary(transition: np.ndarray) -> np.ndarray:
     """Stationary distribution over context states of a (states, 4) transition table."""
-    step = np.zeros((_STATES, _STATES))
-    np.add.at(
-        step,
-        (np.repeat(np.arange(_STATES), 4), _next_state_index(np.arange(_STATES)).ravel()),
-        transition.ravel(),
-    )
-    # pi (step - I) = 0 with sum(pi) = 1, as one least-squares system
-    system = np.vstack([step.T - np.eye(_STATES), np.ones(_STATES)])
-    rhs = np.zeros(_STATES + 1)
+    step = np.zeros((_STATES, _STATES))  # (from state, to state)
+    step[np.arange(_STATES)[:, None], _next_state_index(np.arange(_STATES))] = transition
+    # pi (step - I) = 0 with one equation replaced by sum(pi) = 1
+    system = step.T - np.eye(_STATES)
+    system[-1] = 1.0
+    rhs = np.zeros(_STATES)
     rhs[-1] = 1.0
-    pi = np.linalg.lstsq(system, rhs, rcond=None)[0]
-    return np.clip(pi, 0.0, None) / np.clip(pi, 0.0, None).sum()
+    pi = np.clip(np.linalg.solve(system, rhs), 0.0, None)
+    return pi / pi.sum()
 
 
-def _strand_symmetric(transition: np.ndarray) -> np.ndarray:
-    """The chain whose (order+1)-mer frequencies average the chain's and their reverse complements'.
+def _symmetric_joint(transition: np.ndarray) -> np.ndarray:
+    """Joint frequencies P(context, next base), shape (states, 4), of the strand-symmetric
+    version of a chain: its (order+1)-mer frequencies averaged with their reverse complements'.
 
     Real DNA obeys Chargaff's second rule (a k-mer and its reverse complement are about equally
     frequent), and training reverse-complements half its windows, so a strand-biased background
     would only blur what a model can learn. The joint g(w) = pi(context) P(next | context) of a
     stationary chain and its reverse complement g(rc w) have the same context marginals, so their
-    average is again the joint of a stationary chain, with the same GC content.
+    average is again the joint of a stationary chain (its row sums are that chain's stationary
+    distribution), with the same GC content.
     """
     joint = (_stationary(transition)[:, None] * transition).reshape((4,) * (_ORDER + 1))
-    rc = np.flip(joint).transpose(
-        tuple(range(_ORDER, -1, -1))
-    )  # rc[w] = joint[complement(w)[::-1]]
-    mixed = ((joint + rc) / 2).reshape(_STATES, 4)
-    return mixed / mixed.sum(axis=1, keepdims=True)
+    rc = np.flip(joint).transpose(tuple(range(_ORDER, -1, -1)))  # rc[w] = joint[rc(w)]
+    return ((joint + rc) / 2).reshape(_STATES, 4)
+
+
+def _conditional(joint: np.ndarray) -> np.ndarray:
+    """Transition table P(next | context) of a (states, 4) joint."""
+    return joint / joint.sum(axis=1, keepdims=True)
+
+
+def _joint_entropy_bits(joint: np.ndarray) -> float:
+    """Entropy rate (bits/base) of the stationary chain with this (states, 4) joint."""
+    chain = _conditional(joint)
+    return float(-(joint * np.log2(np.where(chain > 0, chain, 1.0))).sum())
+
+
+def entropy_rate_bits(chain: np.ndarray) -> float:
+    """Entropy rate (bits/base) of a stationary chain with a (states, 4) transition table."""
+    return _joint_entropy_bits(_stationary(chain)[:, None] * chain)
 
 
 def _calibrated(base: np.ndarray, gc: float) -> np.ndarray:
@@ -145,22 +157,15 @@ def _calibrated(base: np.ndarray, gc: float) -> np.ndarray:
     ends_in_c = np.arange(_STATES) % 4 == C
     log_odds = np.log(gc / (1 - gc))
     lam = log_r = 0.0
-    for _ in range(40):  # a fixed-point iteration; converges to ~1e-15 in ~25 steps
+    for _ in range(32):  # a fixed-point iteration; converges to ~1e-15 in ~25 steps
         weighted = base * np.exp(lam * _IS_GC)
         weighted[ends_in_c, G] *= np.exp(log_r)
-        chain = _strand_symmetric(weighted / weighted.sum(axis=1, keepdims=True))
-        joint = _stationary(chain)[:, None] * chain  # (states, next base)
+        joint = _symmetric_joint(_conditional(weighted))  # (states, next base)
         base_freq = joint.sum(axis=0)
         now_gc = base_freq[C] + base_freq[G]
         lam += log_odds - np.log(now_gc / (1 - now_gc))
         log_r -= np.log(joint[ends_in_c, G].sum() / (base_freq[C] * base_freq[G]))
-    return chain
-
-
-def entropy_rate_bits(chain: np.ndarray) -> float:
-    """Entropy rate (bits/base) of a stationary chain with a (states, 4) transition table."""
-    terms = chain * np.log2(np.where(chain > 0, chain, 1.0))
-    return float(-(_stationary(chain)[:, None] * terms).sum())
+    return _conditional(joint)
 
 
 def _tempered(base: np.ndarray, bits: float) -> np.ndarray:
@@ -168,11 +173,10 @@ def _tempered(base: np.ndarray, bits: float) -> np.ndarray:
     that its strand-symmetric chain has an entropy rate of ``bits``: every seed then gets an
     equally predictable background, whatever its Dirichlet draw."""
     lo, hi = 0.0, 8.0  # beta = 0: uniform (2 bits); larger beta: sharper rows, lower entropy
-    for _ in range(50):
+    for _ in range(40):
         beta = (lo + hi) / 2
-        table = base**beta
-        table /= table.sum(axis=1, keepdims=True)
-        if entropy_rate_bits(_strand_symmetric(table)) > bits:
+        table = _conditional(base**beta)
+        if _joint_entropy_bits(_symmetric_joint(table)) > bits:
             lo = beta
         else:
             hi = beta
@@ -186,7 +190,7 @@ def background_chain(rng: np.random.Generator, config: SyntheticGenomeConfig) ->
     alpha = np.full(4, config.background_concentration)
     # dinucleotide preferences (by the previous base) modulated per full context
     base = rng.dirichlet(alpha, size=4)[np.arange(_STATES) % 4] * rng.dirichlet(alpha, _STATES)
-    base = _tempered(base / base.sum(axis=1, keepdims=True), config.background_entropy_bits)
+    base = _tempered(_conditional(base), config.background_entropy_bits)
     return np.stack([_calibrated(base, gc) for gc in config.isochore_gc])
 
 
