@@ -50,10 +50,10 @@ def evaluate(
         checkpoint, data, split, lengths, max_tokens, batch_tokens, device, show_progress=True
     )
     table = Table(
-        title=f"{evaluation.positional} on {split} (training length {evaluation.train_length})"
+        title=f"{evaluation.positional} on {split} (training length {evaluation.train_length}; "
+        "NLL in nats/base, b/b = bits/base)"
     )
-    for name in ("context", "bases", "NLL (nats/base)", "bits/base", "perplexity",
-                 "repeat bits/base", "non-repeat bits/base"):  # fmt: skip
+    for name in ("context", "bases", "NLL", "b/b", "perplexity", "repeat b/b", "non-repeat b/b"):
         table.add_column(name, justify="right")
     for r in evaluation.results:
         table.add_row(
