@@ -192,7 +192,7 @@ def train(
         callbacks=[throughput, memory, lifecycle, *_progress_bar(tr.progress_bar)],
         enable_checkpointing=False,
         enable_progress_bar=tr.progress_bar,
-        enable_model_summary=tr.progress_bar,
+        enable_model_summary=False,  # `goatdna model-info` has the breakdown; its FLOPs line reads 0
         log_every_n_steps=min(tr.log_every, tr.max_steps * tr.accumulate),
         use_distributed_sampler=False,
         default_root_dir=str(run.root),
