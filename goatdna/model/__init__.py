@@ -8,7 +8,13 @@ from goatdna.model.cache import KVCache
 from goatdna.model.config import ModelConfig
 from goatdna.model.flops import flops_per_token
 from goatdna.model.goat import GoatPrior
-from goatdna.model.transformer import IGNORE_TARGET, GoatDNA, next_token_loss
+from goatdna.model.scoring import (
+    IGNORE_TARGET,
+    next_token_loss,
+    sequence_log_probs,
+    target_log_probs,
+)
+from goatdna.model.transformer import GoatDNA
 
 __all__ = [
     "IGNORE_TARGET",
@@ -18,4 +24,6 @@ __all__ = [
     "ModelConfig",
     "flops_per_token",
     "next_token_loss",
+    "sequence_log_probs",
+    "target_log_probs",
 ]

@@ -16,9 +16,7 @@ from torch import Tensor, nn
 from goatdna.model.attention import CausalSelfAttention
 from goatdna.model.cache import KVCache
 from goatdna.model.config import ModelConfig
-
-IGNORE_TARGET = 4
-"""Target id the loss ignores: the N token (unknown base)."""
+from goatdna.model.scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
 
 
 class SwiGLU(nn.Module):
@@ -145,26 +143,3 @@ class GoatDNA(nn.Module):
                 key = "norms"
             counts[key] += p.numel()
         return counts
-
-
-def next_token_loss(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
-    """Cross-entropy of logits (B, L, V) against targets (B, L), ignoring N (``IGNORE_TARGET``).
-
-    ``mean`` averages over the counted targets (0 when there are none), ``sum`` adds them,
-    ``none`` returns (B, L) with zeros at ignored targets. Computed in float32.
-    """
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    V = logits.shape[-1]
-    losses = F.cross_entropy(
-        logits.reshape(-1, V).float(),
-        targets.reshape(-1),
-        ignore_index=IGNORE_TARGET,
-        reduction="none",
-    ).view(targets.shape)
-    if reduction == "none":
-        return losses
-    if reduction == "sum":
-        return losses.sum()
-    count = (targets != IGNORE_TARGET).sum().clamp(min=1)
-    return losses.sum() / count
