@@ -4,17 +4,17 @@ GOAT's prior (`goat.GoatPrior`) is packed into the queries and keys so that one 
 SDPA/FlashAttention call computes attention with the prior; RoPE (`rope`) is the baseline.
 """
 
-from goatdna.model.cache import KVCache
-from goatdna.model.config import ModelConfig
-from goatdna.model.flops import flops_per_token
-from goatdna.model.goat import GoatPrior
-from goatdna.model.scoring import (
+from .cache import KVCache
+from .config import ModelConfig
+from .flops import flops_per_token
+from .goat import GoatPrior
+from .scoring import (
     IGNORE_TARGET,
     next_token_loss,
     sequence_log_probs,
     target_log_probs,
 )
-from goatdna.model.transformer import GoatDNA
+from .transformer import GoatDNA
 
 __all__ = [
     "IGNORE_TARGET",

@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from goatdna.model.cache import KVCache
-from goatdna.model.config import ModelConfig
-from goatdna.model.goat import GoatPrior
-from goatdna.model.rope import RotaryEmbedding
+from .cache import KVCache
+from .config import ModelConfig
+from .goat import GoatPrior
+from .rope import RotaryEmbedding
 
 try:  # optional GPU extra: pip install "goatdna[gpu]"
     from flash_attn import flash_attn_func

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import torch
 
-from goatdna.model.config import ModelConfig
+from .config import ModelConfig
 
 
 def matmul_params(config: ModelConfig) -> int:
     """Parameters a token multiplies through: everything but the (untied) embedding table."""
-    from goatdna.model.transformer import GoatDNA
+    from .transformer import GoatDNA
 
     with torch.device("meta"):
         model = GoatDNA(config)

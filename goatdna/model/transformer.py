@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from goatdna.model.attention import CausalSelfAttention
-from goatdna.model.cache import KVCache
-from goatdna.model.config import ModelConfig
-from goatdna.model.scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
+from .attention import CausalSelfAttention
+from .cache import KVCache
+from .config import ModelConfig
+from .scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
 
 
 class SwiGLU(nn.Module):
