@@ -6,6 +6,10 @@ map_location=..., weights_only=True)`` works because hyper-parameters are plain 
 is a `ModelConfig`, and ``ckpt["state_dict"]`` holds ``"model." + <GoatDNA key>``. Keeping to that
 contract lets `evaluate`/`generate` run on a machine that has the model but not Lightning set up,
 and keeps the import direction analysis -> model.
+
+A folder written by `goatdna export` loads here too (``config.json`` with ``model_type`` goatdna
+and every `ModelConfig` field, weights in ``model.safetensors`` under the same ``"model."``
+prefix), so every command that takes ``--checkpoint`` takes an export folder.
 """
 
 from __future__ import annotations
@@ -18,18 +22,25 @@ from goatdna.configfile import from_dict
 from goatdna.errors import GoatDNAError
 
 MODEL_PREFIX = "model."
+EXPORT_CONFIG = "config.json"
+EXPORT_WEIGHTS = "model.safetensors"
+EXPORT_MODEL_TYPE = "goatdna"
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
-    """Load a GoatDNA model (eval mode, on ``device``) and the run config dict from a checkpoint."""
+    """Load a GoatDNA model (eval mode, on ``device``) and the run config dict from a checkpoint
+    (a ``.ckpt`` from `goatdna train`, or a folder from `goatdna export`)."""
     import torch
 
     from goatdna.model import GoatDNA, ModelConfig
 
     path = Path(path)
+    if path.is_dir():
+        return load_export(path, device)
     if not path.is_file():
         raise GoatDNAError(
             f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
+            " or a folder written by `goatdna export`"
         )
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
@@ -62,6 +73,142 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     model.to(device)
     model.eval()
     return model, dict(config)
+
+
+def read_export_config(folder: str | Path) -> dict[str, Any]:
+    """An export folder's config.json, checked to be a goatdna export (else a GoatDNAError)."""
+    folder = Path(folder)
+    config_path = folder / EXPORT_CONFIG
+    if not config_path.is_file():
+        raise GoatDNAError(
+            f"{folder}: not a goatdna export folder (no {EXPORT_CONFIG}); pass a .ckpt file or a "
+            "folder written by `goatdna export`"
+        )
+    try:
+        data = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise GoatDNAError(
+            f"{config_path}: not valid JSON ({err}); re-run `goatdna export`"
+        ) from None
+    if not isinstance(data, dict):
+        raise GoatDNAError(f"{config_path}: expected a JSON object; re-run `goatdna export`")
+    model_type = data.get("model_type")
+    if model_type != EXPORT_MODEL_TYPE:
+        raise GoatDNAError(
+            f"{config_path}: model_type is {model_type!r}, not {EXPORT_MODEL_TYPE!r}; this folder "
+            "holds another kind of model (goatdna reads only folders written by `goatdna export`)"
+        )
+    return data
+
+
+def load_export(folder: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
+    """Load a `goatdna export` folder: (GoatDNA in eval mode on ``device``, run config dict).
+
+    The run config is the one the model was trained with (``goatdna_run_config``), its
+    ``"model"`` entry rebuilt from the folder's own ModelConfig fields.
+    """
+    import dataclasses
+
+    from goatdna.model import GoatDNA, ModelConfig
+
+    folder = Path(folder)
+    data = read_export_config(folder)
+    config_path = folder / EXPORT_CONFIG
+    names = [f.name for f in dataclasses.fields(ModelConfig)]
+    missing = [name for name in names if name not in data]
+    if missing:
+        raise GoatDNAError(
+            f"{config_path}: lacks model field(s) {', '.join(missing)}; re-run `goatdna export`"
+        )
+    model_dict = {name: data[name] for name in names}
+    model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
+    weights_path = folder / EXPORT_WEIGHTS
+    if not weights_path.is_file():
+        raise GoatDNAError(f"{folder}: no {EXPORT_WEIGHTS}; re-run `goatdna export`")
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError:
+        raise GoatDNAError(
+            f"{weights_path}: reading export folders needs safetensors: pip install 'goatdna[hf]'"
+        ) from None
+    try:
+        state = load_file(str(weights_path), device="cpu")
+    except (SafetensorError, OSError) as err:
+        raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
+    model = GoatDNA(model_config)
+    try:
+        model.load_state_dict(weights, strict=True)
+    except RuntimeError as err:
+        first = str(err).splitlines()[0]
+        raise GoatDNAError(
+            f"{weights_path}: weights do not match the model fields in {EXPORT_CONFIG} ({first})"
+        ) from None
+    model.to(device)
+    model.eval()
+    run_config = data.get("goatdna_run_config")
+    config = dict(run_config) if isinstance(run_config, dict) else {}
+    config["model"] = model_dict
+    return model, config
+
+
+def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
+    """What a model was trained on and for how long, for `goatdna export`'s config and card.
+
+    From a ``.ckpt``: Lightning's ``global_step``, the data manifest hash the run recorded, the
+    latest validation loss the run had computed when it saved this checkpoint, and tokens seen
+    (steps x the global batch in tokens, from the run's summary.json when it is beside the
+    checkpoints folder, else from the config with one device). From an export folder: the
+    provenance it already carries.
+    """
+    import math
+
+    import torch
+
+    path = Path(path)
+    if path.is_dir():
+        return dict(read_export_config(path).get("goatdna_provenance") or {})
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    hyper = ckpt.get("hyper_parameters") or {}
+    config = hyper.get("config") or {}
+    steps = int(ckpt.get("global_step", 0))
+    lifecycle = (ckpt.get("callbacks") or {}).get("RunLifecycle") or {}
+    if lifecycle.get("best_step") == steps and lifecycle.get("best_val_loss") is not None:
+        val_loss, val_step = lifecycle["best_val_loss"], steps
+    else:
+        val_loss, val_step = lifecycle.get("last_val_loss"), None
+    summary_path = path.parent.parent / "summary.json"
+    batch_tokens = None
+    if path.parent.name == "checkpoints" and summary_path.is_file():
+        try:
+            batch_tokens = json.loads(summary_path.read_text()).get("global_batch_tokens")
+        except (OSError, json.JSONDecodeError):
+            batch_tokens = None
+    if not isinstance(batch_tokens, int):
+        data, trainer = config.get("data") or {}, config.get("trainer") or {}
+        try:
+            batch_tokens = (
+                int(data["micro_batch_size"])
+                * int(data["seq_len"])
+                * int(trainer.get("accumulate", 1))
+            )
+        except (KeyError, TypeError, ValueError):
+            batch_tokens = None
+    finite = isinstance(val_loss, (int, float)) and math.isfinite(val_loss)
+    return {
+        "source_checkpoint": path.name,
+        "steps": steps,
+        "tokens_seen": steps * batch_tokens if batch_tokens else None,
+        "global_batch_tokens": batch_tokens,
+        "data_manifest_sha256": hyper.get("data_manifest_sha256")
+        or config.get("data_manifest_sha256"),
+        "trained_with_goatdna": hyper.get("goatdna_version") or None,
+        "train_length": train_length_of(config) if config.get("model") else None,
+        "val_loss": float(val_loss) if finite else None,
+        "val_bits_per_base": float(val_loss) / math.log(2) if finite else None,
+        "val_step": val_step if finite else None,
+    }
 
 
 def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Path:

@@ -1,0 +1,37 @@
+"""`goatdna export`: a checkpoint as a self-contained Hugging Face model folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from goatdna.errors import GoatDNAError
+
+
+def export(
+    checkpoint: Path = typer.Option(
+        ...,
+        "--checkpoint",
+        "-c",
+        help="A .ckpt written by `goatdna train` (or an earlier export folder).",
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder to write (must not exist yet)."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace --out when it holds an earlier goatdna export."
+    ),
+) -> None:
+    """Write config.json, model.safetensors, tokenizer, transformers code and a model card."""
+    from goatdna.analysis.checkpoint import checkpoint_provenance, load_checkpoint
+
+    try:
+        from goatdna.hf.export import export_model
+    except ImportError:
+        raise GoatDNAError(
+            "goatdna export needs transformers and safetensors: pip install 'goatdna[hf]'"
+        ) from None
+
+    model, config = load_checkpoint(checkpoint, device="cpu")
+    provenance = checkpoint_provenance(checkpoint)
+    folder = export_model(model, config, provenance, out, force=force)
+    typer.echo(f"exported {model.num_params():,} parameters to {folder}", err=True)

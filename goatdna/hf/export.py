@@ -1,0 +1,199 @@
+"""`goatdna export`: a trained model as a self-contained Hugging Face folder.
+
+::
+
+    DIR/
+      config.json              every ModelConfig field, model_type goatdna, auto_map, goatdna
+                               version, provenance (data manifest sha256, steps, tokens seen,
+                               validation loss) and the run config it was trained with
+      model.safetensors        weights only ("model." + GoatDNA key), float32 as trained
+      generation_config.json   suppress_tokens [4]: N is never generated
+      tokenizer_config.json    GoatDNATokenizer (A C G T N = 0..4, the shards' ids) + auto_map
+      vocab.json
+      configuration_goatdna.py, modeling_goatdna.py, tokenization_goatdna.py
+      config.py cache.py goat.py rope.py attention.py transformer.py scoring.py
+                               goatdna/model's files, verbatim: trust_remote_code needs torch and
+                               transformers only
+      README.md                the model card
+
+The folder is written under a temporary name beside ``DIR`` and renamed when complete.
+`goatdna.analysis.checkpoint.load_checkpoint` reads it back, so every command that takes
+``--checkpoint`` takes the folder too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from goatdna import __version__
+from goatdna.errors import GoatDNAError
+
+from .model_card import model_card
+
+MODEL_TYPE = "goatdna"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+WEIGHT_PREFIX = "model."  # the transformers wrapper holds GoatDNA as ``.model``
+MODEL_SOURCES = (
+    "config.py",
+    "cache.py",
+    "goat.py",
+    "rope.py",
+    "attention.py",
+    "transformer.py",
+    "scoring.py",
+)
+"""goatdna/model files the transformers wrapper imports (directly or through each other)."""
+HF_SOURCES = ("configuration_goatdna.py", "modeling_goatdna.py", "tokenization_goatdna.py")
+AUTO_MAP = {
+    "AutoConfig": "configuration_goatdna.GoatDNAConfig",
+    "AutoModelForCausalLM": "modeling_goatdna.GoatDNAForCausalLM",
+}
+TOKENIZER_AUTO_MAP = {"AutoTokenizer": ["tokenization_goatdna.GoatDNATokenizer", None]}
+_GOATDNA_IMPORT = re.compile(r"^\s*(from|import)\s+goatdna\b", re.MULTILINE)
+
+
+def remote_code(text: str) -> str:
+    """A goatdna/hf source as folder code: ``from goatdna.model.x`` becomes ``from .x``.
+
+    The model package already uses relative imports, so its files ship unchanged; anything else
+    that still imports goatdna would break ``trust_remote_code`` and is a bug here.
+    """
+    text = text.replace("from goatdna.model.", "from .")
+    if _GOATDNA_IMPORT.search(text):
+        raise RuntimeError("exported code still imports goatdna; keep hf/ on goatdna.model only")
+    return text
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value
+
+
+def config_json(model_config: Any, run_config: dict[str, Any], provenance: dict[str, Any]) -> dict:
+    """The config.json mapping: model fields first, then what transformers and goatdna need."""
+    fields = dataclasses.asdict(model_config)
+    return {
+        "model_type": MODEL_TYPE,
+        "architectures": ["GoatDNAForCausalLM"],
+        "auto_map": dict(AUTO_MAP),
+        **fields,
+        "tie_word_embeddings": False,
+        "dtype": "float32",
+        "use_cache": True,
+        "goatdna_version": __version__,
+        "goatdna_provenance": _json_safe(provenance),
+        "goatdna_run_config": _json_safe({**run_config, "model": fields}),
+    }
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _write_folder(
+    folder: Path, model: Any, run_config: dict[str, Any], provenance: dict[str, Any]
+) -> None:
+    from safetensors.torch import save_file
+
+    from goatdna import model as model_package
+
+    from .tokenization_goatdna import VOCAB
+
+    config = config_json(model.config, run_config, provenance)
+    _write_json(folder / CONFIG_FILE, config)
+    state = {
+        WEIGHT_PREFIX + k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()
+    }
+    save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(folder / WEIGHTS_FILE, 0o666 & ~umask)  # safetensors writes 0600; share like the rest
+    _write_json(
+        folder / "generation_config.json",
+        {"suppress_tokens": [4], "use_cache": True, "_from_model_config": False},
+    )
+    _write_json(
+        folder / "tokenizer_config.json",
+        {
+            "tokenizer_class": "GoatDNATokenizer",
+            "auto_map": TOKENIZER_AUTO_MAP,
+            "model_max_length": 1 << 40,
+            "clean_up_tokenization_spaces": False,
+        },
+    )
+    _write_json(folder / "vocab.json", dict(VOCAB))
+    model_dir = Path(model_package.__file__).parent
+    for name in MODEL_SOURCES:
+        shutil.copyfile(model_dir / name, folder / name)
+    hf_dir = Path(__file__).parent
+    for name in HF_SOURCES:
+        (folder / name).write_text(remote_code((hf_dir / name).read_text()))
+    (folder / "README.md").write_text(model_card(config, model.num_params()))
+
+
+def is_export_folder(path: Path) -> bool:
+    config = path / CONFIG_FILE
+    try:
+        return json.loads(config.read_text()).get("model_type") == MODEL_TYPE
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def export_model(
+    model: Any,
+    run_config: dict[str, Any],
+    provenance: dict[str, Any],
+    out: str | Path,
+    *,
+    force: bool = False,
+) -> Path:
+    """Write ``model`` (a `GoatDNA`) and its provenance as an export folder at ``out``.
+
+    An existing ``out`` is replaced only with ``force`` and only when it holds an earlier export
+    (never an unrelated directory). Nothing appears at ``out`` until the folder is complete.
+    """
+    out = Path(out)
+    if out.exists():
+        if not out.is_dir():
+            raise GoatDNAError(f"{out}: exists and is not a folder; choose another --out")
+        if any(out.iterdir()):
+            if not force:
+                raise GoatDNAError(
+                    f"{out}: folder exists and is not empty; choose another --out "
+                    "(or pass --force to replace an earlier export)"
+                )
+            if not is_export_folder(out):
+                raise GoatDNAError(
+                    f"{out}: --force replaces only an earlier goatdna export, and this folder "
+                    "is not one; choose another --out"
+                )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        _write_folder(tmp, model, run_config, provenance)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out
