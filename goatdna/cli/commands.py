@@ -21,6 +21,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("evaluate", "evaluate", "evaluate"),
     ("report", "report", "report"),
     ("export", "export", "export"),
+    ("embed", "embed", "embed"),
 ]
 
 

@@ -1,0 +1,89 @@
+"""`goatdna embed`: per-sequence or per-base embeddings of BED regions or a file of sequences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from goatdna.errors import GoatDNAError
+
+
+def embed(
+    checkpoint: Path = typer.Option(
+        ..., "--checkpoint", "-c", help="A .ckpt from `goatdna train` or a `goatdna export` folder."
+    ),
+    fasta: Path | None = typer.Option(
+        None, "--fasta", help="Reference FASTA (indexed; bgzip if compressed); use with --bed."
+    ),
+    bed: Path | None = typer.Option(
+        None, "--bed", help="Regions to embed (BED: chrom, 0-based start, end, [name])."
+    ),
+    sequences: Path | None = typer.Option(
+        None,
+        "--sequences",
+        help="FASTA, or CSV/TSV with a 'sequence' column (other columns are carried to --out).",
+    ),
+    layer: int | None = typer.Option(
+        None, "--layer", help="1-based block whose output to take (default: the final norm's)."
+    ),
+    pool: str = typer.Option("mean", "--pool", help="mean | last | none (one vector per base)."),
+    strands: str = typer.Option(
+        "forward", "--strands", help="forward | both (average with the reverse complement)."
+    ),
+    max_length: int | None = typer.Option(
+        None,
+        "--max-length",
+        help="Chunk length M (default: 4x training length for GOAT, 1x for RoPE); longer "
+        "sequences are cut into consecutive chunks of M.",
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Output: .npz, .parquet or .zarr."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Chunks per forward pass."),
+    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    devices: str | None = typer.Option(
+        None,
+        "--devices",
+        help="Run Lightning's predict loop on this many devices (e.g. 4, or 0,1); "
+        "the accelerator follows --device.",
+    ),
+) -> None:
+    """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
+    from goatdna.analysis.checkpoint import load_checkpoint
+    from goatdna.inference.embed import EmbedOptions, default_max_length, embed_records
+    from goatdna.inference.embed_io import (
+        check_output,
+        read_bed_regions,
+        read_sequence_file,
+        write_embeddings,
+    )
+
+    if sequences is not None and (fasta is not None or bed is not None):
+        raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
+    if sequences is None and (fasta is None or bed is None):
+        raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
+    options = EmbedOptions(layer, pool, strands, max_length, batch_size)  # type: ignore[arg-type]
+    check_output(out, pool)  # before any work: the format, its library and the pooling fit
+    runtime = None
+    if devices is not None:
+        from goatdna.runtime import Runtime
+
+        accelerator = "gpu" if device.startswith("cuda") else "cpu"
+        runtime = Runtime.from_options(accelerator, devices)
+    records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
+    model, config = load_checkpoint(checkpoint, device=device if runtime is None else "cpu")
+    options.validate(len(model.blocks))
+    length = max_length if max_length is not None else default_max_length(config)
+    if runtime is None:
+        vectors = embed_records(model, records, options, length)
+        write = True
+    else:
+        from goatdna.inference.embed_predict import embed_with_runtime
+
+        vectors, write = embed_with_runtime(model, records, options, length, runtime)
+    if write:
+        write_embeddings(out, records, vectors, pool)
+        typer.echo(
+            f"wrote {len(records)} embedding(s) (layer {layer or 'final norm'}, pool {pool}, "
+            f"M={length}) to {out}",
+            err=True,
+        )
