@@ -1,0 +1,275 @@
+"""`goatdna export` and the transformers classes: folder contents, logits, loss, generate, loading.
+
+Exports the session's tiny trained GOAT and RoPE runs once; every transformers-side number is
+compared with goatdna's own model on the same tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna import __version__
+from goatdna.analysis.checkpoint import load_checkpoint
+from goatdna.analysis.generate import generate as goatdna_generate
+from goatdna.cli.app import app
+from goatdna.data_prep.tokens import TOKEN_TABLE
+from goatdna.model import ModelConfig, next_token_loss
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+runner = CliRunner()
+SCHEMES = ("goat", "rope")
+
+
+@pytest.fixture(scope="module")
+def exports(tiny_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """{scheme: export folder} written with the CLI from each tiny run's best checkpoint."""
+    root = tmp_path_factory.mktemp("exports")
+    folders = {}
+    for scheme in SCHEMES:
+        out = root / f"{scheme}-export"
+        ckpt = tiny_runs[scheme] / "checkpoints" / "best.ckpt"
+        res = runner.invoke(app, ["export", "--checkpoint", str(ckpt), "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        folders[scheme] = out
+    return folders
+
+
+def _tokens(seed: int, length: int = 150, batch: int = 2) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 4, (batch, length), generator=gen)
+    tokens[0, 20:23] = 4  # a few N inputs/targets
+    return tokens
+
+
+def test_export_folder_contents(exports: dict, tiny_runs: dict[str, Path]) -> None:
+    import goatdna.model as model_package
+    from goatdna.hf.export import HF_SOURCES, MODEL_SOURCES
+
+    folder = exports["goat"]
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "goatdna" and config["goatdna_version"] == __version__
+    for field in dataclasses.fields(ModelConfig):
+        assert field.name in config, field.name
+    summary = json.loads((tiny_runs["goat"] / "summary.json").read_text())
+    prov = config["goatdna_provenance"]
+    assert prov["steps"] == summary["steps"] and prov["tokens_seen"] == summary["tokens_seen"]
+    assert prov["data_manifest_sha256"] == summary["data_manifest_sha256"]
+    assert prov["val_loss"] == pytest.approx(summary["best_val_loss"])
+    card = (folder / "README.md").read_text()
+    assert f"{summary['best_val_loss']:.4f} nats/base" in card and "Limitations" in card
+    # the tokenizer uses the shards' ids
+    assert json.loads((folder / "vocab.json").read_text()) == TOKEN_TABLE
+    # model files ship verbatim; no shipped file imports goatdna
+    model_dir = Path(model_package.__file__).parent
+    for name in MODEL_SOURCES:
+        assert (folder / name).read_bytes() == (model_dir / name).read_bytes(), name
+    for name in (*MODEL_SOURCES, *HF_SOURCES):
+        text = (folder / name).read_text()
+        assert not re.search(r"^\s*(from|import)\s+goatdna\b", text, re.MULTILINE), name
+    assert not list(folder.parent.glob(".*tmp*"))
+
+
+def test_load_checkpoint_reads_export_folder(exports: dict, tiny_runs: dict[str, Path]) -> None:
+    for scheme in SCHEMES:
+        ckpt_model, ckpt_config = load_checkpoint(tiny_runs[scheme] / "checkpoints" / "best.ckpt")
+        folder_model, folder_config = load_checkpoint(exports[scheme])
+        assert folder_config["model"] == dict(ckpt_config["model"])
+        assert folder_config["data"]["seq_len"] == ckpt_config["data"]["seq_len"]
+        tokens = _tokens(1)
+        with torch.no_grad():
+            assert torch.equal(folder_model(tokens), ckpt_model(tokens))
+
+
+def test_auto_classes_logits_loss_and_round_trip(exports: dict, tmp_path: Path) -> None:
+    import goatdna.hf  # noqa: F401  (registers the Auto classes)
+    from goatdna.training.module import GenomeLM
+
+    for scheme in SCHEMES:
+        folder = exports[scheme]
+        config = transformers.AutoConfig.from_pretrained(folder)
+        assert type(config).__name__ == "GoatDNAConfig" and config.positional == scheme
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        assert tokenizer("ACGTNacgtn").input_ids == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
+        ours, run_config = load_checkpoint(folder)
+        tokens = _tokens(2)
+        with torch.no_grad():
+            out = model(tokens, labels=tokens)
+            expected = ours(tokens)
+        torch.testing.assert_close(out.logits, expected, atol=1e-5, rtol=0)
+        # labels= is the training loss: GenomeLM.batch_loss on the same window (N ignored)
+        module = GenomeLM(run_config)
+        module.model.load_state_dict(ours.state_dict())
+        with torch.no_grad():
+            train_loss = module.batch_loss(tokens)
+        torch.testing.assert_close(out.loss, train_loss, atol=1e-6, rtol=0)
+        assert not torch.isclose(  # N targets really are left out
+            out.loss,
+            torch.nn.functional.cross_entropy(
+                expected[:, :-1].flatten(0, 1), tokens[:, 1:].flatten()
+            ),
+        )
+        # save_pretrained / from_pretrained round trip keeps weights and provenance
+        again_dir = tmp_path / f"{scheme}-again"
+        model.save_pretrained(again_dir)
+        tokenizer.save_pretrained(again_dir)
+        again = transformers.AutoModelForCausalLM.from_pretrained(again_dir)
+        assert again.config.goatdna_provenance == config.goatdna_provenance
+        with torch.no_grad():
+            torch.testing.assert_close(again(tokens).logits, out.logits, atol=0, rtol=0)
+        assert transformers.AutoTokenizer.from_pretrained(again_dir)("GATTACA").input_ids == [
+            2, 0, 3, 3, 0, 1, 0,
+        ]  # fmt: skip
+
+
+def test_transformers_generate_matches_goatdna_greedy(exports: dict) -> None:
+    import goatdna.hf  # noqa: F401
+
+    prompt = "ACGTTGCAAGGCTTAACGTAGGCATCGATCGGATC"
+    for scheme in SCHEMES:
+        model = transformers.AutoModelForCausalLM.from_pretrained(exports[scheme])
+        ours, _ = load_checkpoint(exports[scheme])
+        expected = goatdna_generate(ours, prompt, max_new_tokens=40, temperature=0.0)[0]
+        tokenizer = transformers.AutoTokenizer.from_pretrained(exports[scheme])
+        ids = tokenizer(prompt, return_tensors="pt").input_ids
+        lengths: list[int] = []
+        hook = model.model.embed.register_forward_hook(
+            lambda _m, args, _o, seen=lengths: seen.append(args[0].shape[1])
+        )
+        try:
+            cached = model.generate(ids, max_new_tokens=40, do_sample=False, use_cache=True)
+        finally:
+            hook.remove()
+        # a KV cache: the prompt once, then one new base per step at its absolute position
+        assert lengths == [len(prompt)] + [1] * 39
+        text = tokenizer.decode(cached[0, len(prompt) :])
+        assert text == expected, scheme
+        uncached = model.generate(ids, max_new_tokens=40, do_sample=False, use_cache=False)
+        assert torch.equal(uncached, cached)
+
+
+def test_generate_never_emits_n(exports: dict) -> None:
+    import goatdna.hf  # noqa: F401
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(exports["goat"])
+    with torch.no_grad():  # make N by far the most likely next base
+        model.model.head.weight[4] = model.model.head.weight[:4].abs().sum(0) * 50
+    ids = torch.tensor([[0, 1, 2, 3] * 4])
+    assert model(ids).logits[0, -1].argmax() == 4
+    greedy = model.generate(ids, max_new_tokens=30, do_sample=False)
+    sampled = model.generate(ids, max_new_tokens=30, do_sample=True, num_return_sequences=4)
+    assert not (greedy[:, 16:] == 4).any() and not (sampled[:, 16:] == 4).any()
+    assert sampled.shape == (4, 46)
+
+
+@pytest.mark.slow
+def test_trust_remote_code_without_goatdna(exports: dict, tmp_path: Path) -> None:
+    """A python that cannot import goatdna loads the folder's own code and reproduces logits."""
+    folder = exports["goat"]
+    ours, _ = load_checkpoint(folder)
+    tokens = _tokens(3, length=40, batch=1)
+    with torch.no_grad():
+        expected = ours(tokens)
+    torch.save({"tokens": tokens, "logits": expected}, tmp_path / "expected.pt")
+    script = f"""
+import importlib.util, sys
+sys.path[:] = [p for p in sys.path if p] + {[sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]!r}
+assert importlib.util.find_spec("goatdna") is None, "goatdna is importable"
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
+assert tokenizer("acgtN").input_ids == [0, 1, 2, 3, 4]
+saved = torch.load({str(tmp_path / "expected.pt")!r})
+with torch.no_grad():
+    logits = model(saved["tokens"]).logits
+torch.testing.assert_close(logits, saved["logits"], atol=1e-5, rtol=0)
+assert "goatdna" not in sys.modules and type(model).__module__.startswith("transformers_modules")
+out = model.generate(saved["tokens"][:, :10], max_new_tokens=5, do_sample=False)
+assert out.shape == (1, 15) and not (out[:, 10:] == 4).any()
+print("remote-ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    # -S: no site processing, so the editable install's path hook never loads; -c runs in tmp_path
+    res = subprocess.run(
+        [sys.executable, "-S", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0 and "remote-ok" in res.stdout, res.stderr[-3000:]
+
+
+def _one_line_error(args: list[str], message: str) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("error: ") and message in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_bad_folders(exports: dict, tmp_path: Path) -> None:
+    empty = tmp_path / "not-an-export"
+    empty.mkdir()
+    other = tmp_path / "bert"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
+    for folder, message in (
+        (empty, "not a goatdna export folder"),
+        (other, "model_type is 'bert'"),
+    ):
+        out = tmp_path / "emb.npz"
+        _one_line_error(
+            ["embed", "-c", str(folder), "--sequences", str(_fasta(tmp_path)), "--out", str(out)],
+            message,
+        )
+        assert not out.exists()
+        _one_line_error(["generate", "-c", str(folder), "--prompt", "ACGT"], message)
+        _one_line_error(["export", "-c", str(folder), "--out", str(tmp_path / "x")], message)
+        assert not (tmp_path / "x").exists()
+    # an existing non-export folder is never replaced, even with --force
+    _one_line_error(
+        ["export", "-c", str(exports["goat"]), "--out", str(other), "--force"], "not one"
+    )
+    assert json.loads((other / "config.json").read_text())["model_type"] == "bert"
+
+
+def _fasta(tmp_path: Path) -> Path:
+    path = tmp_path / "seqs.fa"
+    path.write_text(">a\nACGTACGT\n")
+    return path
+
+
+def test_next_token_loss_is_the_training_loss_definition() -> None:
+    """The HF loss calls the shared primitive; -100 labels count as ignored like N."""
+    from goatdna.hf import GoatDNAConfig, GoatDNAForCausalLM
+
+    torch.manual_seed(0)
+    config = GoatDNAConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=4)
+    model = GoatDNAForCausalLM(config).eval()
+    tokens = _tokens(4, length=30, batch=2)
+    labels = tokens.clone()
+    labels[1, 5:9] = -100
+    with torch.no_grad():
+        out = model(tokens, labels=labels)
+        as_n = tokens.clone()
+        as_n[1, 5:9] = 4
+        expected = next_token_loss(model.model(tokens)[:, :-1], as_n[:, 1:])
+    torch.testing.assert_close(out.loss, expected, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="unpadded"):
+        model(tokens, attention_mask=torch.ones_like(tokens).index_fill_(1, torch.tensor([0]), 0))
