@@ -7,6 +7,7 @@ the input order exactly, and rank 0 writes the output.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,7 +59,10 @@ def embed_with_runtime(
     """(vectors in input order, is rank 0); ranks other than 0 get (None, False)."""
     module = _EmbedModule(model, records, options, max_length)
     trainer = runtime.predict_trainer(progress=progress)
-    outputs = trainer.predict(module, return_predictions=True) or []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        outputs = trainer.predict(module, return_predictions=True) or []
     mine = [pair for batch in outputs for pair in batch]
     if trainer.world_size > 1:
         gathered: list[Any] = [None] * trainer.world_size
