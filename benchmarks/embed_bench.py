@@ -5,7 +5,7 @@ memory do not depend on the weights):
 
 - throughput: ``--n`` sequences of 4x the training length each, mean-pooled final-norm
   embeddings, chunk length M = 1x and 4x the training length: embeddings/s and bases/s;
-- memory: one sequence of 100 kbp and 1 Mbp (the real chr20 megabase when ../shared/data has
+- memory: one sequence of 100 kbp, 300 kbp and 1 Mbp (the real chr20 megabase when ../shared/data has
   it, else random bases) embedded with M = 4096 by a 1-block d_model 64 GOAT model (memory
   depends on M and the batch, not on depth; the small model keeps a 1 Mbp run short), each
   length in a fresh process: peak resident memory above the process's state after loading the
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -36,6 +37,10 @@ CHR20 = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "grch37_chr20_1000001-2000000.fa.gz"
 )
 MEMORY_M = 4096
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+"""glibc otherwise raises its mmap threshold after large frees and keeps freed blocks in the heap,
+so resident memory would count allocator caching; with a fixed threshold, blocks of 128 KiB and
+more go back to the OS when torch frees them and the peak measures what was live."""
 
 
 def _model(positional: str, **shape: int) -> GoatDNA:
@@ -92,11 +97,11 @@ def _memory_child(length: int, batch_size: int) -> None:
 
 def memory(batch_size: int, threads: int) -> list[tuple[int, dict]]:
     rows = []
-    for length in (100_000, 1_000_000):
+    for length in (100_000, 300_000, 1_000_000):
         res = subprocess.run(
             [sys.executable, __file__, "--child", str(length), "--batch-size", str(batch_size),
              "--threads", str(threads)],
-            capture_output=True, text=True, check=True,
+            capture_output=True, text=True, check=True, env={**os.environ, **MALLOC_ENV},
         )  # fmt: skip
         rows.append((length, json.loads(res.stdout.strip().splitlines()[-1])))
     return rows

@@ -252,3 +252,16 @@ def test_records_api_keeps_order() -> None:
         np.testing.assert_allclose(vector, alone, atol=1e-5, rtol=0)
     rc = reverse_complement_tokens(records[0].tokens)
     assert rc.shape == records[0].tokens.shape
+
+
+def test_memory_is_bounded_by_max_length() -> None:
+    """A long sequence never reaches the model longer than M, nor in batches above batch_size."""
+    model = _model()
+    shapes: list[tuple[int, ...]] = []
+    handle = model.embed.register_forward_hook(lambda _m, args, _o: shapes.append(args[0].shape))
+    try:
+        vector = embed(model, [_random_dna(5000, 3)], max_length=64, batch_size=4)
+    finally:
+        handle.remove()
+    assert max(s[1] for s in shapes) == 64 and max(s[0] for s in shapes) == 4
+    assert sum(s[0] * s[1] for s in shapes) == 5000 and vector.shape == (1, 32)
