@@ -91,6 +91,14 @@ def test_load_checkpoint_reads_export_folder(exports: dict, tiny_runs: dict[str,
         tokens = _tokens(1)
         with torch.no_grad():
             assert torch.equal(folder_model(tokens), ckpt_model(tokens))
+    # commands take the folder as --checkpoint: generate's output is the checkpoint's
+    outputs = []
+    for source in (tiny_runs["goat"] / "checkpoints" / "best.ckpt", exports["goat"]):
+        res = runner.invoke(app, ["generate", "-c", str(source), "--prompt", "ACGTTGCA",
+                                  "--max-new-tokens", "30", "--seed", "3"])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        outputs.append(res.stdout.split("\n", 1)[1])  # past the header naming the checkpoint
+    assert outputs[0] == outputs[1] and len(outputs[0].strip()) >= 30
 
 
 def test_auto_classes_logits_loss_and_round_trip(exports: dict, tmp_path: Path) -> None:

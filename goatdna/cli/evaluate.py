@@ -9,7 +9,10 @@ import typer
 
 def evaluate(
     checkpoint: Path = typer.Option(
-        ..., "--checkpoint", "-c", help="A .ckpt written by `goatdna train`."
+        ...,
+        "--checkpoint",
+        "-c",
+        help="A .ckpt written by `goatdna train` or a `goatdna export` folder.",
     ),
     data: Path = typer.Option(..., "--data", "-d", help="Shard directory from `goatdna prepare`."),
     split: str = typer.Option("val", "--split", help="Split to score: val, test (or train)."),

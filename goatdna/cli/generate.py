@@ -11,7 +11,10 @@ from goatdna.errors import GoatDNAError
 
 def generate(
     checkpoint: Path = typer.Option(
-        ..., "--checkpoint", "-c", help="A .ckpt written by `goatdna train`."
+        ...,
+        "--checkpoint",
+        "-c",
+        help="A .ckpt written by `goatdna train` or a `goatdna export` folder.",
     ),
     prompt: str | None = typer.Option(
         None, "--prompt", "-p", help="Prompt bases (A C G T N, any case; IUPAC codes read as N)."
