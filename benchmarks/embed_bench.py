@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--throughput-only", action="store_true")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -121,7 +122,8 @@ def main() -> None:
         return
     if not args.memory_only:
         print_throughput(args)
-    print_memory(args)
+    if not args.throughput_only:
+        print_memory(args)
 
 
 def print_throughput(args: argparse.Namespace) -> None:

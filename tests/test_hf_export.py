@@ -15,6 +15,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -24,6 +25,7 @@ from goatdna.analysis.checkpoint import load_checkpoint
 from goatdna.analysis.generate import generate as goatdna_generate
 from goatdna.cli.app import app
 from goatdna.data_prep.tokens import TOKEN_TABLE
+from goatdna.inference.embed import embed
 from goatdna.model import ModelConfig, next_token_loss
 
 transformers = pytest.importorskip("transformers")
@@ -118,6 +120,18 @@ def test_auto_classes_logits_loss_and_round_trip(exports: dict, tmp_path: Path) 
             out = model(tokens, labels=tokens)
             expected = ours(tokens)
         torch.testing.assert_close(out.logits, expected, atol=1e-5, rtol=0)
+        # hidden_states: embedding output, block outputs, the final norm's output last; the
+        # same vectors `goatdna embed` returns for --layer L and for the default
+        with torch.no_grad():
+            hidden = model(tokens[:1], output_hidden_states=True).hidden_states
+        assert len(hidden) == ours.config.n_layers + 1
+        sequence = "".join("ACGTN"[int(t)] for t in tokens[0])
+        for layer in (1, None):
+            ours_vectors = embed(
+                ours, [sequence], layer=layer, pool="none", max_length=len(sequence)
+            )[0]
+            theirs = hidden[layer if layer else -1][0].numpy()
+            np.testing.assert_allclose(theirs, ours_vectors, atol=1e-5, rtol=0)
         # labels= is the training loss: GenomeLM.batch_loss on the same window (N ignored)
         module = GenomeLM(run_config)
         module.model.load_state_dict(ours.state_dict())
