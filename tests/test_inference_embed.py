@@ -199,6 +199,19 @@ def test_cli_zarr(checkpoint: Path, tmp_path: Path) -> None:
     expected = embed(_model(), ["ACGTACGTAAACGGT", "TTTT"], strands="both")
     np.testing.assert_allclose(group["embeddings"][:], expected, atol=1e-5, rtol=0)
     assert list(group["names"][:]) == ["x", "y"]
+    # writing again replaces the store; a folder that is not a zarr store is never replaced
+    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(fasta),
+                              "--out", str(out), "--pool", "none"])  # fmt: skip
+    assert res.exit_code == 0 and zarr.open_group(str(out), mode="r")["offsets"][:].tolist() == [
+        0, 15, 19,
+    ]  # fmt: skip
+    precious = tmp_path / "data.zarr"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("mine")
+    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(fasta),
+                              "--out", str(precious)])  # fmt: skip
+    assert res.exit_code == 2 and "is a folder" in res.stderr
+    assert (precious / "keep.txt").read_text() == "mine"
 
 
 def _bad(args: list[str], message: str, out: Path) -> None:
@@ -260,8 +273,8 @@ def test_memory_is_bounded_by_max_length() -> None:
     shapes: list[tuple[int, ...]] = []
     handle = model.embed.register_forward_hook(lambda _m, args, _o: shapes.append(args[0].shape))
     try:
-        vector = embed(model, [_random_dna(5000, 3)], max_length=64, batch_size=4)
+        vector = embed(model, [_random_dna(2000, 3)], max_length=64, batch_size=4)
     finally:
         handle.remove()
     assert max(s[1] for s in shapes) == 64 and max(s[0] for s in shapes) == 4
-    assert sum(s[0] * s[1] for s in shapes) == 5000 and vector.shape == (1, 32)
+    assert sum(s[0] * s[1] for s in shapes) == 2000 and vector.shape == (1, 32)

@@ -182,9 +182,14 @@ def check_output(out: str | Path, pool: str) -> str:
         _need("pyarrow", out)
     if suffix == ".zarr":
         _need("zarr", out)
-    if out.exists() and not (out.is_file() or suffix == ".zarr"):
-        raise GoatDNAError(f"{out}: exists and is not a file; choose another --out")
+    if out.is_dir() and not (suffix == ".zarr" and _is_zarr_store(out)):
+        raise GoatDNAError(f"{out}: exists and is a folder; choose another --out")
     return suffix
+
+
+def _is_zarr_store(path: Path) -> bool:
+    """A folder goatdna may replace: a zarr store (v3 ``zarr.json`` or v2 ``.zgroup``)."""
+    return (path / "zarr.json").is_file() or (path / ".zgroup").is_file()
 
 
 def _need(module: str, out: Path) -> None:
