@@ -17,7 +17,9 @@ def embed(
         None, "--fasta", help="Reference FASTA (indexed; bgzip if compressed); use with --bed."
     ),
     bed: Path | None = typer.Option(
-        None, "--bed", help="Regions to embed (BED: chrom, 0-based start, end, [name])."
+        None,
+        "--bed",
+        help="Regions to embed (BED: chrom, 0-based start, end, optional name and strand).",
     ),
     sequences: Path | None = typer.Option(
         None,
