@@ -113,13 +113,34 @@ def test_gc_continuations_table(tiny_report: Path) -> None:
 def test_report_documents(tiny_report: Path) -> None:
     md = (tiny_report / "report.md").read_text()
     for needle in ("| model | positional | params", "1.2054", "1.1294", "1.739", "1.629",
-                   "139,886", "138,171", "2.86", "1.83", "extrapolation", "![", "GOAT prior"):  # fmt: skip
+                   "139,886", "138,171", "2.86", "1.83", "extrapolation", "![", "GOAT prior",
+                   "Long-range recall"):  # fmt: skip
         assert needle in md, needle
     html = (tiny_report / "report.html").read_text()
     pngs = sorted(p.name for p in tiny_report.glob("*.png"))
-    assert html.count('src="data:image/png;base64,') == len(pngs) == 5
+    assert html.count('src="data:image/png;base64,') == len(pngs) == 6
     assert 'src="http' not in html and '.png"' not in html  # self-contained
     assert html.count("<table>") >= 5
+
+
+def test_report_recall_probe_equals_probe_recall(
+    tiny_report: Path, tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
+) -> None:
+    from goatdna.analysis.recall import probe_recall
+
+    trials = pd.read_csv(tiny_report / "recall_trials.csv")
+    keys = ["trial", "distance", "segment_start", "filler_start"]
+    goat, rope = (trials[trials["model"] == m].reset_index(drop=True) for m in ("goat", "rope"))
+    assert len(goat) == 16 * 3 and goat[keys].equals(rope[keys])  # the same trials for both
+    assert sorted(set(goat["distance"])) == [7, 29, 512]  # 2 x 50 + 29 - 1 = 128; 4 x 128
+    in_report = pd.read_csv(tiny_report / "recall_summary.csv")
+    alone = probe_recall(
+        tiny_runs["goat"] / "checkpoints" / "best.ckpt", synthetic_shards, tmp_path,
+        [7, 29, 512], 50, 16,
+    )  # fmt: skip
+    mine = in_report[in_report["model"] == "goat"].reset_index(drop=True)
+    np.testing.assert_allclose(mine["recall_gain"], alone["recall_gain"], rtol=1e-9)
+    assert mine["extrapolation"].tolist() == [False, False, True]
 
 
 def test_report_bad_input(

@@ -100,6 +100,44 @@ def plot_nll_vs_context(
     return _save(fig, path)
 
 
+def plot_recall(
+    summaries: Mapping[str, Any], train_lengths: Mapping[str, int], segment_length: int, path: Path
+) -> Path:
+    """Recall gain (nats/base, +- 1 s.e.) and greedy copy accuracy against distance per model.
+
+    ``summaries[name]`` is `recall.summarize_recall`'s frame. The dashed line marks the distance
+    at which the probe sequence (2S + d - 1 inputs) outgrows the training length.
+    """
+    plt = _plt()
+    colors = model_colors(list(summaries))
+    fig, (gain_ax, acc_ax) = plt.subplots(1, 2, figsize=(10.0, 3.8))
+    for name, frame in summaries.items():
+        frame = frame.sort_values("distance")
+        x = frame["distance"].clip(lower=1)
+        gain_ax.errorbar(
+            x, frame["recall_gain"], yerr=frame["recall_gain_se"], fmt="o-", lw=2,
+            color=colors[name], label=name, capsize=3,
+        )  # fmt: skip
+        acc_ax.plot(x, frame["copy_accuracy"], "o-", lw=2, color=colors[name], label=name)
+    for i, length in enumerate(sorted(set(train_lengths.values()))):
+        edge = max(1, length + 1 - 2 * segment_length)
+        for ax in (gain_ax, acc_ax):
+            ax.axvline(
+                edge, color="0.5", ls="--", lw=1, label="training length" if i == 0 else None
+            )
+    gain_ax.axhline(math.log(4), color=REFERENCE_COLOR, ls=":", lw=1, label="perfect copy (ln 4)")
+    gain_ax.axhline(0, color="0.7", lw=0.8)
+    for ax, label in ((gain_ax, "recall gain (nats / base)"), (acc_ax, "greedy copy accuracy")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("distance between the copies (bases of filler)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    acc_ax.axhline(0.25, color="0.7", lw=0.8)
+    gain_ax.legend(loc="best")
+    fig.suptitle(f"Recall of a {segment_length}-base segment across real DNA filler")
+    return _save(fig, path)
+
+
 def plot_training_curves(metrics: Mapping[str, Any], path: Path) -> Path:
     """Training loss (lines) and validation loss (markers) against step, per model.
 

@@ -94,6 +94,9 @@ class ReportOptions:
     top_k: int | None = None
     seed: int = 0
     prior_layer: int | None = None  # default: the last layer
+    recall_trials: int = 16  # long-range recall probe (0: skip it)
+    recall_segment: int = 50
+    recall_distances: list[int] | None = None  # default: default_recall_distances()
     heatmap_length: int = 128
     trajectory_prompts: int = 3
     device: str = "cpu"
@@ -533,6 +536,9 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
     gc_table = summary_frame(gc_summaries)
     result.files.append(atomic_write_text(out_dir / "gc_summary.csv", gc_table.to_csv(index=False)))
 
+    # 2b. Long-range recall probe on the same trials for every model.
+    recall_summaries = _recall_probe(options, runs, genome, say, result)
+
     # 3. The summary table.
     summary = build_summary(runs, gc_summaries)
     result.summary = summary
@@ -554,6 +560,13 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
     images["gc"] = plots.plot_gc_trajectories(
         gc_rows, out_dir / "gc_trajectories.png", options.trajectory_prompts
     )
+    if recall_summaries:
+        images["recall"] = plots.plot_recall(
+            recall_summaries,
+            {run.name: run.train_length for run in runs},
+            options.recall_segment,
+            out_dir / "recall.png",
+        )
     prior_images: list[tuple[str, int, Path, Path]] = []
     for run in runs:
         if run.positional != "goat":
@@ -578,6 +591,11 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
 
     # 5. report.md and report.html from the same sections.
     sections = _sections(options, runs, summary, gc_table, images, prior_images, result.warnings)
+    if recall_summaries:  # after the GC section, before the priors
+        sections.insert(
+            len(sections) - 2 * len(prior_images),
+            _recall_section(options, recall_summaries, images),
+        )
     title = "goatdna report: " + " vs ".join(run.name for run in runs)
     intro = _intro(options, runs, genome)
     result.files.append(
@@ -587,6 +605,76 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
         atomic_write_text(out_dir / "report.html", _render_html(title, intro, sections))
     )
     return result
+
+
+def default_recall_distances(train_length: int, segment_length: int) -> list[int]:
+    """Filler lengths for the report's recall probe: two inside the training window (the longest
+    that fits, ``L + 1 - 2S``, and a quarter of it) and one at four training lengths."""
+    fits = max(1, train_length + 1 - 2 * segment_length)
+    return sorted({max(1, fits // 4), fits, 4 * train_length})
+
+
+def _recall_probe(
+    options: ReportOptions,
+    runs: Sequence[RunData],
+    genome: Any,
+    say: Callable[[str], None],
+    result: ReportResult,
+) -> dict[str, Any]:
+    """Score every run on the same recall trials; write recall_trials.csv / recall_summary.csv."""
+    import pandas as pd
+
+    from goatdna.analysis.recall import draw_trials, recall_frame, score_recall, summarize_recall
+
+    if options.recall_trials < 1:
+        return {}
+    distances = options.recall_distances or default_recall_distances(
+        min(run.train_length for run in runs), options.recall_segment
+    )
+    say(f"recall probe: {options.recall_trials} trials at distances {distances}")
+    trials = draw_trials(
+        genome, options.gc_split, options.recall_trials, options.recall_segment,
+        max(distances), options.seed,
+    )  # fmt: skip
+    tokens = genome.tokens(options.gc_split)
+    frames, summaries = [], {}
+    for run in runs:
+        rows = score_recall(
+            run.model, tokens, trials, distances, options.recall_segment, options.batch_tokens
+        )
+        frame = recall_frame(rows)
+        summaries[run.name] = summarize_recall(frame, run.train_length, options.recall_segment)
+        frames.append(frame.assign(model=run.name))
+    per_trial = pd.concat(frames, ignore_index=True)
+    table = pd.concat([f.assign(model=n) for n, f in summaries.items()], ignore_index=True)
+    result.files.append(
+        atomic_write_text(options.out_dir / "recall_trials.csv", per_trial.to_csv(index=False))
+    )
+    result.files.append(
+        atomic_write_text(options.out_dir / "recall_summary.csv", table.to_csv(index=False))
+    )
+    return summaries
+
+
+def _recall_section(
+    options: ReportOptions, summaries: dict[str, Any], images: dict[str, Path]
+) -> _Section:
+    import pandas as pd
+
+    table = pd.concat([f.assign(model=n) for n, f in summaries.items()], ignore_index=True)
+    table = table[["model", "distance", "nll_first", "nll_second", "recall_gain",
+                   "recall_gain_se", "copy_accuracy", "extrapolation"]]  # fmt: skip
+    return _Section(
+        "Long-range recall (DNA passkey probe)",
+        f"{options.recall_trials} trials: a {options.recall_segment}-base segment from the "
+        f"`{options.gc_split}` split, then `distance` bases of real filler DNA, then the same "
+        "segment again (the same trials for every model). `recall_gain` = NLL of the first copy "
+        "- NLL of the second (nats/base; ln 4 = 1.386 for a perfect copier), `copy_accuracy`: "
+        "greedy predictions right on the second copy. `extrapolation`: the probe is longer than "
+        "the training length. Per-trial rows: recall_trials.csv.",
+        formatted(table, {"distance": ",d"}, ".4f"),
+        images["recall"],
+    )
 
 
 def _intro(options: ReportOptions, runs: Sequence[RunData], genome: Any) -> str:

@@ -22,6 +22,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("report", "report", "report"),
     ("export", "export", "export"),
     ("embed", "embed", "embed"),
+    ("probe-recall", "probe_recall", "probe_recall"),
 ]
 
 

@@ -56,8 +56,14 @@ def model_info(
             f"per head: d_c = {c.content_dim} content dims, d_p = {c.position_dim} position dims "
             f"(2 x {c.goat_modes} modes + key bias + alignment), d_h = {c.head_dim}"
         )
+    elif c.positional == "alibi":
+        console.print(
+            f"per head: d_c = {c.content_dim} content dims, d_p = 2 position dims (ALiBi's fixed "
+            f"slope term, hi + lo), d_h = {c.head_dim}"
+        )
     else:
-        console.print(f"per head: d_c = {c.content_dim} (RoPE rotates all), d_p = 0")
+        what = "RoPE rotates all" if c.positional == "rope" else "NoPE: no positional signal"
+        console.print(f"per head: d_c = {c.content_dim} ({what}), d_p = 0")
     flops = flops_per_token(c, length)
     console.print(
         f"training FLOPs per token at T = {length}: {flops:.4g} "

@@ -44,6 +44,15 @@ def report(
     prior_layer: int | None = typer.Option(
         None, "--prior-layer", help="GOAT layer whose prior is plotted (default: the last)."
     ),
+    recall_trials: int = typer.Option(
+        16, "--recall-trials", help="Recall probe: trials per distance (0 = skip the probe)."
+    ),
+    recall_distances: str | None = typer.Option(
+        None,
+        "--recall-distances",
+        help="Recall probe: filler lengths, e.g. 256,1024,4096 (default: two that fit the training "
+        "length and 4x the training length).",
+    ),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
 ) -> None:
     """Evaluate each run's best checkpoint, run the GC% study, write tables, plots and report.html."""
@@ -51,11 +60,15 @@ def report(
 
     from goatdna.analysis.evaluate import parse_context_lengths
     from goatdna.analysis.generate import SamplingOptions
+    from goatdna.analysis.recall import parse_distances
     from goatdna.analysis.report import ReportOptions, build_report
     from goatdna.errors import GoatDNAError
 
     if max_eval_tokens < 0:
         raise GoatDNAError(f"--max-eval-tokens must be >= 0, got {max_eval_tokens}")
+    if recall_trials < 0:
+        raise GoatDNAError(f"--recall-trials must be >= 0, got {recall_trials}")
+    distances = parse_distances(recall_distances) if recall_distances else None
     if prompts < 1 or samples < 1:
         raise GoatDNAError("--prompts and --samples must be >= 1")
     SamplingOptions(temperature=temperature, top_k=top_k, num_samples=samples).validate()
@@ -75,6 +88,8 @@ def report(
             top_k=top_k,
             seed=seed,
             prior_layer=prior_layer,
+            recall_trials=recall_trials,
+            recall_distances=distances,
             device=device,
         ),
         log=lambda msg: console.print(f"[dim]report:[/dim] {msg}"),

@@ -11,7 +11,7 @@
       tokenizer_config.json    GoatDNATokenizer (A C G T N = 0..4, the shards' ids) + auto_map
       vocab.json
       configuration_goatdna.py, modeling_goatdna.py, tokenization_goatdna.py
-      config.py cache.py goat.py rope.py attention.py transformer.py scoring.py
+      config.py cache.py goat.py alibi.py rope.py attention.py transformer.py scoring.py
                                goatdna/model's files, verbatim: trust_remote_code needs torch and
                                transformers only
       README.md                the model card
@@ -44,6 +44,7 @@ MODEL_SOURCES = (
     "config.py",
     "cache.py",
     "goat.py",
+    "alibi.py",
     "rope.py",
     "attention.py",
     "transformer.py",

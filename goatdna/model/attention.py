@@ -1,4 +1,4 @@
-"""Causal self-attention for GOAT and RoPE through one kernel call, with three backends.
+"""Causal self-attention for GOAT, RoPE, ALiBi and NoPE through one kernel call, three backends.
 
 * ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` (default scale ``1/sqrt(d_h)``).
 * ``flash``: flash-attn's ``flash_attn_func`` (CUDA, fp16/bf16; layout (B, L, H, D)). Other inputs
@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .alibi import AlibiPrior
 from .cache import KVCache
 from .config import ModelConfig
 from .goat import GoatPrior
@@ -99,23 +100,24 @@ def explicit_attention(logits: Tensor, v: Tensor) -> Tensor:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention; positions enter through GOAT's prior or RoPE.
+    """Multi-head causal self-attention; positions enter through GOAT's prior, ALiBi, RoPE or
+    not at all (NoPE: only the causal mask orders the tokens).
 
-    GOAT's query/key projections produce only ``content_dim`` dims per head (the other ``d_p``
-    dims of q', k' come from the prior); values and the output keep the full head dim.
+    GOAT's and ALiBi's query/key projections produce only ``content_dim`` dims per head (the
+    other ``d_p`` dims of q', k' come from the prior); values and the output keep the full head dim.
     """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.n_heads = config.n_heads
         self.head_dim = config.head_dim
-        self.qk_dim = config.content_dim  # d_c for GOAT, d_h for RoPE
+        self.qk_dim = config.content_dim  # d_c for GOAT and ALiBi, d_h for RoPE and NoPE
         self.backend = resolve_backend(config.attention)
         H = config.n_heads
         # one fused projection: [q (H*d_qk) | k (H*d_qk) | v (H*d_h)]
         self.qkv = nn.Linear(config.d_model, H * (2 * self.qk_dim + self.head_dim), bias=False)
         self.out = nn.Linear(H * self.head_dim, config.d_model, bias=False)
-        self.prior: GoatPrior | None = None
+        self.prior: GoatPrior | AlibiPrior | None = None
         self.rope: RotaryEmbedding | None = None
         if config.positional == "goat":
             self.prior = GoatPrior(
@@ -129,8 +131,12 @@ class CausalSelfAttention(nn.Module):
                 init=config.goat_init,
                 split_key_bias=config.goat_split_key_bias,
             )
-        else:
-            self.rope = RotaryEmbedding(config.head_dim, config.rope_base)
+        elif config.positional == "alibi":
+            self.prior = AlibiPrior(config.n_heads, config.head_dim)
+        elif config.positional == "rope":
+            self.rope = RotaryEmbedding(
+                config.head_dim, config.rope_base, config.rope_scaling, config.train_length
+            )
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, L, _ = x.shape
@@ -142,11 +148,13 @@ class CausalSelfAttention(nn.Module):
         return q, k, v
 
     def _positions(self, q: Tensor, k: Tensor, pos: range) -> tuple[Tensor, Tensor]:
-        """Attach positions: GOAT packs (q', k') (goat.py, G5), RoPE rotates; both -> (B, H, L, d_h)."""
+        """Attach positions: GOAT/ALiBi pack (q', k') (goat.py, G5), RoPE rotates, NoPE passes;
+        all -> (B, H, L, d_h)."""
         if self.prior is not None:
             return self.prior.pack(q, k, pos, pos)
-        assert self.rope is not None
-        return self.rope(q, pos), self.rope(k, pos)
+        if self.rope is not None:
+            return self.rope(q, pos), self.rope(k, pos)
+        return q, k
 
     def forward(
         self, x: Tensor, start_pos: int = 0, cache: KVCache | None = None, layer: int = 0
@@ -170,10 +178,11 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
-        """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT (goat.py, G1), RoPE's q.k/sqrt(d)."""
+        """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT and ALiBi (goat.py, G1),
+        RoPE's rotated q.k/sqrt(d), NoPE's plain q.k/sqrt(d)."""
         if self.prior is not None:
             content = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.qk_dim)
             return content + self.prior.log_prior(pos_q, pos_k).to(content.dtype)
-        assert self.rope is not None
-        q, k = self.rope(q, pos_q), self.rope(k, pos_k)
+        if self.rope is not None:
+            q, k = self.rope(q, pos_q), self.rope(k, pos_k)
         return torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)

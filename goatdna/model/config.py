@@ -12,11 +12,13 @@ class ModelConfig:
 
     ``positional='goat'`` splits each head into ``content_dim = head_dim - (2*goat_modes + 2)``
     content dims and ``2*goat_modes + 2`` position dims (see `goatdna.model.goat`); ``'rope'`` rotates
-    the full head dim. Tokens are the shard ids A C G T N = 0..4; the embedding is padded to
+    the full head dim (``rope_scaling`` stretches it beyond ``train_length``: position
+    interpolation or NTK-aware); ``'alibi'`` is GOAT's slope term alone with ALiBi's fixed slopes
+    (2 position dims, `goatdna.model.alibi`); ``'nope'`` has no positional signal but the causal mask. Tokens are the shard ids A C G T N = 0..4; the embedding is padded to
     ``padded_vocab_size`` rows so matmuls stay aligned, and the head predicts ``vocab_size`` classes.
     """
 
-    positional: Literal["goat", "rope"] = "goat"
+    positional: Literal["goat", "rope", "alibi", "nope"] = "goat"
     n_layers: int = 18
     d_model: int = 768
     n_heads: int = 12
@@ -37,6 +39,7 @@ class ModelConfig:
     goat_split_key_bias: bool = True
     # RoPE baseline
     rope_base: float = 10000.0
+    rope_scaling: Literal["none", "linear", "ntk"] = "none"
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -45,6 +48,8 @@ class ModelConfig:
             )
         if self.padded_vocab_size < self.vocab_size:
             raise ValueError("padded_vocab_size must be >= vocab_size")
+        if self.positional == "alibi" and self.content_dim <= 0:
+            raise ValueError(f"ALiBi needs head_dim > 2, got {self.head_dim}")
         if self.positional == "goat" and self.content_dim <= 0:
             raise ValueError(
                 f"content_dim = head_dim - (2*goat_modes + 2) = {self.head_dim} - "
@@ -58,10 +63,11 @@ class ModelConfig:
 
     @property
     def position_dim(self) -> int:
-        """d_p = 2R + 2 for GOAT (R cos/sin pairs, the key bias slot, the alignment slot); 0 for RoPE."""
-        return 2 * self.goat_modes + 2 if self.positional == "goat" else 0
+        """d_p: 2R + 2 for GOAT (R cos/sin pairs, the key bias slot, the alignment slot), 2 for
+        ALiBi (the key bias's hi/lo slots), 0 for RoPE and NoPE."""
+        return {"goat": 2 * self.goat_modes + 2, "alibi": 2}.get(self.positional, 0)
 
     @property
     def content_dim(self) -> int:
-        """d_c: query/key dims that carry content (the full head dim for RoPE)."""
+        """d_c: query/key dims that carry content (the full head dim for RoPE and NoPE)."""
         return self.head_dim - self.position_dim

@@ -16,7 +16,12 @@ from torch import Tensor, nn
 
 @functools.lru_cache(maxsize=16)
 def _cos_sin(
-    head_dim: int, base: float, pos: range, device: torch.device, dtype: torch.dtype
+    head_dim: int,
+    base: float,
+    pos: range,
+    device: torch.device,
+    dtype: torch.dtype,
+    divisor: float = 1.0,
 ) -> tuple[Tensor, Tensor]:
     """cos/sin of ``pos * theta_k`` computed in float64, each (L, d) (halves repeated), in dtype.
 
@@ -24,7 +29,7 @@ def _cos_sin(
     """
     with torch.inference_mode(False), torch.no_grad():
         theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
-        positions = torch.arange(pos.start, pos.stop, pos.step, dtype=torch.float64)
+        positions = torch.arange(pos.start, pos.stop, pos.step, dtype=torch.float64) / divisor
         angles = positions[:, None] * theta[None, :]  # (L, d/2)
         angles = torch.cat([angles, angles], dim=-1)  # (L, d)
         return torch.cos(angles).to(device, dtype), torch.sin(angles).to(device, dtype)
@@ -33,12 +38,33 @@ def _cos_sin(
 class RotaryEmbedding(nn.Module):
     """Applies RoPE to queries and keys (B, H, L, d) at absolute positions ``pos``."""
 
-    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        scaling: str = "none",
+        train_length: int | None = None,
+    ) -> None:
         super().__init__()
         if head_dim % 2:
             raise ValueError(f"RoPE needs an even head dim, got {head_dim}")
+        if scaling not in ("none", "linear", "ntk"):
+            raise ValueError(f"RoPE scaling must be none, linear or ntk, got {scaling!r}")
+        if scaling != "none" and not train_length:
+            raise ValueError("RoPE scaling needs the training length")
         self.head_dim = head_dim
         self.base = float(base)
+        self.scaling = scaling
+        self.train_length = train_length
+
+    def _base_and_divisor(self, pos: range) -> tuple[float, float]:
+        """(base, position divisor) for a call ending at ``pos.stop`` (see the module docstring)."""
+        if self.scaling == "none" or self.train_length is None:
+            return self.base, 1.0
+        s = max(1.0, pos.stop / self.train_length)
+        if self.scaling == "linear":
+            return self.base, s
+        return self.base * s ** (self.head_dim / (self.head_dim - 2)), 1.0
 
     def cos_sin(
         self, pos: range, device: torch.device, dtype: torch.dtype
@@ -46,7 +72,8 @@ class RotaryEmbedding(nn.Module):
         """Cached cos/sin for a position range, each (L, d) in ``dtype`` (halves repeated)."""
         # under torch.compile the tables are traced into the graph (constants there)
         table = _cos_sin.__wrapped__ if torch.compiler.is_compiling() else _cos_sin
-        return table(self.head_dim, self.base, pos, device, dtype)
+        base, divisor = self._base_and_divisor(pos)
+        return table(self.head_dim, base, pos, device, dtype, divisor)
 
     def forward(self, x: Tensor, pos: range) -> Tensor:
         """Rotate ``x`` (B, H, L, d) whose rows sit at positions ``pos`` (len L)."""
@@ -56,4 +83,4 @@ class RotaryEmbedding(nn.Module):
         return x * cos + rotated * sin
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, base={self.base}"
+        return f"head_dim={self.head_dim}, base={self.base}, scaling={self.scaling}"

@@ -1,0 +1,84 @@
+r"""ALiBi (Press et al., 2022) as a fixed key-only prior, packed like GOAT's into one SDPA call.
+
+ALiBi adds ``-m_h (i - j)`` to the logit of query i and key j, with fixed head slopes ``m_h``.
+Softmax ignores the per-query constant ``-m_h i``, so ALiBi *is* GOAT's key-only term with only
+the slope (G4 with ``g_h = 0``, ``sink_h = 0``, ``slope_h = m_h``) and no relative modes (G3 with
+R = 0): ``K_ij = m_h j``. It is packed the same way (goat.py, G5) with d_p = 2 position dims::
+
+    q'_i = [ sqrt(d_h/d_c) qc_i,  sqrt(d_h),  sqrt(d_h) ]
+    k'_j = [ kc_j,                hi(u_h(j)), lo(u_h(j)) ],   u_h(j) = m_h j
+
+so ``sdpa(q', k', v)`` with its default scale computes ``softmax(qc kc^T / sqrt(d_c) + K) v``,
+with no L x L bias in memory; ``u`` is split into bf16 ``hi + lo`` exactly as GOAT's is. Nothing is
+learned: the slopes are a buffer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .goat import Positions, _as_positions, _slot_and_gain, alibi_slopes
+
+POSITION_DIM = 2
+"""Query/key dims ALiBi's packing takes from each head (the hi/lo slots of the key bias)."""
+
+
+class AlibiPrior(nn.Module):
+    """One layer's ALiBi log-prior ``K_ij = m_h j`` (equivalently ``-m_h (i - j)``)."""
+
+    def __init__(self, num_heads: int, head_dim: int) -> None:
+        super().__init__()
+        if head_dim <= POSITION_DIM:
+            raise ValueError(f"ALiBi packing needs head_dim > {POSITION_DIM}, got {head_dim}")
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.content_dim = head_dim - POSITION_DIM
+        self.register_buffer("slopes", alibi_slopes(num_heads).float(), persistent=False)
+        # precomputed so that pack() stays free of host syncs (torch.compile traces it whole)
+        self._slot_gain = {
+            dt: _slot_and_gain(head_dim, dt)
+            for dt in (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+        }
+
+    def key_bias64(self, pos: Positions, device: torch.device) -> Tensor:
+        """u_h(j) = m_h j -> (H, L) float64 on ``device``."""
+        slopes = alibi_slopes(self.num_heads).to(device)  # float64, exact
+        return slopes[:, None] * _as_positions(pos, device)[None, :]
+
+    def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
+        """K_ij = m_h j -> (num_heads, Lq, Lk) in float32, materialised (reference and plots)."""
+        device = self.slopes.device
+        u = self.key_bias64(pos_k, device)  # (H, Lk)
+        lq = len(pos_q)
+        return u[:, None, :].expand(self.num_heads, lq, u.shape[1]).float()
+
+    def pack(
+        self, q_c: Tensor, k_c: Tensor, pos_q: Positions, pos_k: Positions
+    ) -> tuple[Tensor, Tensor]:
+        """Content queries/keys (B, H, L, d_c) -> packed q', k' (B, H, L, d_h) for one SDPA call."""
+        B, H, Lq, dc = q_c.shape
+        Lk = k_c.shape[2]
+        dtype, device, d = q_c.dtype, q_c.device, self.head_dim
+        slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
+        const = q_c.new_full((2,), slot)
+        q = torch.cat(
+            [q_c.transpose(1, 2) * math.sqrt(d / dc), const.expand(B, Lq, H, 2)], dim=-1
+        )  # (B, Lq, H, d_h)
+        u = (self.key_bias64(pos_k, device) / gain).t()  # (Lk, H) float64
+        hi = u.to(dtype)
+        lo = (u - hi.double()).to(dtype)
+        k = torch.cat(
+            [
+                k_c.transpose(1, 2),
+                hi[..., None].expand(B, Lk, H, 1),
+                lo[..., None].expand(B, Lk, H, 1),
+            ],
+            dim=-1,
+        )  # (B, Lk, H, d_h)
+        return q.transpose(1, 2), k.transpose(1, 2)  # (B, H, L, d_h) views
+
+    def extra_repr(self) -> str:
+        return f"heads={self.num_heads}, head_dim={self.head_dim}, content_dim={self.content_dim}"
