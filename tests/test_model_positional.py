@@ -79,8 +79,8 @@ def test_nope_has_no_positional_parameters_or_signal() -> None:
 
 
 @pytest.mark.parametrize("scaling", ["linear", "ntk"])
-def test_rope_scaling_changes_nothing_within_the_training_length(scaling: str) -> None:
-    plain, scaled = _model("rope"), _model("rope", rope_scaling=scaling)
+def test_rope_extension_changes_nothing_within_the_training_length(scaling: str) -> None:
+    plain, scaled = _model("rope"), _model("rope", rope_extension=scaling)
     scaled.load_state_dict(plain.state_dict())
     inside = torch.randint(0, 4, (2, 32))  # = train_length
     beyond = torch.randint(0, 4, (2, 96))
@@ -90,7 +90,7 @@ def test_rope_scaling_changes_nothing_within_the_training_length(scaling: str) -
 
 
 def test_linear_scaling_is_position_interpolation() -> None:
-    rope = _model("rope", rope_scaling="linear").blocks[0].attn.rope
+    rope = _model("rope", rope_extension="linear").blocks[0].attn.rope
     plain = _model("rope").blocks[0].attn.rope
     cos, sin = rope.cos_sin(range(0, 64), torch.device("cpu"), torch.float64)  # s = 64 / 32 = 2
     cos_half, sin_half = plain.cos_sin(range(0, 64), torch.device("cpu"), torch.float64)

@@ -135,7 +135,7 @@ class CausalSelfAttention(nn.Module):
             self.prior = AlibiPrior(config.n_heads, config.head_dim)
         elif config.positional == "rope":
             self.rope = RotaryEmbedding(
-                config.head_dim, config.rope_base, config.rope_scaling, config.train_length
+                config.head_dim, config.rope_base, config.rope_extension, config.train_length
             )
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:

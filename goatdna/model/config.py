@@ -12,7 +12,7 @@ class ModelConfig:
 
     ``positional='goat'`` splits each head into ``content_dim = head_dim - (2*goat_modes + 2)``
     content dims and ``2*goat_modes + 2`` position dims (see `goatdna.model.goat`); ``'rope'`` rotates
-    the full head dim (``rope_scaling`` stretches it beyond ``train_length``: position
+    the full head dim (``rope_extension`` stretches it beyond ``train_length``: position
     interpolation or NTK-aware); ``'alibi'`` is GOAT's slope term alone with ALiBi's fixed slopes
     (2 position dims, `goatdna.model.alibi`); ``'nope'`` has no positional signal but the causal mask. Tokens are the shard ids A C G T N = 0..4; the embedding is padded to
     ``padded_vocab_size`` rows so matmuls stay aligned, and the head predicts ``vocab_size`` classes.
@@ -39,7 +39,7 @@ class ModelConfig:
     goat_split_key_bias: bool = True
     # RoPE baseline
     rope_base: float = 10000.0
-    rope_scaling: Literal["none", "linear", "ntk"] = "none"
+    rope_extension: Literal["none", "linear", "ntk"] = "none"  # not `rope_scaling`: transformers reserves that name
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
