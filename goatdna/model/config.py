@@ -39,7 +39,9 @@ class ModelConfig:
     goat_split_key_bias: bool = True
     # RoPE baseline
     rope_base: float = 10000.0
-    rope_extension: Literal["none", "linear", "ntk"] = "none"  # not `rope_scaling`: transformers reserves that name
+    rope_extension: Literal["none", "linear", "ntk"] = (
+        "none"  # not `rope_scaling`: transformers reserves that name
+    )
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
