@@ -68,15 +68,36 @@ def resolve_precision(config: RunConfig) -> str:
     return "32-true"
 
 
-def _strategy(config: RunConfig) -> Any:
+def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
     name = config.trainer.strategy
     if name == "fsdp":
+        if config.trainer.compile:
+            raise GoatDNAError(
+                "trainer.compile=true with --strategy fsdp: the model would be compiled before "
+                "FSDP wraps its blocks; use --strategy ddp (or one device) to compile, or "
+                "--set trainer.compile=false with fsdp"
+            )
+        import torch
         from pytorch_lightning.strategies import FSDPStrategy
+        from torch.distributed.fsdp import MixedPrecision
 
         from goatdna.model.transformer import Block
 
         # One FSDP unit per decoder block; full state dicts keep the checkpoint contract.
-        return FSDPStrategy(auto_wrap_policy={Block}, state_dict_type="full", use_orig_params=True)
+        # Parameters, gradient reductions and buffers stay float32 as under DDP and on one device
+        # (Lightning's default for *-mixed casts them to bf16/fp16, which would run GOAT's prior
+        # in bf16 and reduce gradients in bf16); the precision plugin's autocast does the rest.
+        fp32 = None
+        if not precision.endswith("-true") or precision == "32-true":
+            fp32 = MixedPrecision(
+                param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32
+            )
+        return FSDPStrategy(
+            auto_wrap_policy={Block},
+            state_dict_type="full",
+            use_orig_params=True,
+            mixed_precision=fp32,
+        )
     if name == "ddp":
         from pytorch_lightning.strategies import DDPStrategy
 
@@ -180,7 +201,7 @@ def train(
         accelerator=tr.accelerator,
         devices=_devices(tr.devices),
         num_nodes=tr.num_nodes,
-        strategy=_strategy(config),
+        strategy=_strategy(config, precision),
         precision=precision,
         max_steps=tr.max_steps,
         max_epochs=-1,
