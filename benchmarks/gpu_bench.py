@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> Path:
 
     header = (
         f"{name}, torch {env['torch']} (CUDA {env['cuda']}), flash-attn {env['flash_attn']}, "
-        f"bf16 autocast, {args.tokens} tokens x {args.accumulate} micro-batches per step, "
+        f"{'bf16 autocast' if device.type == 'cuda' else 'fp32'}, {args.tokens} tokens x {args.accumulate} micro-batches per step, "
         f"{args.repeats} alternating blocks of {args.steps} steps per model after {args.warmup} "
         "warm-up steps" + (", torch.compile(dynamic=False)" if args.compile else "")
     )
