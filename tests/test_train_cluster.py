@@ -295,3 +295,20 @@ def test_loss_reaches_the_progress_bar_once_per_optimizer_step_as_a_float(
     train(config, synthetic_shards, tmp_path / "run")
     losses = [kind for name, kind in logged if name == "loss"]
     assert losses == [float, float]  # 2 optimizer steps of 3 micro-batches each
+
+
+def test_fsdp_strategy_keeps_float32_and_refuses_compile() -> None:
+    """bf16-mixed under FSDP: parameters, reductions and buffers stay float32 (autocast does the
+    bf16 compute); compile + FSDP is a user error rather than a compile before the wrapping."""
+    import torch
+
+    from goatdna.training.trainer import _strategy
+
+    config = load_run_config(TINY, [*SMALL, "trainer.strategy=fsdp"])
+    for precision in ("bf16-mixed", "16-mixed", "32-true"):
+        mixed = _strategy(config, precision).mixed_precision
+        assert mixed.param_dtype == mixed.reduce_dtype == mixed.buffer_dtype == torch.float32
+    assert _strategy(config, "bf16-true").mixed_precision is None  # Lightning's true-bf16 path
+    config = load_run_config(TINY, [*SMALL, "trainer.strategy=fsdp", "trainer.compile=true"])
+    with pytest.raises(GoatDNAError, match="compile.*fsdp"):
+        _strategy(config, "bf16-mixed")
