@@ -33,7 +33,11 @@ def train(
         False,
         "--resume",
         help="Continue from RUN_DIR/checkpoints/last.ckpt (step, optimizer, "
-        "LR schedule and data position).",
+        "LR schedule and data position). `--resume auto`: resume when that checkpoint exists, "
+        "else start fresh (one command line for requeued or preempted cluster jobs).",
+    ),
+    resume_mode: str | None = typer.Argument(
+        None, metavar="[auto]", help="Only after --resume: `--resume auto`.", show_default=False
     ),
     force: bool = typer.Option(
         False, "--force", help="Start over in a run directory that already holds a run."
@@ -70,6 +74,14 @@ def train(
     all_overrides = list(overrides) + [
         f"{key}={value}" for key, value in flags.items() if value is not None
     ]
+    how: bool | str = resume
+    if resume_mode is not None:
+        if resume_mode != "auto" or not resume:
+            raise GoatDNAError(
+                f"unexpected argument {resume_mode!r}: train takes no arguments except "
+                "'auto' right after --resume (--resume auto)"
+            )
+        how = "auto"
     if config is None:
         if not resume:
             raise GoatDNAError("--config is required (e.g. --config configs/goat-tiny.yaml)")
@@ -77,7 +89,7 @@ def train(
         if not config.is_file():
             raise GoatDNAError(f"--resume: {config} not found; pass --config or check --run-dir")
     run_config = load_run_config(config, all_overrides)
-    summary = run_training(run_config, data, run_dir, resume=resume, force=force)
+    summary = run_training(run_config, data, run_dir, resume=how, force=force)
     keys = ("steps", "train_loss", "val_loss", "val_bits_per_base", "tokens_per_s", "mfu")
     typer.echo(json.dumps({k: summary[k] for k in keys}))
     typer.echo(f"run directory: {run_dir}")

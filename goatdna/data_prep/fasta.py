@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyfaidx
-
 from goatdna.data_prep.tokens import BYTE_LUT, INVALID
 from goatdna.errors import GoatDNAError
 
@@ -243,12 +241,17 @@ def _gzi_path(fai: Path) -> str:
 
 
 def open_faidx(read_path: Path, fai: Path, **kwargs):
+    # imported here: training and analysis read shards, not FASTA, and run without pyfaidx
+    import pyfaidx
+
     gzi = _gzi_path(fai) if read_path.name.lower().endswith((".gz", ".bgz")) else None
     return pyfaidx.Faidx(str(read_path), indexname=str(fai), gzi_indexname=gzi, **kwargs)
 
 
 def _build_faidx(source: Path, read_path: Path, fai: Path):
     """Open (and if missing or older than the FASTA, build) the pyfaidx index."""
+    import pyfaidx
+
     try:
         return open_faidx(read_path, fai, duplicate_action="stop", rebuild=True)
     except pyfaidx.UnsupportedCompressionFormat as err:

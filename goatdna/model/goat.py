@@ -41,6 +41,7 @@ Numerics (why the code is not a one-liner):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -53,9 +54,15 @@ Positions = Tensor | range
 """Absolute token positions: a LongTensor, or a ``range`` (cached features, no device sync)."""
 
 
-def goat_frequencies(num_modes: int, freq_base: float) -> Tensor:
-    """``w_r = freq_base^(-(r-1)/max(R-1, 1))`` for r = 1..R, in float64 (G3)."""
-    r = torch.arange(num_modes, dtype=torch.float64)
+def goat_frequencies(
+    num_modes: int, freq_base: float, device: torch.device | str | None = None
+) -> Tensor:
+    """``w_r = freq_base^(-(r-1)/max(R-1, 1))`` for r = 1..R, in float64 (G3), on ``device``.
+
+    Built where it is used: a CPU table copied to the GPU would be a blocking host-to-device copy
+    per decoding step, and a CPU ``arange`` inside a compiled graph.
+    """
+    r = torch.arange(num_modes, dtype=torch.float64, device=device)
     return freq_base ** (-r / max(num_modes - 1, 1))
 
 
@@ -72,6 +79,13 @@ def alibi_slopes(num_heads: int) -> Tensor:
         closest = 2 ** math.floor(math.log2(num_heads))
         slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: num_heads - closest]
     return torch.tensor(slopes, dtype=torch.float64)
+
+
+def _autocast_off(device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast disabled on ``device``; nothing to disable where autocast does not exist (meta)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device_type=device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def _as_positions(pos: Positions, device: torch.device) -> Tensor:
@@ -104,7 +118,7 @@ def _cached_features(
     """
     with torch.inference_mode(False), torch.no_grad():
         pos64 = _as_positions(pos, device)
-        freqs64 = goat_frequencies(num_modes, freq_base).to(device)
+        freqs64 = goat_frequencies(num_modes, freq_base, device)
         return pos64, _phi(pos64, freqs64, train_length)
 
 
@@ -185,9 +199,12 @@ class GoatPrior(nn.Module):
                 self.slope.copy_(alibi_slopes(H))
 
     # ---------------------------------------------------------------- per-position terms
-    def _features(self, pos: Positions) -> tuple[Tensor, Tensor]:
-        """float64 (pos (L,), phi (L, 2R+2)); cached per range and device for fixed freqs."""
-        device = self.alpha.device
+    def _features(
+        self, pos: Positions, device: torch.device | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """float64 (pos (L,), phi (L, 2R+2)) on ``device`` (the inputs' device; default: the
+        parameters'); cached per range and device for fixed freqs."""
+        device = self.alpha.device if device is None else device
         if isinstance(pos, range) and not isinstance(self.freqs, nn.Parameter):
             # under torch.compile the features are traced into the graph (constants there)
             features = (
@@ -198,7 +215,7 @@ class GoatPrior(nn.Module):
         if isinstance(self.freqs, nn.Parameter):
             freqs64 = self.freqs.double()  # learnable: recomputed, gradients flow to freqs
         else:
-            freqs64 = goat_frequencies(self.num_modes, self.freq_base).to(device)
+            freqs64 = goat_frequencies(self.num_modes, self.freq_base, device)
         return pos64, _phi(pos64, freqs64, self.train_length)
 
     def _mlp(self, phi: Tensor) -> Tensor:
@@ -206,14 +223,14 @@ class GoatPrior(nn.Module):
         hidden = F.silu(torch.matmul(phi, self.mlp_w1) + self.mlp_b1[:, None, :])  # (H, L, M)
         return torch.matmul(hidden, self.mlp_w2[:, :, None])[..., 0] + self.mlp_b2[:, None]
 
-    def _key_bias64(self, pos: Positions) -> Tensor:
+    def _key_bias64(self, pos: Positions, device: torch.device | None = None) -> Tensor:
         """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (G4) -> (H, L) float64.
 
         ``slope * j`` (the large term) is formed in float64; the MLP runs in the parameters' dtype
         with autocast off (its output is small, so float32 is exact enough and cheap).
         """
-        pos64, phi = self._features(pos)
-        with torch.autocast(device_type=pos64.device.type, enabled=False):
+        pos64, phi = self._features(pos, device)
+        with _autocast_off(pos64.device):
             phi = phi.to(self.mlp_w1.dtype)
             if torch.is_grad_enabled():
                 # recompute the (H, L, M) hidden layer in backward rather than keep it: at batch
@@ -226,9 +243,11 @@ class GoatPrior(nn.Module):
             self.slope.double()[:, None] * pos64 + g.double() + self.sink.double()[:, None] * first
         )
 
-    def _k_rel(self, pos: Positions, dtype: torch.dtype) -> Tensor:
+    def _k_rel(
+        self, pos: Positions, dtype: torch.dtype, device: torch.device | None = None
+    ) -> Tensor:
         """k_rel(j) = [cos w_r j, sin w_r j] (G5) -> (L, 2R), float64 rounded once to dtype."""
-        return self._features(pos)[1][:, : 2 * self.num_modes].to(dtype)
+        return self._features(pos, device)[1][:, : 2 * self.num_modes].to(dtype)
 
     def _rotation(self) -> Tensor:
         """W_h (H, 2R, 2R) with q_rel(i) = k_rel(i) W_h, i.e. [c, s] W = [a c + b s, a s - b c] (G5).
@@ -246,7 +265,7 @@ class GoatPrior(nn.Module):
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
         """K_ij = K_rel(i - j) + u_h(j) (G2, G3) -> (num_heads, Lq, Lk), materialised."""
         dtype = self.alpha.dtype
-        with torch.autocast(device_type=self.alpha.device.type, enabled=False):
+        with _autocast_off(self.alpha.device):
             q_rel = torch.matmul(self._k_rel(pos_q, dtype), self._rotation())  # (H, Lq, 2R)
             rel = torch.matmul(q_rel, self._k_rel(pos_k, dtype).t())  # (H, Lq, Lk)
         return rel + self.key_bias(pos_k)[:, None, :]
@@ -258,47 +277,53 @@ class GoatPrior(nn.Module):
         """Content queries/keys (B, H, L, d_c) -> packed q', k' (B, H, L, d_h) for one SDPA call.
 
         ``sdpa(q', k', v)`` with the default scale ``1/sqrt(d_h)`` equals
-        ``softmax(q_c k_c^T / sqrt(d_c) + log_prior(pos_q, pos_k)) v``. Works in the inputs' dtype;
+        ``softmax(q_c k_c^T / sqrt(d_c) + log_prior(pos_q, pos_k)) v``. Works in the inputs' dtype
+        and on the inputs' device (position tables are built there, never copied from the host);
         phases, ``slope * j`` and the hi/lo split of ``u`` are float64, each rounded once.
+
+        q', k' are laid out in memory as (B, L, H, d_h), the projection's layout, and returned as
+        transposed (B, H, L, d_h) views, like RoPE's rotated q/k: flash-attn reads them without a
+        copy and SDPA's kernels find the layout they want.
         """
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]
         R2 = 2 * self.num_modes
         dtype = q_c.dtype
+        device = q_c.device
         d = self.head_dim
         slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
 
         # queries: [sqrt(d_h/d_c) qc, sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0]
-        with torch.autocast(device_type=q_c.device.type, enabled=False):  # round once, below
+        with _autocast_off(device):  # round once, below
             weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)
-            q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype), weights)  # (H, Lq, 2R)
-        q_rel = q_rel.to(dtype)
+            q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype, device), weights)  # (H, Lq, 2R)
+        q_rel = q_rel.to(dtype).transpose(0, 1)  # (Lq, H, 2R)
         align = slot if self.split_key_bias else 0.0
         const = torch.cat([q_c.new_full((1,), slot), q_c.new_full((1,), align)])  # (2,)
         q = torch.cat(
             [
-                q_c * math.sqrt(d / dc),
-                q_rel.expand(B, H, Lq, R2),
-                const.expand(B, H, Lq, 2),
+                q_c.transpose(1, 2) * math.sqrt(d / dc),  # (B, Lq, H, d_c)
+                q_rel.expand(B, Lq, H, R2),
+                const.expand(B, Lq, H, 2),
             ],
             dim=-1,
-        )  # (B, H, Lq, d_h)
+        )  # (B, Lq, H, d_h)
 
         # keys: [kc, k_rel(j), hi(u), lo(u)]; u / gain so that slot * scale * (hi + lo) = u
-        u = self._key_bias64(pos_k) / gain  # (H, Lk) float64
+        u = (self._key_bias64(pos_k, device) / gain).t()  # (Lk, H) float64
         hi = u.to(dtype)
         # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
         lo = (u - hi.double()).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
         k = torch.cat(
             [
-                k_c,
-                self._k_rel(pos_k, dtype).expand(B, H, Lk, R2),
-                hi[..., None].expand(B, H, Lk, 1),
-                lo[..., None].expand(B, H, Lk, 1),
+                k_c.transpose(1, 2),  # (B, Lk, H, d_c)
+                self._k_rel(pos_k, dtype, device)[:, None, :].expand(B, Lk, H, R2),
+                hi[..., None].expand(B, Lk, H, 1),
+                lo[..., None].expand(B, Lk, H, 1),
             ],
             dim=-1,
-        )  # (B, H, Lk, d_h)
-        return q, k
+        )  # (B, Lk, H, d_h)
+        return q.transpose(1, 2), k.transpose(1, 2)  # (B, H, L, d_h) views
 
     def extra_repr(self) -> str:
         return (

@@ -25,14 +25,17 @@ def _cos_sin(
 ) -> tuple[Tensor, Tensor]:
     """cos/sin of ``pos * theta_k`` computed in float64, each (L, d) (halves repeated), in dtype.
 
-    Built outside inference mode so that a cache filled during evaluation serves training too.
+    Built on ``device`` directly (no blocking host-to-device copy per decoding step, no CPU
+    ``arange`` in a compiled graph), and outside inference mode so that a cache filled during
+    evaluation serves training too.
     """
     with torch.inference_mode(False), torch.no_grad():
-        theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
-        positions = torch.arange(pos.start, pos.stop, pos.step, dtype=torch.float64) / divisor
+        f64 = {"dtype": torch.float64, "device": device}
+        theta = base ** (-torch.arange(0, head_dim, 2, **f64) / head_dim)  # (d/2,)
+        positions = torch.arange(pos.start, pos.stop, pos.step, **f64) / divisor
         angles = positions[:, None] * theta[None, :]  # (L, d/2)
         angles = torch.cat([angles, angles], dim=-1)  # (L, d)
-        return torch.cos(angles).to(device, dtype), torch.sin(angles).to(device, dtype)
+        return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)
 
 
 class RotaryEmbedding(nn.Module):

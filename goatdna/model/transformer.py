@@ -83,10 +83,23 @@ class GoatDNA(nn.Module):
 
     # ------------------------------------------------------------------ forward passes
     def _logits(self, x: Tensor) -> Tensor:
+        """(B, L, d_model) -> logits (B, L, vocab_size) through a head padded to 8k columns.
+
+        A 5-column output GEMM is unaligned for tensor cores, so the head runs with its weight
+        zero-padded to a multiple of 8 rows (the tied embedding is already padded) and the
+        extra columns are sliced off. The parameter keeps its (vocab_size, d_model) shape, so
+        state_dicts, checkpoints and exports are unchanged; padding rows get no gradient.
+        """
         x = self.norm(x)
+        V = self.config.vocab_size
+        padded = -(-V // 8) * 8
         if self.head is None:
-            return F.linear(x, self.embed.weight[: self.config.vocab_size])
-        return self.head(x)  # (B, L, vocab_size)
+            weight = self.embed.weight[:padded]  # rows >= V: padding tokens' embeddings
+            if weight.shape[0] < padded:
+                weight = F.pad(weight, (0, 0, 0, padded - weight.shape[0]))
+        else:
+            weight = F.pad(self.head.weight, (0, 0, 0, padded - V))  # (padded, d_model)
+        return F.linear(x, weight)[..., :V]  # (B, L, vocab_size)
 
     def forward(self, idx: Tensor, start_pos: int = 0) -> Tensor:
         """idx (B, L) token ids at positions start_pos..start_pos+L-1 -> logits (B, L, V)."""

@@ -35,18 +35,34 @@ def lr_multiplier(step: int, *, warmup: int, total: int, floor: float) -> float:
     return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+WRAPPER_PREFIXES = ("_fsdp_wrapped_module.", "_orig_mod.", "_checkpoint_wrapped_module.")
+"""Name parts that FSDP, torch.compile and activation checkpointing insert into parameter names."""
+
+
+def clean_param_name(name: str) -> str:
+    """A parameter's name as in the unwrapped model (``blocks.0.attn.qkv.weight``)."""
+    for prefix in WRAPPER_PREFIXES:
+        name = name.replace(prefix, "")
+    return name
+
+
+def parameter_groups(
+    model: nn.Module, weight_decay: float, ndims: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
     """Two AdamW groups: weight matrices decay; norms, embeddings and GOAT priors do not.
 
     Decaying the embedding would shrink rare-token rows toward zero, and the prior's spectral
     weights, slopes and sinks are a handful of scalars per head that define positions: pulling
-    them to zero would pull GOAT back to position-free attention.
+    them to zero would pull GOAT back to position-free attention. ``ndims`` (clean name ->
+    dimensions, taken before wrapping) decides what a matrix is: FSDP's ``use_orig_params``
+    turns every parameter into a flat 1-D shard, so its own ``ndim`` no longer tells.
     """
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        is_matrix = param.ndim >= 2
+        name = clean_param_name(name)
+        is_matrix = (ndims[name] if ndims is not None else param.ndim) >= 2
         is_embedding = name.startswith("embed.")
         is_prior = ".prior." in name
         (decay if is_matrix and not is_embedding and not is_prior else no_decay).append(param)
@@ -56,10 +72,16 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     ]
 
 
-def build_optimizer(model: nn.Module, optim: OptimConfig, total_steps: int, on_cuda: bool):
+def build_optimizer(
+    model: nn.Module,
+    optim: OptimConfig,
+    total_steps: int,
+    on_cuda: bool,
+    ndims: dict[str, int] | None = None,
+):
     """AdamW (fused kernels on CUDA) and its per-step LambdaLR schedule."""
     optimizer = torch.optim.AdamW(
-        parameter_groups(model, optim.weight_decay),
+        parameter_groups(model, optim.weight_decay, ndims),
         lr=optim.lr,
         betas=tuple(optim.betas),
         eps=optim.eps,
@@ -82,6 +104,8 @@ class GenomeLM(pl.LightningModule):
         self.save_hyperparameters()  # plain dict + strings: checkpoints load with weights_only
         self.run_config = run_config_from_dict(config)
         self.model = GoatDNA(self.run_config.model)
+        # parameter shapes before any wrapping (FSDP flattens them): what weight decay reads
+        self._param_ndims = {n: p.ndim for n, p in self.model.named_parameters()}
         self._compiled: Any = None
         self._loss_sum: Tensor | None = None  # sum of micro-batch losses of the current step
         self._loss_terms = 0
@@ -112,7 +136,8 @@ class GenomeLM(pl.LightningModule):
         detached = loss.detach()
         self._loss_sum = detached if self._loss_sum is None else self._loss_sum + detached
         self._loss_terms += 1
-        self.log("loss", detached, prog_bar=True, logger=False, on_step=True, on_epoch=False)
+        # nothing is logged here: a tensor logged per micro-batch costs a host-device sync each
+        # time the progress bar reads it; the step's mean loss is logged once per optimizer step
         return loss
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
@@ -143,6 +168,9 @@ class GenomeLM(pl.LightningModule):
             )
         self.last_step_loss = step_loss
         self.last_grad_norm = grad_norm
+        if self.trainer.progress_bar_callback is not None:
+            # a Python float, once per optimizer step (the finiteness check above already synced)
+            self.log("loss", float(step_loss), prog_bar=True, logger=False, on_step=True)
         self.last_lr = float(optimizer.param_groups[0]["lr"])
 
     def configure_gradient_clipping(
@@ -171,7 +199,11 @@ class GenomeLM(pl.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         on_cuda = self.device.type == "cuda"
         optimizer, scheduler = build_optimizer(
-            self.model, self.run_config.optim, self.run_config.trainer.max_steps, on_cuda
+            self.model,
+            self.run_config.optim,
+            self.run_config.trainer.max_steps,
+            on_cuda,
+            self._param_ndims,
         )
         return {
             "optimizer": optimizer,

@@ -121,6 +121,14 @@ def json_safe(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class StartPlan:
+    """What `RunDir.check` decided: the checkpoint to resume from, and whether to clear first."""
+
+    checkpoint: Path | None
+    clear: bool
+
+
+@dataclass(frozen=True)
 class RunDir:
     """Paths of one run directory and the checks that guard it."""
 
@@ -157,30 +165,52 @@ class RunDir:
     def holds_run(self) -> bool:
         return any((self.root / name).exists() for name in RUN_ENTRIES)
 
-    def prepare(self, resolved: dict[str, Any], *, resume: bool, force: bool) -> Path | None:
-        """Check the directory against this run; returns the checkpoint to resume from.
+    def prepare(self, resolved: dict[str, Any], *, resume: bool | str, force: bool) -> Path | None:
+        """Check the directory against this run, then set it up; returns the checkpoint to
+        resume from. Nothing is removed or written until every check has passed."""
+        plan = self.check(resolved, resume=resume, force=force)
+        self.start(resolved, plan)
+        return plan.checkpoint
 
-        Nothing is removed or written until every check has passed.
+    def check(self, resolved: dict[str, Any], *, resume: bool | str, force: bool) -> StartPlan:
+        """Every check of `prepare`, reading only: every rank of a multi-process run calls it
+        before any rendezvous, so a user error stops all ranks at once instead of leaving the
+        others waiting for rank 0 until a timeout.
+
+        ``resume="auto"``: resume when ``last.ckpt`` exists, else start fresh (also over the
+        files of this very run, same config, killed before its first checkpoint), so a
+        requeued or preempted job is relaunched with the same command line.
         """
+        if resume not in (True, False, "auto"):
+            raise GoatDNAError(f"--resume {resume!r}: expected no value or 'auto'")
         if resume and force:
             raise GoatDNAError("--resume and --force contradict each other: pick one")
         if self.root.exists() and not self.root.is_dir():
             raise GoatDNAError(f"run dir {self.root} exists and is not a directory")
+        if resume == "auto":
+            if self.last_ckpt.is_file():
+                resume = True
+            else:
+                stored = self._stored_config()
+                same_run = stored is not None and not config_differences(stored, resolved)
+                resume, force = False, force or same_run
         if resume:
             if not self.last_ckpt.is_file():
                 raise GoatDNAError(
                     f"--resume: no checkpoint at {self.last_ckpt}; run without --resume to start"
                 )
             self._check_resumable(resolved)
-            self.write_config(resolved)
-            return self.last_ckpt
-        if self.holds_run():
-            if not force:
-                raise GoatDNAError(self._occupied_message(resolved))
+            return StartPlan(checkpoint=self.last_ckpt, clear=False)
+        if self.holds_run() and not force:
+            raise GoatDNAError(self._occupied_message(resolved))
+        return StartPlan(checkpoint=None, clear=self.holds_run())
+
+    def start(self, resolved: dict[str, Any], plan: StartPlan) -> None:
+        """What `check` allowed (one process, rank 0): clear a previous run, write config.yaml."""
+        if plan.clear:
             self.clear()
         self.root.mkdir(parents=True, exist_ok=True)
         self.write_config(resolved)
-        return None
 
     def _stored_config(self) -> dict[str, Any] | None:
         if not self.config_yaml.is_file():

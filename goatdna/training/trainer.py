@@ -3,8 +3,8 @@
 The same function trains a tiny model on a laptop CPU and the 125M models on GPUs: devices,
 strategy (single device, DDP, FSDP), precision and the number of nodes come from
 ``config.trainer`` and go straight to Lightning, so ``torchrun`` and SLURM launches work as
-Lightning documents them. Every process runs this function; only global rank 0 checks and writes
-the run directory.
+Lightning documents them. Every process runs this function and checks the run directory (read
+only); global rank 0, as Lightning ranks the processes, writes it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from goatdna import __version__
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import RunConfig
-from goatdna.training.run import RunDir, resolved_config
+from goatdna.training.run import RunDir, StartPlan, resolved_config
 
 
 class _DropAdvertisements(logging.Filter):
@@ -37,18 +37,42 @@ def _quiet_lightning_tips() -> None:
         log.addFilter(_DropAdvertisements())
 
 
-def _is_global_zero() -> bool:
-    """Whether this process will be global rank 0, decided before Lightning starts.
+def launched_world_size() -> int | None:
+    """Processes an external launcher started (torchrun's WORLD_SIZE, srun's SLURM_NTASKS), as
+    Lightning detects the launcher; None when Lightning starts the processes itself."""
+    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 
-    torchrun sets RANK, SLURM sets SLURM_PROCID, and Lightning's own launcher (also one process
-    per node started by hand with NODE_RANK) sets LOCAL_RANK in the processes it spawns.
-    """
-    env = os.environ
-    if "RANK" in env:
-        return int(env["RANK"]) == 0
-    if "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
-        return int(env["SLURM_PROCID"]) == 0
-    return int(env.get("NODE_RANK", "0")) == 0 and int(env.get("LOCAL_RANK", "0")) == 0
+    if TorchElasticEnvironment.detect():
+        return int(os.environ["WORLD_SIZE"])
+    if SLURMEnvironment.detect():
+        return int(os.environ["SLURM_NTASKS"])
+    return None
+
+
+def _devices_per_node(config: RunConfig) -> int:
+    """``trainer.devices`` as a count ("auto"/-1: every visible GPU, or 1 process on CPU)."""
+    devices = _devices(config.trainer.devices)
+    if isinstance(devices, int) and devices > 0:
+        return devices
+    if isinstance(devices, str) and "," in devices:
+        return len([d for d in devices.split(",") if d.strip()])
+    import torch
+
+    return max(1, torch.cuda.device_count()) if _on_gpu(config) else 1
+
+
+def check_world_size(config: RunConfig) -> None:
+    """--devices x --num-nodes must equal the processes the launcher started (checked on every
+    rank before any rendezvous: a mismatch would otherwise hang or shard the data wrongly)."""
+    launched = launched_world_size()
+    per_node, nodes = _devices_per_node(config), config.trainer.num_nodes
+    if launched is not None and launched != per_node * nodes:
+        raise GoatDNAError(
+            f"--devices {config.trainer.devices} x --num-nodes {nodes} = {per_node * nodes} "
+            f"processes, but the launcher started {launched} (WORLD_SIZE / SLURM_NTASKS); pass "
+            "--devices <processes per node> --num-nodes <nodes> matching torchrun's "
+            "--nproc-per-node/--nnodes or sbatch's --ntasks-per-node/--nodes"
+        )
 
 
 def _on_gpu(config: RunConfig) -> bool:
@@ -68,15 +92,36 @@ def resolve_precision(config: RunConfig) -> str:
     return "32-true"
 
 
-def _strategy(config: RunConfig) -> Any:
+def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
     name = config.trainer.strategy
     if name == "fsdp":
+        if config.trainer.compile:
+            raise GoatDNAError(
+                "trainer.compile=true with --strategy fsdp: the model would be compiled before "
+                "FSDP wraps its blocks; use --strategy ddp (or one device) to compile, or "
+                "--set trainer.compile=false with fsdp"
+            )
+        import torch
         from pytorch_lightning.strategies import FSDPStrategy
+        from torch.distributed.fsdp import MixedPrecision
 
         from goatdna.model.transformer import Block
 
         # One FSDP unit per decoder block; full state dicts keep the checkpoint contract.
-        return FSDPStrategy(auto_wrap_policy={Block}, state_dict_type="full", use_orig_params=True)
+        # Parameters, gradient reductions and buffers stay float32 as under DDP and on one device
+        # (Lightning's default for *-mixed casts them to bf16/fp16, which would run GOAT's prior
+        # in bf16 and reduce gradients in bf16); the precision plugin's autocast does the rest.
+        fp32 = None
+        if not precision.endswith("-true") or precision == "32-true":
+            fp32 = MixedPrecision(
+                param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32
+            )
+        return FSDPStrategy(
+            auto_wrap_policy={Block},
+            state_dict_type="full",
+            use_orig_params=True,
+            mixed_precision=fp32,
+        )
     if name == "ddp":
         from pytorch_lightning.strategies import DDPStrategy
 
@@ -102,6 +147,22 @@ def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
     return [TensorBoardLogger(save_dir=str(run.tensorboard), name="", version="", sub_dir=None)]
 
 
+def _run_dir_writer(run: RunDir, resolved: dict[str, Any], plan: StartPlan) -> Any:
+    """A callback that sets up the run directory on global rank 0 once the process group is up
+    (Lightning's own rank, right for torchrun, SLURM and its own launcher alike), then holds
+    every rank at a barrier until it is done. Before that point every rank has already run the
+    same read-only `RunDir.check` against the untouched directory, so all agree on it."""
+    import pytorch_lightning as pl
+
+    class _RunDirWriter(pl.Callback):
+        def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
+            if trainer.is_global_zero:
+                run.start(resolved, plan)
+            trainer.strategy.barrier("goatdna-run-dir-ready")
+
+    return _RunDirWriter()
+
+
 def _progress_bar(enabled: bool) -> list[Any]:
     """Rich bar labelled by steps (Lightning's default label counts epochs, of which we run one)."""
     if not enabled:
@@ -120,13 +181,14 @@ def train(
     data_dir: str | Path,
     run_dir: str | Path,
     *,
-    resume: bool = False,
+    resume: bool | str = False,
     force: bool = False,
 ) -> dict[str, Any]:
     """Train ``config`` on the shards in ``data_dir`` into ``run_dir``; returns the summary.
 
     Raises GoatDNAError for anything the user can fix (bad data directory, occupied run
-    directory, missing checkpoint for --resume, a loss that became NaN/inf).
+    directory, missing checkpoint for --resume, a loss that became NaN/inf). ``resume="auto"``
+    resumes when the run directory has a checkpoint and starts fresh otherwise.
     """
     wall_start = time.perf_counter()
     import pytorch_lightning as pl
@@ -140,18 +202,18 @@ def train(
     from goatdna.training.module import GenomeLM, NonFiniteLossError
     from goatdna.training.windows import plan_windows
 
-    is_zero = _is_global_zero()
+    # Every check below reads only and runs on every rank before any rendezvous, so a user error
+    # stops all ranks alike; rank 0 (as Lightning ranks processes) writes once the group is up.
+    check_world_size(config)
     genome = ShardedGenome(data_dir)
-    if config.data.verify and is_zero:
+    if config.data.verify:
         genome.verify()
     windows = plan_windows(genome, config.data)
 
     run = RunDir(Path(run_dir))
     resolved = resolved_config(config, genome.manifest_sha256)
-    if is_zero:
-        ckpt_path = run.prepare(resolved, resume=resume, force=force)
-    else:
-        ckpt_path = run.last_ckpt if resume else None
+    plan = run.check(resolved, resume=resume, force=force)
+    ckpt_path = plan.checkpoint
 
     precision = resolve_precision(config)
     _quiet_lightning_tips()
@@ -180,7 +242,7 @@ def train(
         accelerator=tr.accelerator,
         devices=_devices(tr.devices),
         num_nodes=tr.num_nodes,
-        strategy=_strategy(config),
+        strategy=_strategy(config, precision),
         precision=precision,
         max_steps=tr.max_steps,
         max_epochs=-1,
@@ -189,7 +251,13 @@ def train(
         limit_val_batches=0,
         num_sanity_val_steps=0,
         logger=_loggers(config, run),
-        callbacks=[throughput, memory, lifecycle, *_progress_bar(tr.progress_bar)],
+        callbacks=[
+            _run_dir_writer(run, resolved, plan),
+            throughput,
+            memory,
+            lifecycle,
+            *_progress_bar(tr.progress_bar),
+        ],
         enable_checkpointing=False,
         enable_progress_bar=tr.progress_bar,
         enable_model_summary=False,  # `goatdna model-info` has the breakdown; its FLOPs line reads 0

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# The first GPU run, prepared as one command (see benchmarks/README.md, "gpu_check"):
+#
+#   bash benchmarks/gpu_check.sh                # on the GPU machine: at most 8 minutes
+#   bash benchmarks/gpu_check.sh --cpu-dry-run  # the same steps, tiny configs, on a CPU (CI)
+#
+# Runs from a plain checkout (the repository root goes on PYTHONPATH; nothing is installed):
+#   1. prints the environment (nvidia-smi, python, torch, CUDA, flash-attn, Lightning)
+#   2. gpu_bench.py eager at seq_len 1024 and 2048 (125M GOAT vs RoPE, alternating blocks)
+#   3. prepares synthetic shards there, trains the 125M GOAT and RoPE configs for 60 steps each
+#      through the real CLI (`goatdna train`, bf16-mixed) and reports tokens/s, MFU and peak CUDA
+#      memory from each run's summary.json
+#   4. evaluates both at 1x and 4x the training length (`goatdna evaluate`)
+#   5. generates with the KV cache (`goatdna generate`)
+#   6. if time remains, gpu_bench.py --compile at seq_len 1024
+# and copies every result file (not the 1.5 GB checkpoints) into $OUT (default:
+# benchmarks/results/gpu_check-<gpu|cpu-dry-run>), ending with gpu_check.md, the summary table.
+# A failed step is logged and the others still run; the exit status is 1 if any step failed or
+# an expected file is missing. Every step is bounded by a deadline 8 minutes after the start.
+#
+# pyfaidx (only `goatdna prepare` needs it) is not installed on the GPU machine: when it cannot be
+# imported, a pure-Python wheel in .whl/ (pip download --no-deps -d .whl "pyfaidx>=0.9.1,<0.10")
+# is imported straight from its zip file; carry .whl with the checkout.
+set -uo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+MODE=gpu
+if [[ "${1:-}" == "--cpu-dry-run" ]]; then
+  MODE=cpu
+elif [[ $# -gt 0 ]]; then
+  echo "error: unknown argument $1 (usage: bash benchmarks/gpu_check.sh [--cpu-dry-run])" >&2
+  exit 2
+fi
+# 8 minutes on the GPU; the CPU dry run on a busy 2-core CI machine gets 20
+LIMIT_S=${GPU_CHECK_LIMIT_S:-$([[ $MODE == cpu ]] && echo 1200 || echo 480)}
+START=$SECONDS
+DEADLINE=$((START + LIMIT_S - 10))
+OUT="${OUT:-$REPO/benchmarks/results/gpu_check-$([[ $MODE == cpu ]] && echo cpu-dry-run || echo gpu)}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+if ! python3 -c "import pyfaidx" 2>/dev/null; then
+  for wheel in "$REPO"/.whl/pyfaidx-*.whl; do
+    [[ -f "$wheel" ]] && export PYTHONPATH="$wheel:$PYTHONPATH"
+  done
+fi
+export PYTHONUNBUFFERED=1
+GOATDNA=(python3 -m goatdna.cli.app)
+FAILED=()
+
+log() { echo "[gpu_check +$((SECONDS - START))s] $*" | tee -a "$OUT/gpu_check.log"; }
+
+# step NAME CAP_SECONDS COMMAND...: run with a timeout of min(CAP, time to the deadline), output to
+# $OUT/NAME.log and the console; a failure is recorded and the script goes on
+step() {
+  local name=$1 cap=$2
+  shift 2
+  local left=$((DEADLINE - SECONDS))
+  local limit=$((cap < left ? cap : left))
+  if ((limit < 5)); then
+    log "$name: SKIPPED (no time left before the 8-minute deadline)"
+    FAILED+=("$name (skipped: no time)")
+    return 1
+  fi
+  log "$name: start (limit ${limit}s)"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > >(tee "$OUT/$name.log") 2>&1
+  local rc=$?
+  wait
+  echo "$name $((SECONDS - t0))" >> "$OUT/step_seconds.txt"
+  if ((rc != 0)); then
+    log "$name: FAILED (exit $rc after $((SECONDS - t0))s; see $name.log)"
+    FAILED+=("$name (exit $rc)")
+    return 1
+  fi
+  log "$name: ok ($((SECONDS - t0))s)"
+}
+
+if [[ $MODE == gpu ]]; then
+  SIZE=125m
+  BENCH=(python3 benchmarks/gpu_bench.py --out "$OUT")
+  SEQ=1024
+  TRAIN=(--max-steps 60 --accelerator gpu --devices 1 --precision bf16-mixed
+    --set trainer.accumulate=2 --set optim.warmup_steps=10 --set trainer.throughput_warmup=10
+    --set data.val_max_windows=256 --set data.num_workers=2)
+  GENOME=16000000
+  DEVICE=cuda
+  NEW_TOKENS=1000
+  CAP_BENCH=170 CAP_TRAIN=110 CAP_EVAL=45 CAP_GEN=30
+else
+  SIZE=tiny
+  BENCH=(python3 benchmarks/gpu_bench.py --out "$OUT" --cpu-smoke)
+  SEQ=32
+  TRAIN=(--max-steps 4 --accelerator cpu --devices 1 --precision 32-true
+    --set model.n_layers=1 --set model.d_model=32 --set model.n_heads=2 --set model.mlp_hidden=64
+    --set model.goat_modes=2 --set model.train_length=$SEQ --set data.seq_len=$SEQ
+    --set data.micro_batch_size=4 --set data.val_max_windows=8 --set optim.warmup_steps=2
+    --set trainer.throughput_warmup=1)
+  GENOME=400000
+  DEVICE=cpu
+  NEW_TOKENS=32
+  CAP_BENCH=400 CAP_TRAIN=300 CAP_EVAL=200 CAP_GEN=200
+fi
+TRAIN+=(--set trainer.eval_every=1000 --set trainer.ckpt_every=1000 --set trainer.log_every=10
+  --set trainer.progress_bar=false --set trainer.tensorboard=false)
+
+# 1. environment --------------------------------------------------------------------------------
+log "mode $MODE, results in $OUT, work in $WORK"
+{
+  command -v nvidia-smi > /dev/null && nvidia-smi
+  python3 - << 'EOF'
+import importlib, platform, sys
+import torch
+print("python", sys.version.split()[0], platform.platform())
+print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())
+if torch.cuda.is_available():
+    print("gpu", torch.cuda.get_device_name(), "bf16", torch.cuda.is_bf16_supported())
+for name in ("flash_attn", "pytorch_lightning", "numpy", "pyfaidx", "Bio", "yaml", "typer", "rich"):
+    try:
+        module = importlib.import_module(name)
+        print(name, getattr(module, "__version__", "installed"), module.__file__)
+    except ImportError as err:
+        print(name, "NOT importable:", err)
+EOF
+} 2>&1 | tee "$OUT/environment.txt"
+
+# 2. eager benchmark at 1024 and 2048 -----------------------------------------------------------
+if [[ $MODE == gpu ]]; then
+  step bench_eager "$CAP_BENCH" "${BENCH[@]}" --seq-lens 1024,2048
+else
+  step bench_eager "$CAP_BENCH" "${BENCH[@]}" --seq-lens 32,64
+fi
+
+# 3. shards, then 60 steps of each model through the CLI ------------------------------------------
+step prepare 60 "${GOATDNA[@]}" prepare --synthetic --synthetic-length "$GENOME" \
+  --out "$WORK/shards"
+PROMPT=$(python3 -c "import random; r = random.Random(0); print(''.join(r.choice('ACGT') for _ in range(200)))")
+for scheme in goat rope; do
+  run="$WORK/runs/$scheme"
+  step "train_$scheme" "$CAP_TRAIN" "${GOATDNA[@]}" train --config "configs/$scheme-$SIZE.yaml" \
+    --data "$WORK/shards" --run-dir "$run" "${TRAIN[@]}"
+  mkdir -p "$OUT/train_$scheme"
+  for f in config.yaml metrics.csv summary.json; do
+    [[ -f "$run/$f" ]] && cp "$run/$f" "$OUT/train_$scheme/"
+  done
+  # 4. evaluation at 1x and 4x the training length ----------------------------------------------
+  step "evaluate_$scheme" "$CAP_EVAL" "${GOATDNA[@]}" evaluate \
+    --checkpoint "$run/checkpoints/last.ckpt" --data "$WORK/shards" \
+    --context-lengths "$SEQ,$((4 * SEQ))" --max-tokens $((64 * SEQ)) \
+    --out "$OUT/evaluate_$scheme" --device "$DEVICE"
+  # 5. KV-cached generation ---------------------------------------------------------------------
+  step "generate_$scheme" "$CAP_GEN" "${GOATDNA[@]}" generate \
+    --checkpoint "$run/checkpoints/last.ckpt" --prompt "$PROMPT" \
+    --max-new-tokens "$NEW_TOKENS" --num-samples 8 --seed 0 \
+    --out "$OUT/generate_$scheme.json" --device "$DEVICE"
+done
+
+# 6. torch.compile at 1024, if time remains -------------------------------------------------------
+if [[ $MODE == gpu ]]; then
+  if ((DEADLINE - SECONDS > 120)); then
+    # optional: a compile that does not finish before the deadline does not fail the check
+    if ! step bench_compile 400 "${BENCH[@]}" --compile --seq-lens 1024 --repeats 2; then
+      unset 'FAILED[-1]'
+      log "bench_compile is optional: not counted as a failure"
+    fi
+  else
+    log "bench_compile: skipped (less than 2 minutes left)"
+  fi
+else
+  step bench_compile 400 "${BENCH[@]}" --compile --compile-backend eager --seq-lens 32
+fi
+
+# summary ---------------------------------------------------------------------------------------
+python3 - "$OUT" "$MODE" << 'EOF' | tee "$OUT/gpu_check.md"
+import json, sys
+from pathlib import Path
+
+out, mode = Path(sys.argv[1]), sys.argv[2]
+print(f"# gpu_check ({mode})\n")
+env = (out / "environment.txt").read_text().strip().splitlines()
+print("```\n" + "\n".join(l for l in env if not l.startswith(("|", "+"))) + "\n```\n")
+print("| model | steps | tokens/s | MFU | peak memory GiB | precision | device | val loss |")
+print("| --- | ---: | ---: | ---: | ---: | --- | --- | ---: |")
+for scheme in ("goat", "rope"):
+    path = out / f"train_{scheme}" / "summary.json"
+    if not path.is_file():
+        print(f"| {scheme} | no summary.json (training failed) | | | | | | |")
+        continue
+    s = json.loads(path.read_text())
+    print(f"| {scheme} | {s['steps']} | {s['tokens_per_s']:,.0f} | {s['mfu']:.3f} | "
+          f"{s['peak_memory_bytes'] / 2**30:.2f} | {s['precision']} | {s['device']} | "
+          f"{s['val_loss']:.4f} |")
+print("\n| model | context | bits/base |")
+print("| --- | ---: | ---: |")
+for scheme in ("goat", "rope"):
+    path = out / f"evaluate_{scheme}" / "evaluation.json"
+    if path.is_file():
+        for r in json.loads(path.read_text()).get("results", []):
+            print(f"| {scheme} | {r['context_length']} | {r['bits_per_base']:.4f} |")
+steps = dict(line.split() for line in (out / "step_seconds.txt").read_text().splitlines())
+print("\nstep seconds: " + ", ".join(f"{k} {v}" for k, v in steps.items()))
+for md in sorted(out.glob("gpu_bench-*.md")):
+    print(f"\n## {md.name}\n\n{md.read_text()}")
+EOF
+
+# every file the run must leave ---------------------------------------------------------------------
+expected=(environment.txt gpu_check.log gpu_check.md step_seconds.txt bench_eager.log prepare.log)
+for scheme in goat rope; do
+  expected+=("train_$scheme.log" "train_$scheme/summary.json" "train_$scheme/metrics.csv"
+    "train_$scheme/config.yaml" "evaluate_$scheme/evaluation.json" "evaluate_$scheme/evaluation.csv"
+    "generate_$scheme.json")
+done
+shopt -s nullglob
+benches=("$OUT"/gpu_bench-*[0-9].json)
+((${#benches[@]} > 0)) || FAILED+=("missing gpu_bench-*.json")
+for f in "${expected[@]}"; do
+  [[ -s "$OUT/$f" ]] || FAILED+=("missing $f")
+done
+(cd "$OUT" && find . -type f | sort > files.txt)
+log "done in $((SECONDS - START))s; $(wc -l < "$OUT/files.txt") files in $OUT"
+if ((${#FAILED[@]} > 0)); then
+  log "FAILED: ${FAILED[*]}"
+  exit 1
+fi
+log "all steps passed"
