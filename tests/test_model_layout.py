@@ -42,7 +42,7 @@ class TensorDevices(TorchDispatchMode):
         return out
 
 
-@pytest.mark.parametrize("positional", ["goat", "rope"])
+@pytest.mark.parametrize("positional", ["goat", "rope", "alibi", "nope"])
 def test_position_tables_are_built_on_the_inputs_device(positional):
     """A model and inputs on a non-CPU device (meta stands in for CUDA here): forward, backward,
     prefill and a decoding step create no CPU tensor at all, so no position table is built on

@@ -45,6 +45,13 @@ def test_alibi_is_goat_with_only_the_slope_term() -> None:
         assert torch.allclose(pa, pb, atol=1e-6)
 
 
+@pytest.mark.parametrize("heads", [1, 2, 3, 4, 6, 8, 12, 16])
+def test_slopes_built_on_device_equal_alibis_list(heads: int) -> None:
+    from goatdna.model.alibi import slopes_on
+
+    assert torch.allclose(slopes_on(heads, torch.device("cpu")), alibi_slopes(heads), rtol=1e-15)
+
+
 def test_alibi_packed_sdpa_equals_float64_explicit_attention() -> None:
     model = _model("alibi")
     attn = model.blocks[0].attn

@@ -10,7 +10,7 @@ R = 0): ``K_ij = m_h j``. It is packed the same way (goat.py, G5) with d_p = 2 p
 
 so ``sdpa(q', k', v)`` with its default scale computes ``softmax(qc kc^T / sqrt(d_c) + K) v``,
 with no L x L bias in memory; ``u`` is split into bf16 ``hi + lo`` exactly as GOAT's is. Nothing is
-learned: the slopes are a buffer.
+learned, and nothing is stored: the slopes are built on the inputs' device when used.
 """
 
 from __future__ import annotations
@@ -20,10 +20,27 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .goat import Positions, _as_positions, _slot_and_gain, alibi_slopes
+from .goat import Positions, _as_positions, _slot_and_gain
 
 POSITION_DIM = 2
 """Query/key dims ALiBi's packing takes from each head (the hi/lo slots of the key bias)."""
+
+
+def slopes_on(num_heads: int, device: torch.device) -> Tensor:
+    """`alibi_slopes` built on ``device`` (float64): no host-to-device copy per step.
+
+    With c the largest power of two <= H: exponents 8h/c for h = 1..c, then 4(2k+1)/c for the
+    H - c interleaved extra heads; slope = 2^-exponent.
+    """
+    c = 2 ** math.floor(math.log2(num_heads))
+    f64 = {"dtype": torch.float64, "device": device}
+    exponents = torch.cat(
+        [
+            8 * torch.arange(1, c + 1, **f64) / c,
+            4 * (2 * torch.arange(0, num_heads - c, **f64) + 1) / c,
+        ]
+    )
+    return torch.exp2(-exponents)
 
 
 class AlibiPrior(nn.Module):
@@ -36,7 +53,6 @@ class AlibiPrior(nn.Module):
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.content_dim = head_dim - POSITION_DIM
-        self.register_buffer("slopes", alibi_slopes(num_heads).float(), persistent=False)
         # precomputed so that pack() stays free of host syncs (torch.compile traces it whole)
         self._slot_gain = {
             dt: _slot_and_gain(head_dim, dt)
@@ -45,13 +61,12 @@ class AlibiPrior(nn.Module):
 
     def key_bias64(self, pos: Positions, device: torch.device) -> Tensor:
         """u_h(j) = m_h j -> (H, L) float64 on ``device``."""
-        slopes = alibi_slopes(self.num_heads).to(device)  # float64, exact
+        slopes = slopes_on(self.num_heads, device)  # float64, exact
         return slopes[:, None] * _as_positions(pos, device)[None, :]
 
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
         """K_ij = m_h j -> (num_heads, Lq, Lk) in float32, materialised (reference and plots)."""
-        device = self.slopes.device
-        u = self.key_bias64(pos_k, device)  # (H, Lk)
+        u = self.key_bias64(pos_k, torch.device("cpu"))  # (H, Lk)
         lq = len(pos_q)
         return u[:, None, :].expand(self.num_heads, lq, u.shape[1]).float()
 
