@@ -20,6 +20,8 @@ from typing import Any
 from goatdna import __version__
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
+from goatdna.locking import folder_lock
+from goatdna.training import preflight
 from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, resolved_config
 
@@ -126,8 +128,31 @@ def train(
     """Train ``config`` on the shards in ``data_dir`` into ``run_dir``; returns the summary.
 
     Raises GoatDNAError for anything the user can fix (bad data directory, occupied run
-    directory, missing checkpoint for --resume, a loss that became NaN/inf).
+    directory, missing checkpoint for --resume, a loss that became NaN/inf), and `Interrupted`
+    after Ctrl-C/SIGTERM (last.ckpt then holds the step it stopped at). Devices are checked
+    before the run directory is touched, and global rank 0 holds the run directory's lock.
     """
+    is_zero = _is_global_zero()
+    preflight.check_before_training(config, warn=is_zero)
+    try:
+        if not is_zero:
+            return _train(config, data_dir, run_dir, resume=resume, force=force)
+        with folder_lock(Path(run_dir), "--run-dir"):
+            return _train(config, data_dir, run_dir, resume=resume, force=force)
+    except (preflight.TrainingInterrupted, KeyboardInterrupt, SystemExit) as stop:
+        if isinstance(stop, SystemExit) and preflight.last_signal is None:
+            raise
+        raise preflight.interrupted_message(stop, Path(data_dir), Path(run_dir)) from None
+
+
+def _train(
+    config: RunConfig,
+    data_dir: str | Path,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+) -> dict[str, Any]:
     wall_start = time.perf_counter()
     import pytorch_lightning as pl
     import torch
