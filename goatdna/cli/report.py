@@ -48,6 +48,7 @@ def report(
 ) -> None:
     """Evaluate each run's best checkpoint, run the GC% study, write tables, plots and report.html."""
     from rich.console import Console
+    from rich.markup import escape
 
     from goatdna.analysis.evaluate import parse_context_lengths
     from goatdna.analysis.generate import SamplingOptions
@@ -77,9 +78,12 @@ def report(
             prior_layer=prior_layer,
             device=device,
         ),
-        log=lambda msg: console.print(f"[dim]report:[/dim] {msg}"),
+        log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}"),
     )
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
-    console.print(result.summary.to_string(index=False))
-    console.print(f"wrote {out / 'report.html'} and {len(result.files) - 1} other files in {out}")
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    console.print(result.summary.to_string(index=False), markup=False, highlight=False)
+    console.print(
+        f"wrote {out / 'report.html'} and {len(result.files) - 1} other files in {out}",
+        markup=False,
+    )
