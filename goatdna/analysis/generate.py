@@ -26,6 +26,10 @@ from goatdna.data_prep.tokens import BASES, TOKEN_MASK, N, encode
 from goatdna.errors import GoatDNAError
 
 SAMPLED_CLASSES = 4  # A C G T: the sampler never emits N
+MAX_NEW_TOKENS = 100_000
+"""Most bases one sample may add: the KV cache and the per-row random numbers grow with it
+(1e9 would allocate tens of GiB). Longer sequences: generate in pieces, feeding each output back
+as the next prompt (--prompt-fasta)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,12 @@ class SamplingOptions:
     def validate(self) -> None:
         if self.max_new_tokens < 1:
             raise GoatDNAError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if self.max_new_tokens > MAX_NEW_TOKENS:
+            raise GoatDNAError(
+                f"--max-new-tokens {self.max_new_tokens:,} is above the limit of "
+                f"{MAX_NEW_TOKENS:,} bases per sample (memory grows with it); generate in pieces, "
+                "feeding each output back as the prompt (--prompt-fasta)"
+            )
         if not math.isfinite(self.temperature) or self.temperature < 0:
             raise GoatDNAError(
                 f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}"

@@ -26,7 +26,7 @@ def generate(
         "optional when the file holds one record.",
     ),
     max_new_tokens: int = typer.Option(
-        200, "--max-new-tokens", help="Bases to generate per sample."
+        200, "--max-new-tokens", help="Bases to generate per sample (at most 100,000)."
     ),
     temperature: float = typer.Option(
         1.0, "--temperature", help="Softmax temperature; 0 = greedy."
@@ -56,6 +56,7 @@ def generate(
         read_prompt_fasta,
     )
     from goatdna.analysis.output import atomic_write_text, format_generation, output_format
+    from goatdna.atomic import check_output_file
 
     if (prompt is None) == (prompt_fasta is None):
         raise GoatDNAError("give exactly one of --prompt or --prompt-fasta")
@@ -67,6 +68,8 @@ def generate(
         text, label = prompt or "", "prompt"
     parse_prompt(text)  # fail on a bad prompt before loading the checkpoint
     fmt = output_format(out)
+    if out is not None:
+        check_output_file(out, "--out")  # before the checkpoint is loaded and decoding starts
     options = SamplingOptions(
         max_new_tokens=max_new_tokens,
         temperature=temperature,

@@ -114,6 +114,12 @@ def _progress_bar(enabled: bool) -> list[Any]:
         def _get_train_description(self, current_epoch: int) -> str:
             return "train"
 
+        @property
+        def total_train_batches(self) -> int | float:
+            # The whole run's micro-batches: the bar counts from the restored position on
+            # --resume (Lightning's default, the remaining optimizer steps, shows "20/9").
+            return self.trainer.num_training_batches
+
     return [StepProgressBar(leave=True)]
 
 
