@@ -130,3 +130,19 @@ def test_evaluate_footnotes_on_data_without_soft_masking(tiny_runs, tmp_path):
     assert "extrapolation" not in result.output  # no row is starred
     assert "no soft-masked bases" in result.output
     assert "nan" not in result.output
+
+
+def test_long_generation_reports_progress(tiny_runs):
+    from goatdna.analysis.checkpoint import load_checkpoint
+    from goatdna.analysis.generate import SamplingOptions, generate_continuations
+    from goatdna.cli.generate import LONG_JOB_STEPS, decoding_progress
+
+    model, _ = load_checkpoint(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
+    calls: list[int] = []
+    options = SamplingOptions(max_new_tokens=7, num_samples=3, batch_size=2)
+    generate_continuations(model, ["ACGTAC"], options, calls.append)
+    assert calls.count(0) == 2 and sum(calls) == 2 * 7  # two batches: prefill, then 7 bases
+    with decoding_progress(10, 10) as on_step:
+        assert on_step is None  # short jobs stay quiet
+    with decoding_progress(LONG_JOB_STEPS, 3) as on_step:
+        on_step(0), on_step(1)

@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from goatdna.errors import GoatDNAError
+
+LONG_JOB_STEPS = 20_000
+"""Decoding steps (or prompt bases) above which generate shows a progress bar on stderr."""
+
+
+@contextlib.contextmanager
+def decoding_progress(prompt_length: int, total_steps: int) -> Iterator[Any]:
+    """A rich bar on stderr for long jobs: the prompt's prefill first, then one tick per base."""
+    if max(prompt_length, total_steps) < LONG_JOB_STEPS:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"reading the {prompt_length:,}-base prompt", total=total_steps)
+
+        def on_step(n: int) -> None:
+            if n == 0:
+                progress.update(task, description="generating")
+            progress.advance(task, n)
+
+        yield on_step
 
 
 def generate(
@@ -79,7 +105,9 @@ def generate(
     )
     options.validate()
     model, _config = load_checkpoint(checkpoint, device=device)
-    samples = generate_continuations(model, [text], options)[0]
+    batches = -(-num_samples // options.batch_size)
+    with decoding_progress(len(text.strip()), max_new_tokens * batches) as on_step:
+        samples = generate_continuations(model, [text], options, on_step)[0]
     document = format_generation(
         fmt, str(checkpoint), label, text.strip(), samples, options, with_prompt
     )
