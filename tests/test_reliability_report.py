@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from goatdna.cli.app import app
 from goatdna.locking import folder_lock
 
-SMALL = ["--prompts", "2", "--max-eval-tokens", "512", "--context-lengths", "128"]
+SMALL = ["--prompts", "1", "--max-eval-tokens", "256", "--context-lengths", "128"]
 
 
 def _report(runs: dict[str, Path], data: Path, out: Path, *extra: str):
@@ -95,12 +95,18 @@ def test_locked_out_folder_is_refused(tiny_runs, synthetic_shards, tmp_path, no_
 def test_failure_mid_report_keeps_the_old_report_and_no_staging_folder(
     tiny_runs, synthetic_shards, old_report, monkeypatch
 ):
-    import goatdna.analysis.plots as plots
+    import goatdna.analysis.report as report_module
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("plotting failed")
+    real_evaluate = report_module.evaluate_model
+    calls = []
 
-    monkeypatch.setattr(plots, "plot_gc_trajectories", broken)
+    def broken_second_time(*args, **kwargs):  # the first model's results are written, then
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("evaluation failed")
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(report_module, "evaluate_model", broken_second_time)
     before = _snapshot(old_report)
     result = _report(tiny_runs, synthetic_shards, old_report)
     assert result.exit_code != 0 and isinstance(result.exception, RuntimeError)
@@ -109,8 +115,16 @@ def test_failure_mid_report_keeps_the_old_report_and_no_staging_folder(
 
 
 def test_names_with_markup_and_path_characters_replace_the_old_report_whole(
-    tiny_runs, synthetic_shards, old_report
+    tiny_runs, synthetic_shards, old_report, monkeypatch
 ):
+    import goatdna.analysis.plots as plots
+
+    def quick_save(fig, path):  # rendering PNGs is what costs time here, and not what is tested
+        plots._plt().close(fig)
+        path.write_bytes(b"\x89PNG\r\n\x1a\n")
+        return path
+
+    monkeypatch.setattr(plots, "_save", quick_save)
     result = _report(
         tiny_runs, synthetic_shards, old_report, "--name", "[/]", "--name", "my run (v2) [b]"
     )
