@@ -146,3 +146,12 @@ def test_long_generation_reports_progress(tiny_runs):
         assert on_step is None  # short jobs stay quiet
     with decoding_progress(LONG_JOB_STEPS, 3) as on_step:
         on_step(0), on_step(1)
+
+
+@pytest.mark.parametrize("device", ["cuda:7", "bogus"])
+def test_unusable_device_is_one_line(tiny_runs, device):
+    ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    line = _one_error(
+        _cli("generate", "--checkpoint", ckpt, "--prompt", "ACGT", "--device", device)
+    )
+    assert f"--device {device}" in line.replace("'", "")

@@ -184,3 +184,26 @@ def test_kill_9_of_prepare_with_workers_leaves_no_worker_alive(tmp_path):
     for pid in alive:  # clean up before failing
         os.kill(pid, signal.SIGKILL)
     assert not alive, f"worker processes outlived their killed parent: {alive}"
+
+
+@pytest.mark.slow
+def test_lock_held_by_another_process_names_it_and_dies_with_it(source, tmp_path):
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from goatdna.locking import folder_lock\n"
+         f"with folder_lock({str(out)!r}, '--out'):\n"
+         "    print('held', flush=True)\n"
+         "    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        line = _one_error(_cli("prepare", source, "--out", out, "--workers", "1"))
+        assert f"pid {holder.pid}" in line
+    finally:
+        holder.kill()  # SIGKILL: the kernel releases the lock; a stale lock file blocks nobody
+        holder.wait()
+    assert lock_path(out).exists()
+    assert _cli("prepare", source, "--out", out, "--workers", "1").exit_code == 0

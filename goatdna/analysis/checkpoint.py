@@ -27,6 +27,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     from goatdna.model import GoatDNA, ModelConfig
 
     path = Path(path)
+    check_device(device)
     if not path.is_file():
         raise GoatDNAError(
             f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
@@ -62,6 +63,24 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     model.to(device)
     model.eval()
     return model, dict(config)
+
+
+def check_device(device: str) -> None:
+    """--device must name a torch device that exists here (cuda without a GPU is one line)."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise GoatDNAError(
+            f"--device {device!r}: not a torch device; use cpu, cuda or cuda:N"
+        ) from None
+    if parsed.type == "cuda":
+        available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if available == 0 or (parsed.index or 0) >= available:
+            raise GoatDNAError(
+                f"--device {device}: no such CUDA GPU here ({available} visible); use --device cpu"
+            )
 
 
 def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Path:

@@ -498,6 +498,7 @@ REPORT_FILES = frozenset(
         "gc_trajectories.png",
         "report.md",
         "report.html",
+        ".demo_report.json",  # `goatdna demo`'s record of what its report was built from
     }
 )
 REPORT_PATTERNS = ("prior_curves_*.png", "prior_heatmap_*.png")
