@@ -207,3 +207,15 @@ def test_lock_held_by_another_process_names_it_and_dies_with_it(source, tmp_path
         holder.wait()
     assert lock_path(out).exists()
     assert _cli("prepare", source, "--out", out, "--workers", "1").exit_code == 0
+
+
+def test_disk_full_while_indexing_is_one_line_and_leaves_nothing(source, tmp_path, monkeypatch):
+    import goatdna.data_prep.prepare as prepare_module
+
+    def full(path, cache_dir, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(cache_dir / "genome.fa"))
+
+    monkeypatch.setattr(prepare_module, "open_fasta", full)
+    line = _one_error(_cli("prepare", source, "--out", tmp_path / "out", "--workers", "1"))
+    assert "disk full while writing" in line and "cache" in line
+    assert not (tmp_path / "out").exists()

@@ -277,13 +277,13 @@ def test_config_without_model_section_is_refused(synthetic_shards, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_large_model_on_cpu_warns(capsys):
+def test_large_model_on_cpu_warns(capsys, tmp_path):
     from goatdna.training.preflight import check_before_training
 
     config = load_run_config(REPO / "configs" / "goat-125m.yaml", ["trainer.accelerator=cpu"])
-    check_before_training(config)
+    check_before_training(config, tmp_path / "run")
     assert "warning: training a 122M-parameter model on the CPU" in capsys.readouterr().err
-    check_before_training(_config())
+    check_before_training(_config(), tmp_path / "run")
     assert capsys.readouterr().err == ""
 
 
@@ -298,3 +298,21 @@ def test_bad_set_value_names_the_argument_not_the_file(tmp_path, override, fragm
     assert "goat-tiny.yaml" not in line
     with pytest.raises(GoatDNAError, match="--set"):
         load_run_config(CONFIG, [override])
+
+
+def test_run_dir_below_a_file_is_one_line(synthetic_shards, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", blocker / "run"))
+    assert "--run-dir" in line and "is a file" in line
+
+
+def test_disk_full_anywhere_in_training_is_one_line(synthetic_shards, tmp_path, monkeypatch):
+    from goatdna.training.module import GenomeLM
+
+    def full(self, batch, batch_idx):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "x"))
+
+    monkeypatch.setattr(GenomeLM, "training_step", full)
+    line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", tmp_path / "run"))
+    assert "disk full while writing" in line and "--resume" in line

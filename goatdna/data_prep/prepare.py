@@ -395,7 +395,13 @@ def _prepare_locked(
     fresh_work = options.force or not (out_dir / WORK_DIR_NAME).exists()
     new_indexes = [p for p in _index_files(fasta) if not p.exists()]
     try:
-        return _prepare(fasta, out_dir, options, reporter)
+        try:
+            return _prepare(fasta, out_dir, options, reporter)
+        except OSError as err:  # e.g. the gzip cache or an index filling the disk
+            if is_disk_full(err):
+                where = err.filename or out_dir
+                raise disk_full_error(where, None, RESUME_HINT) from None
+            raise
     except GoatDNAError as err:
         # Bad input: leave nothing behind that looks like a dataset or a resumable run.
         # (A killed process cannot get here, so its work directory stays for --resume; a

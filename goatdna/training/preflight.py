@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+from goatdna.atomic import check_output_dir, disk_full_error
 from goatdna.errors import GoatDNAError, Interrupted
 from goatdna.training.config import RunConfig
 
@@ -34,14 +35,17 @@ class TrainingInterrupted(BaseException):
         self.signum = signum
 
 
-def check_before_training(config: RunConfig, *, warn: bool = True) -> None:
-    """Accelerator and devices must be usable here; warn when a >100M model would train on CPU."""
+def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True) -> None:
+    """Accelerator, devices and the run directory must be usable here; warn when a >100M model
+    would train on a CPU."""
     import torch
 
     from goatdna.runtime import check_accelerator, parse_devices
 
     global last_signal
     last_signal = None
+    if warn:  # global rank 0: the one that writes the run directory
+        check_output_dir(run_dir, "--run-dir")
     trainer = config.trainer
     check_accelerator(trainer.accelerator)
     devices = parse_devices(trainer.devices)
@@ -62,6 +66,15 @@ def check_before_training(config: RunConfig, *, warn: bool = True) -> None:
             "thousand steps; use a GPU, or a small config such as configs/goat-tiny.yaml",
             file=sys.stderr,
         )
+
+
+def disk_full(err: OSError, run_dir: Path) -> GoatDNAError:
+    """A full disk met anywhere in training, as one line that says how to continue."""
+    return disk_full_error(
+        err.filename or run_dir,
+        None,
+        "rerun the same command with --resume (it continues from the last checkpoint)",
+    )
 
 
 def interrupted_message(stop: BaseException, data_dir: Path, run_dir: Path) -> Interrupted:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from goatdna import __version__
+from goatdna.atomic import is_disk_full
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
@@ -139,7 +140,7 @@ def train(
     before the run directory is touched, and global rank 0 holds the run directory's lock.
     """
     is_zero = _is_global_zero()
-    preflight.check_before_training(config, warn=is_zero)
+    preflight.check_before_training(config, Path(run_dir), warn=is_zero)
     try:
         if not is_zero:
             return _train(config, data_dir, run_dir, resume=resume, force=force)
@@ -149,6 +150,10 @@ def train(
         if isinstance(stop, SystemExit) and preflight.last_signal is None:
             raise
         raise preflight.interrupted_message(stop, Path(data_dir), Path(run_dir)) from None
+    except OSError as err:  # a full disk anywhere else (TensorBoard, metrics): one line too
+        if not is_disk_full(err):
+            raise
+        raise preflight.disk_full(err, Path(run_dir)) from None
 
 
 def _train(
