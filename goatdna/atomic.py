@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -71,6 +72,19 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _new_temp_file(path: Path) -> Path:
+    """An empty, new file ``.NAME.<random>.tmp`` beside ``path``, with the umask's usual mode
+    (``mkstemp`` would make it 0600, and the renamed output unreadable to others)."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"no free temporary name beside {path}")  # pragma: no cover
+
+
 @contextmanager
 def atomic_path(path: str | Path, *, then: str = "rerun the command") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it into place if the block succeeds.
@@ -80,9 +94,7 @@ def atomic_path(path: str | Path, *, then: str = "rerun the command") -> Iterato
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _new_temp_file(path)
     try:
         yield tmp
         with open(tmp, "rb") as handle:

@@ -219,3 +219,16 @@ def test_disk_full_while_indexing_is_one_line_and_leaves_nothing(source, tmp_pat
     line = _one_error(_cli("prepare", source, "--out", tmp_path / "out", "--workers", "1"))
     assert "disk full while writing" in line and "cache" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_atomic_writes_keep_the_usual_file_mode_and_leave_no_temp_files(tmp_path):
+    from goatdna.atomic import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        target = atomic_write_text(tmp_path / "x" / "out.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "{}\n"
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in target.parent.iterdir()] == ["out.json"]
