@@ -240,10 +240,15 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
     monkeypatch.setattr(GenomeLM, "training_step", real_step)
 
     resumed = CliRunner().invoke(
-        app, ["train", "--run-dir", str(run), "--data", str(synthetic_shards), "--resume"]
-    )
+        app,
+        ["train", "--run-dir", str(run), "--data", str(synthetic_shards), "--resume",
+         "--set", "trainer.progress_bar=true"],
+    )  # fmt: skip
     assert resumed.exit_code == 0, resumed.output
     _assert_same_weights(_weights(run), _weights(reference))
+    assert (
+        "12/12" in resumed.output
+    )  # the bar counts the whole run (Lightning's default showed "12/5")
 
 
 # ------------------------------------------------------------------------------ devices, configs
@@ -263,6 +268,9 @@ def test_bad_devices_leave_the_run_dir_untouched(synthetic_shards, tmp_path, fla
     line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", run, *flags))
     assert fragment in line
     assert not run.exists()
+    if "abc" in flags:  # the corrected command needs no --force
+        fixed = _cli_train("--data", synthetic_shards, "--run-dir", run, "--devices", "1")
+        assert fixed.exit_code == 0, fixed.output
 
 
 def test_config_without_model_section_is_refused(synthetic_shards, tmp_path):
