@@ -252,7 +252,7 @@ class RunLifecycle(pl.Callback):
             )  # every rank takes part; rank 0 writes; ends in a barrier
             if trainer.is_global_zero:
                 os.replace(tmp, path)
-        except OSError as err:
+        except BaseException as err:  # a full disk, a second Ctrl-C: no partial file stays
             if trainer.is_global_zero:
                 tmp.unlink(missing_ok=True)
             if not is_disk_full(err):

@@ -301,7 +301,7 @@ class RunDir:
             path = self.root / name
             if path.exists() or path.is_symlink():
                 ours.append(path)
-        ours += [p for p in self.root.glob(".*.tmp") if p.is_file()]
+            ours += [p for p in self.root.glob(f".{name}*.tmp") if p.is_file()]
         for folder, patterns in (
             (self.checkpoints, [*CHECKPOINT_FILES, *(f".{n}*.tmp" for n in CHECKPOINT_FILES)]),
             (self.tensorboard, list(TENSORBOARD_PATTERNS)),
