@@ -27,6 +27,12 @@ def _one_error(result) -> str:
     return lines[0]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in folder.iterdir()}
 
@@ -130,6 +136,7 @@ def test_names_with_markup_and_path_characters_replace_the_old_report_whole(
         tiny_runs, synthetic_shards, old_report, "--name", "[/]", "--name", "my run (v2) [b]"
     )
     assert result.exit_code == 0, (result.output, result.exception)
+    assert old_report.stat().st_mode & 0o777 == 0o777 & ~_umask()
     names = sorted(p.name for p in old_report.iterdir())
     assert "prior_curves_old_layer0.png" not in names  # the old report is not mixed in
     assert (old_report / "summary.csv").read_text() != "old\n"

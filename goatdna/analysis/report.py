@@ -23,8 +23,8 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -546,7 +546,8 @@ def staging_folder(final_dir: Path) -> Iterator[Path]:
     """
     final_dir = final_dir.absolute()
     final_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final_dir.name}.staging-", dir=final_dir.parent))
+    staging = final_dir.with_name(f".{final_dir.name}.staging-{os.getpid()}-{secrets.token_hex(4)}")
+    staging.mkdir()  # the umask's usual mode (mkdtemp's 0700 would hide the report from others)
     try:
         yield staging
         old = None
