@@ -86,7 +86,8 @@ def folder_lock(folder: str | Path, option: str) -> Iterator[Path]:
         os.close(fd)
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {' '.join(sys.argv)}\n".encode(), 0)
+        command = " ".join([Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:]])
+        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         yield path
     finally:
         with suppress(OSError):

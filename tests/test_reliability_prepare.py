@@ -232,3 +232,28 @@ def test_atomic_writes_keep_the_usual_file_mode_and_leave_no_temp_files(tmp_path
     assert target.read_text() == "{}\n"
     assert target.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in target.parent.iterdir()] == ["out.json"]
+
+
+@pytest.mark.slow
+def test_two_prepares_into_one_out_at_once_leave_one_valid_dataset(tmp_path):
+    inputs = [
+        write_synthetic_fasta(
+            tmp_path / f"g{seed}.fa",
+            SyntheticGenomeConfig(total_length=1_500_000, n_contigs=3, seed=seed),
+        )
+        for seed in (1, 2)
+    ]
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "goatdna.cli.app", "prepare"]
+    procs = [
+        subprocess.Popen([*cmd, str(fa), "--out", str(out), "--workers", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for fa in inputs
+    ]  # fmt: skip
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    loser = next(err for code, err in results if code == 2)
+    # whichever came second: refused while the first held the lock, or after it had finished
+    assert "in use by another goatdna process" in loser or "different dataset" in loser, loser
+    assert _cli("info", out, "--verify").exit_code == 0
