@@ -64,6 +64,27 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+class ConfigKeyError(GoatDNAError):
+    """A config value that is wrong, with the dotted key it sits under (``optim.lr``), so a
+    caller can tell whether a ``--set`` argument or the YAML file put it there."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.detail = message
+
+
+def override_for_key(key: str, overrides: list[str]) -> str | None:
+    """The last ``--set`` argument that set ``key`` (or a section above or below it)."""
+    for item in reversed(overrides):
+        name = item.split("=", 1)[0].strip()
+        if not name or not key:
+            continue
+        if key == name or key.startswith((f"{name}.", f"{name}[")) or name.startswith(f"{key}."):
+            return item
+    return None
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
@@ -75,13 +96,15 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         return value
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise GoatDNAError(f"config key '{where}' must be a mapping, got {value!r}")
+            raise ConfigKeyError(where, f"config key '{where}' must be a mapping, got {value!r}")
         return from_dict(tp, value, where)
     if origin is typing.Literal:
         allowed = typing.get_args(tp)
         if value not in allowed:
             choices = ", ".join(repr(a) for a in allowed)
-            raise GoatDNAError(f"config key '{where}' must be one of {choices}, got {value!r}")
+            raise ConfigKeyError(
+                where, f"config key '{where}' must be one of {choices}, got {value!r}"
+            )
         return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -93,40 +116,42 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 continue
             try:
                 return _coerce(value, arg, where)
-            except GoatDNAError as err:
+            except ConfigKeyError as err:
                 errors.append(str(err))
-        raise GoatDNAError(
-            f"config key '{where}' has wrong type: expected {_type_name(tp)}, got {value!r}"
+        raise ConfigKeyError(
+            where, f"config key '{where}' has wrong type: expected {_type_name(tp)}, got {value!r}"
         )
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise GoatDNAError(f"config key '{where}' must be a list, got {value!r}")
+            raise ConfigKeyError(where, f"config key '{where}' must be a list, got {value!r}")
         args = typing.get_args(tp)
         item_tp = args[0] if args else Any
         items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            raise GoatDNAError(f"config key '{where}' must be a mapping, got {value!r}")
+            raise ConfigKeyError(where, f"config key '{where}' must be a mapping, got {value!r}")
         return dict(value)
     if tp is bool:
         if not isinstance(value, bool):
-            raise GoatDNAError(f"config key '{where}' must be true or false, got {value!r}")
+            raise ConfigKeyError(
+                where, f"config key '{where}' must be true or false, got {value!r}"
+            )
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise GoatDNAError(f"config key '{where}' must be an integer, got {value!r}")
+            raise ConfigKeyError(where, f"config key '{where}' must be an integer, got {value!r}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise GoatDNAError(f"config key '{where}' must be a number, got {value!r}")
+            raise ConfigKeyError(where, f"config key '{where}' must be a number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise GoatDNAError(f"config key '{where}' must be a string, got {value!r}")
+            raise ConfigKeyError(where, f"config key '{where}' must be a string, got {value!r}")
         return value
     if isinstance(tp, type) and not isinstance(value, tp):
-        raise GoatDNAError(f"config key '{where}' must be {_type_name(tp)}, got {value!r}")
+        raise ConfigKeyError(where, f"config key '{where}' must be {_type_name(tp)}, got {value!r}")
     return value
 
 
@@ -138,7 +163,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     if unknown:
         key = f"{where}.{unknown[0]}" if where else unknown[0]
         known = ", ".join(sorted(fields))
-        raise GoatDNAError(f"unknown config key '{key}'; known keys here: {known}")
+        raise ConfigKeyError(key, f"unknown config key '{key}'; known keys here: {known}")
     kwargs = {}
     for name, value in data.items():
         key = f"{where}.{name}" if where else name
@@ -146,7 +171,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
-        raise GoatDNAError(f"config '{where or cls.__name__}': {err}") from None
+        raise ConfigKeyError(where, f"config '{where or cls.__name__}': {err}") from None
 
 
 def to_dict(obj: Any) -> dict[str, Any]:
@@ -177,7 +202,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise GoatDNAError(f"--set {item!r}: '{part}' is not a config section")
-        node[parts[-1]] = parse_scalar(raw)
+        try:
+            node[parts[-1]] = parse_scalar(raw)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or err.__class__.__name__
+            raise GoatDNAError(
+                f"--set {item!r}: the value {raw!r} is not valid YAML ({problem}); e.g. "
+                "--set 'optim.betas=[0.9, 0.95]' or --set optim.lr=3e-4"
+            ) from None
     return out
 
 

@@ -35,6 +35,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     from goatdna.model import GoatDNA, ModelConfig
 
     path = Path(path)
+    check_device(device)
     if path.is_dir():
         return load_export(path, device)
     if not path.is_file():
@@ -209,6 +210,24 @@ def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
         "val_bits_per_base": float(val_loss) / math.log(2) if finite else None,
         "val_step": val_step if finite else None,
     }
+
+
+def check_device(device: str) -> None:
+    """--device must name a torch device that exists here (cuda without a GPU is one line)."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise GoatDNAError(
+            f"--device {device!r}: not a torch device; use cpu, cuda or cuda:N"
+        ) from None
+    if parsed.type == "cuda":
+        available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if available == 0 or (parsed.index or 0) >= available:
+            raise GoatDNAError(
+                f"--device {device}: no such CUDA GPU here ({available} visible); use --device cpu"
+            )
 
 
 def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Path:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,10 @@ from goatdna.data_prep.tokens import BASES, TOKEN_MASK, N, encode
 from goatdna.errors import GoatDNAError
 
 SAMPLED_CLASSES = 4  # A C G T: the sampler never emits N
+MAX_NEW_TOKENS = 100_000
+"""Most bases one sample may add: the KV cache and the per-row random numbers grow with it
+(1e9 would allocate tens of GiB). Longer sequences: generate in pieces, feeding each output back
+as the next prompt (--prompt-fasta)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,12 @@ class SamplingOptions:
     def validate(self) -> None:
         if self.max_new_tokens < 1:
             raise GoatDNAError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if self.max_new_tokens > MAX_NEW_TOKENS:
+            raise GoatDNAError(
+                f"--max-new-tokens {self.max_new_tokens:,} is above the limit of "
+                f"{MAX_NEW_TOKENS:,} bases per sample (memory grows with it); generate in pieces, "
+                "feeding each output back as the prompt (--prompt-fasta)"
+            )
         if not math.isfinite(self.temperature) or self.temperature < 0:
             raise GoatDNAError(
                 f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}"
@@ -127,10 +137,12 @@ def sample_batch(
     uniforms: Any,
     temperature: float = 1.0,
     top_k: int | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> Any:
     """Continue equal-length prompts: (B, P) tokens and (B, T) uniforms -> (B, T) new tokens.
 
-    One prefill ``forward_cached`` over the prompt, then one step per new base.
+    One prefill ``forward_cached`` over the prompt, then one step per new base; ``on_step(n)``
+    is told after the prefill (n = 0) and after every new base (n = 1), for a progress bar.
     """
     import torch
 
@@ -139,10 +151,14 @@ def sample_batch(
     cache = model.new_cache(batch, prompt_len + steps)
     with torch.inference_mode():
         logits = model.forward_cached(prompt_tokens, cache)[:, -1]  # (B, V)
+        if on_step is not None:
+            on_step(0)
         out = torch.empty(batch, steps, dtype=torch.long, device=prompt_tokens.device)  # (B, T)
         for t in range(steps):
             nxt = _pick(logits, uniforms[:, t], temperature, top_k)  # (B,)
             out[:, t] = nxt
+            if on_step is not None:
+                on_step(1)
             if t + 1 < steps:
                 logits = model.forward_cached(nxt[:, None], cache)[:, -1]  # (B, V)
     return out
@@ -161,10 +177,12 @@ def generate_continuations(
     model: Any,
     prompts: Sequence[str],
     options: SamplingOptions | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> list[list[str]]:
     """Continue each prompt ``options.num_samples`` times: result[i][s] is an uppercase string.
 
-    Rows of equal prompt length are decoded together in batches of ``options.batch_size``.
+    Rows of equal prompt length are decoded together in batches of ``options.batch_size``;
+    ``on_step`` follows the decoding (see `sample_batch`).
     """
     import torch
 
@@ -203,6 +221,7 @@ def generate_continuations(
                         torch.from_numpy(uniforms).to(device),
                         options.temperature,
                         options.top_k,
+                        on_step,
                     )
                     new_np = new.cpu().numpy().astype(np.uint8)  # (B, T), values 0..3
                     if (new_np == N).any():  # cannot happen: class 4 is never sampled

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from goatdna import atomic
 from goatdna.errors import GoatDNAError
 
 FASTA_SUFFIXES = {".fa", ".fasta", ".fna"}
@@ -21,16 +21,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
     A reader never sees a half-written file: either the old one or the complete new one.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return atomic.atomic_write_text(path, text)
 
 
 def output_format(path: Path | None) -> str:

@@ -21,7 +21,12 @@ import datetime as _dt
 import html
 import json
 import math
-from collections.abc import Callable, Sequence
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +44,9 @@ from goatdna.analysis.evaluate import (
     evaluate_model,
 )
 from goatdna.analysis.output import atomic_write_text
+from goatdna.atomic import check_output_dir
 from goatdna.errors import GoatDNAError
+from goatdna.locking import folder_lock
 
 SUMMARY_COLUMNS = [
     "model",
@@ -275,8 +282,12 @@ def formatted(frame: Any, formats: dict[str, str], default: str = ".4g") -> list
 
 def markdown_table(rows: list[list[str]]) -> str:
     header, *body = rows
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in body]
+
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    lines = [row(header), "|" + "|".join("---" for _ in header) + "|"]
+    lines += [row(r) for r in body]
     return "\n".join(lines)
 
 
@@ -379,6 +390,11 @@ class _Section:
     image: Path | None = None
 
 
+def markdown_escape(text: str) -> str:
+    """Backslash-escape the characters that would end or nest a Markdown link text or cell."""
+    return re.sub(r"([\\`*_\[\]()<>|#!])", r"\\\1", text)
+
+
 def _render_markdown(title: str, intro: str, sections: Sequence[_Section]) -> str:
     parts = [f"# {title}", "", intro, ""]
     for s in sections:
@@ -388,7 +404,7 @@ def _render_markdown(title: str, intro: str, sections: Sequence[_Section]) -> st
         if s.table is not None:
             parts += [markdown_table(s.table), ""]
         if s.image is not None:
-            parts += [f"![{s.title}]({s.image.name})", ""]
+            parts += [f"![{markdown_escape(s.title)}](<{s.image.name}>)", ""]
     return "\n".join(parts)
 
 
@@ -439,26 +455,131 @@ def _render_html(title: str, intro: str, sections: Sequence[_Section]) -> str:
 
 
 def build_report(options: ReportOptions, log: Callable[[str], None] | None = None) -> ReportResult:
-    """Run the whole comparison and write the report directory."""
-    import pandas as pd
+    """Run the whole comparison and write the report directory.
 
-    from goatdna.analysis import plots
-    from goatdna.analysis.gc_study import run_gc_study, summary_frame
-    from goatdna.analysis.prompts import draw_prompts
+    Every option, the runs and the output location are checked before any work; the report is
+    written into a staging folder and swapped in whole, under the output folder's lock.
+    """
     from goatdna.data_prep import ShardedGenome
 
     say = log or (lambda _msg: None)
     if not options.runs:
         raise GoatDNAError("give at least one --run directory (usually a GOAT and a RoPE run)")
+    final_dir = Path(options.out_dir)
+    check_report_out(final_dir)
     genome = ShardedGenome(options.data_dir)
-    out_dir = Path(options.out_dir)
-    result = ReportResult(out_dir=out_dir, summary=None)
+    for split, flag in ((options.split, "--split"), (options.gc_split, "GC study split")):
+        if split not in genome.split_names():
+            raise GoatDNAError(
+                f"{flag} {split!r}: {options.data_dir} has no bases there; choose one of "
+                f"{', '.join(genome.split_names())}"
+            )
+    result = ReportResult(out_dir=final_dir, summary=None)
 
     runs = [load_run(Path(r), "", options.device) for r in options.runs]
     names = _unique_names(options.runs, options.names, [run.positional for run in runs])
     for run, name in zip(runs, names, strict=True):
         run.name = name
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_prior_layer(options.prior_layer, runs)
+    with folder_lock(final_dir, "--out"):
+        check_report_out(final_dir)  # again, now that no other report can write there
+        with staging_folder(final_dir) as out_dir:
+            _write_report(options, genome, runs, out_dir, result, say)
+    result.files = [final_dir / path.name for path in result.files]
+    return result
+
+
+REPORT_FILES = frozenset(
+    {
+        "summary.csv",
+        "evaluation.csv",
+        "evaluation.json",
+        "gc_continuations.csv",
+        "gc_summary.csv",
+        "nll_vs_context.png",
+        "training_curves.png",
+        "gc_trajectories.png",
+        "report.md",
+        "report.html",
+        ".demo_report.json",  # `goatdna demo`'s record of what its report was built from
+    }
+)
+REPORT_PATTERNS = ("prior_curves_*.png", "prior_heatmap_*.png")
+
+
+def _is_report_file(path: Path) -> bool:
+    return path.is_file() and (
+        path.name in REPORT_FILES or any(path.match(p) for p in REPORT_PATTERNS)
+    )
+
+
+def check_report_out(out_dir: Path) -> None:
+    """--out must be new, empty, or an earlier report (it is replaced as a whole)."""
+    check_output_dir(out_dir, "--out")
+    if out_dir.is_dir():
+        foreign = sorted(p.name for p in out_dir.iterdir() if not _is_report_file(p))
+        if foreign:
+            raise GoatDNAError(
+                f"--out {out_dir} holds files a report did not write ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}); the report replaces its folder as a "
+                "whole, so choose an empty or new folder"
+            )
+
+
+def _check_prior_layer(layer: int | None, runs: Sequence[RunData]) -> None:
+    if layer is None:
+        return
+    for run in runs:
+        if run.positional != "goat":
+            continue
+        n_layers = len(run.model.blocks)
+        if not 0 <= layer < n_layers:
+            raise GoatDNAError(
+                f"--prior-layer {layer}: {run.name} has layers 0..{n_layers - 1}; choose one "
+                "of those (default: the last)"
+            )
+
+
+@contextmanager
+def staging_folder(final_dir: Path) -> Iterator[Path]:
+    """Build the report in a hidden sibling folder; swap it in only when every file is written.
+
+    An earlier report is replaced as a whole (never mixed with the new one); on any error the
+    staging folder is removed and the earlier report stays as it was.
+    """
+    final_dir = final_dir.absolute()
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = final_dir.with_name(f".{final_dir.name}.staging-{os.getpid()}-{secrets.token_hex(4)}")
+    staging.mkdir()  # the umask's usual mode (mkdtemp's 0700 would hide the report from others)
+    try:
+        yield staging
+        old = None
+        if final_dir.exists():
+            old = final_dir.with_name(f".{final_dir.name}.old-{os.getpid()}")
+            os.rename(final_dir, old)
+        os.rename(staging, final_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_report(
+    options: ReportOptions,
+    genome: Any,
+    runs: list[RunData],
+    out_dir: Path,
+    result: ReportResult,
+    say: Callable[[str], None],
+) -> None:
+    """Evaluate, run the GC study, draw and write everything into ``out_dir``."""
+    import pandas as pd
+
+    from goatdna.analysis import plots
+    from goatdna.analysis.gc_study import run_gc_study, summary_frame
+    from goatdna.analysis.prompts import draw_prompts
+
     for run in runs:
         shas = {
             v
@@ -568,21 +689,24 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
             out_dir / "recall.png",
         )
     prior_images: list[tuple[str, int, Path, Path]] = []
+    used_stems: set[str] = set()
     for run in runs:
         if run.positional != "goat":
             continue
         n_layers = len(run.model.blocks)
         layer = n_layers - 1 if options.prior_layer is None else options.prior_layer
-        if not 0 <= layer < n_layers:
-            raise GoatDNAError(f"--prior-layer {layer}: {run.name} has layers 0..{n_layers - 1}")
         prior = run.model.blocks[layer].attn.prior
+        stem = file_safe(run.name)
+        while stem in used_stems:  # two names that differ only in unsafe characters
+            stem += "_"
+        used_stems.add(stem)
         curves = plots.plot_prior_curves(
-            prior, run.train_length, layer, out_dir / f"prior_curves_{run.name}_layer{layer}.png"
+            prior, run.train_length, layer, out_dir / f"prior_curves_{stem}_layer{layer}.png"
         )
         heat = plots.plot_prior_heatmap(
             prior,
             layer,
-            out_dir / f"prior_heatmap_{run.name}_layer{layer}.png",
+            out_dir / f"prior_heatmap_{stem}_layer{layer}.png",
             min(options.heatmap_length, run.train_length),
         )
         prior_images.append((run.name, layer, curves, heat))
@@ -604,7 +728,12 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
     result.files.append(
         atomic_write_text(out_dir / "report.html", _render_html(title, intro, sections))
     )
-    return result
+
+
+def file_safe(name: str) -> str:
+    """A model name as a file-name piece: letters, digits, '.', '_' and '-' only."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return safe or "model"
 
 
 def default_recall_distances(train_length: int, segment_length: int) -> list[int]:

@@ -29,7 +29,7 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except GoatDNAError as err:
             message = " ".join(str(err).split())  # always exactly one line
-            print(f"error: {message}", file=sys.stderr)
-            raise typer.Exit(USER_ERROR_EXIT_CODE) from None
+            print(f"{getattr(err, 'prefix', 'error')}: {message}", file=sys.stderr)
+            raise typer.Exit(getattr(err, "exit_code", USER_ERROR_EXIT_CODE)) from None
 
     return wrapper  # type: ignore[return-value]

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
+
+
+def _bits(value: float) -> str:
+    """A bits/base cell; '-' where no target of that kind was scored (not 'nan')."""
+    return "-" if math.isnan(value) else f"{value:.4f}"
 
 
 def evaluate(
@@ -44,10 +50,13 @@ def evaluate(
         parse_context_lengths,
         write_evaluation,
     )
+    from goatdna.atomic import check_output_dir
     from goatdna.errors import GoatDNAError
 
     if batch_tokens < 1:
         raise GoatDNAError(f"--batch-tokens must be >= 1, got {batch_tokens}")
+    if out is not None:
+        check_output_dir(out, "--out")  # before any work
     lengths = parse_context_lengths(context_lengths) if context_lengths else None
     evaluation = evaluate_checkpoint(
         checkpoint, data, split, lengths, max_tokens, batch_tokens, device, show_progress=True
@@ -65,12 +74,17 @@ def evaluate(
             f"{r.nll:.4f}",
             f"{r.bits_per_base:.4f}",
             f"{r.perplexity:.4f}",
-            f"{r.repeat_bits_per_base:.4f}",
-            f"{r.nonrepeat_bits_per_base:.4f}",
+            _bits(r.repeat_bits_per_base),
+            _bits(r.nonrepeat_bits_per_base),
         )
     console = Console()
     console.print(table)
-    console.print("* longer than the training length (extrapolation)")
+    if any(r.extrapolation for r in evaluation.results):
+        console.print("* longer than the training length (extrapolation)")
+    if all(math.isnan(r.repeat_bits_per_base) for r in evaluation.results):
+        console.print("repeat b/b: no soft-masked bases among the scored targets")
+    if all(math.isnan(r.nonrepeat_bits_per_base) for r in evaluation.results):
+        console.print("non-repeat b/b: every scored target is soft-masked")
     if out is not None:
         write_evaluation(evaluation, out / "evaluation.json", out / "evaluation.csv")
         console.print(f"wrote {out / 'evaluation.json'} and {out / 'evaluation.csv'}")

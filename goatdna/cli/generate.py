@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from goatdna.errors import GoatDNAError
+
+LONG_JOB_STEPS = 20_000
+"""Decoding steps (or prompt bases) above which generate shows a progress bar on stderr."""
+
+
+@contextlib.contextmanager
+def decoding_progress(prompt_length: int, total_steps: int) -> Iterator[Any]:
+    """A rich bar on stderr for long jobs: the prompt's prefill first, then one tick per base."""
+    if max(prompt_length, total_steps) < LONG_JOB_STEPS:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"reading the {prompt_length:,}-base prompt", total=total_steps)
+
+        def on_step(n: int) -> None:
+            if n == 0:
+                progress.update(task, description="generating")
+            progress.advance(task, n)
+
+        yield on_step
 
 
 def generate(
@@ -29,7 +55,7 @@ def generate(
         "optional when the file holds one record.",
     ),
     max_new_tokens: int = typer.Option(
-        200, "--max-new-tokens", help="Bases to generate per sample."
+        200, "--max-new-tokens", help="Bases to generate per sample (at most 100,000)."
     ),
     temperature: float = typer.Option(
         1.0, "--temperature", help="Softmax temperature; 0 = greedy."
@@ -59,6 +85,7 @@ def generate(
         read_prompt_fasta,
     )
     from goatdna.analysis.output import atomic_write_text, format_generation, output_format
+    from goatdna.atomic import check_output_file
 
     if (prompt is None) == (prompt_fasta is None):
         raise GoatDNAError("give exactly one of --prompt or --prompt-fasta")
@@ -70,6 +97,8 @@ def generate(
         text, label = prompt or "", "prompt"
     parse_prompt(text)  # fail on a bad prompt before loading the checkpoint
     fmt = output_format(out)
+    if out is not None:
+        check_output_file(out, "--out")  # before the checkpoint is loaded and decoding starts
     options = SamplingOptions(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
@@ -79,7 +108,9 @@ def generate(
     )
     options.validate()
     model, _config = load_checkpoint(checkpoint, device=device)
-    samples = generate_continuations(model, [text], options)[0]
+    batches = -(-num_samples // options.batch_size)
+    with decoding_progress(len(text.strip()), max_new_tokens * batches) as on_step:
+        samples = generate_continuations(model, [text], options, on_step)[0]
     document = format_generation(
         fmt, str(checkpoint), label, text.strip(), samples, options, with_prompt
     )

@@ -9,8 +9,8 @@ import typer
 
 def model_info(
     config: Path = typer.Argument(..., help="YAML config with a `model:` section."),
-    seq_len: int = typer.Option(
-        0, "--seq-len", help="Context length for the FLOPs term (default: model.train_length)."
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", help="Context length for the FLOPs term (default: model.train_length)."
     ),
 ) -> None:
     """Print the model's parameters by component, GOAT's d_c/d_p per head and FLOPs per token."""
@@ -26,10 +26,12 @@ def model_info(
     section = data.get("model")
     if not isinstance(section, dict):
         raise GoatDNAError(f"{config}: no `model:` section; add one (see configs/goat-tiny.yaml)")
+    if seq_len is not None and seq_len < 1:
+        raise GoatDNAError(
+            f"--seq-len must be >= 1, got {seq_len} (omit it for model.train_length)"
+        )
     model_config = from_dict(ModelConfig, section, "model")
-    length = seq_len or model_config.train_length
-    if length < 1:
-        raise GoatDNAError(f"--seq-len must be >= 1, got {seq_len}")
+    length = seq_len if seq_len is not None else model_config.train_length
 
     with torch.device("meta"):  # shapes only: no memory, no init cost
         model = GoatDNA(model_config)

@@ -107,6 +107,8 @@ def prepare(
 
     if force and resume:
         raise GoatDNAError("--force and --resume exclude each other: choose one")
+    if workers is not None and workers < 1:
+        raise GoatDNAError(f"--workers must be >= 1, got {workers} (omit it for the default)")
     options = PrepareOptions(
         contigs=_names(contigs),
         exclude_contigs=_names(exclude_contigs),

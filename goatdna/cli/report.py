@@ -57,6 +57,7 @@ def report(
 ) -> None:
     """Evaluate each run's best checkpoint, run the GC% study, write tables, plots and report.html."""
     from rich.console import Console
+    from rich.markup import escape
 
     from goatdna.analysis.evaluate import parse_context_lengths
     from goatdna.analysis.generate import SamplingOptions
@@ -92,9 +93,12 @@ def report(
             recall_distances=distances,
             device=device,
         ),
-        log=lambda msg: console.print(f"[dim]report:[/dim] {msg}"),
+        log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}"),
     )
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
-    console.print(result.summary.to_string(index=False))
-    console.print(f"wrote {out / 'report.html'} and {len(result.files) - 1} other files in {out}")
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    console.print(result.summary.to_string(index=False), markup=False, highlight=False)
+    console.print(
+        f"wrote {out / 'report.html'} and {len(result.files) - 1} other files in {out}",
+        markup=False,
+    )

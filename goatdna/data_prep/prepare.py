@@ -16,12 +16,15 @@ How a run is laid out on disk, so that it can be killed at any moment and resume
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -30,6 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from goatdna import __version__
+from goatdna.atomic import (
+    DiskFullError,
+    atomic_write_bytes,
+    check_output_dir,
+    disk_full_error,
+    is_disk_full,
+)
 from goatdna.data_prep.fasta import FastaSource, open_fasta
 from goatdna.data_prep.options import PrepareOptions
 from goatdna.data_prep.progress import Reporter
@@ -50,6 +60,7 @@ from goatdna.data_prep.synthetic import (
     write_bytes_if_changed,
 )
 from goatdna.errors import GoatDNAError
+from goatdna.locking import folder_lock
 
 WORK_DIR_NAME = ".prepare"
 KILL_AFTER_ENV = "GOATDNA_PREPARE_KILL_AFTER_RECORDS"
@@ -75,11 +86,11 @@ class RecordStats:
     sha256: str
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
+RESUME_HINT = "rerun the same command with --resume (it keeps every finished record)"
+
+
+def _atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    atomic_write_bytes(path, data, then=RESUME_HINT, durable=durable)
 
 
 def _sha256_file(path: Path) -> str:
@@ -162,12 +173,17 @@ def _count_and_hash(tokens: bytes, digest) -> tuple[int, int, int]:
     return n, soft, gc
 
 
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+def _pwrite_all(fd: int, data: bytes, offset: int, path: Path | None = None) -> None:
     view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
+    try:
+        while view:
+            written = os.pwrite(fd, view, offset)
+            view = view[written:]
+            offset += written
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full_error(path or "a split file", len(view), RESUME_HINT) from None
+        raise
 
 
 def _maybe_kill_after_bases(n: int) -> None:
@@ -196,7 +212,7 @@ def process_record(
         while pos < task.record.end:
             end = min(task.record.end, pos + chunk_bases)
             tokens = reader.read_tokens(contig, pos, end)
-            _pwrite_all(fd, tokens, task.offset + pos - task.record.start)
+            _pwrite_all(fd, tokens, task.offset + pos - task.record.start, partial)
             _maybe_kill_after_bases(len(tokens))
             n, soft, gc = _count_and_hash(tokens, digest)
             n_count += n
@@ -215,8 +231,40 @@ def process_record(
 _WORKER_QUEUE = None
 
 
-def _worker_init(queue) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Make the kernel SIGKILL this worker when its parent dies, even by ``kill -9``.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``. Elsewhere (or if prctl is unavailable) a daemon
+    thread polls the parent pid once a second. Either way no worker outlives a killed prepare.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the guard was armed
+        os._exit(1)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _worker_init(queue, parent_pid: int | None = None) -> None:
     global _WORKER_QUEUE
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     _WORKER_QUEUE = queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
 
@@ -265,8 +313,8 @@ def _remove_dataset(out_dir: Path) -> None:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-    tmp = out_dir / (MANIFEST_NAME + ".tmp")
-    tmp.unlink(missing_ok=True)
+    for tmp in [out_dir / (MANIFEST_NAME + ".tmp"), *out_dir.glob(f".{MANIFEST_NAME}.*.tmp")]:
+        tmp.unlink(missing_ok=True)
 
 
 def _same_dataset(
@@ -329,20 +377,45 @@ def prepare_genome(
     options = options or PrepareOptions()
     fasta = Path(fasta)
     out_dir = Path(out_dir)
+    check_output_dir(out_dir, "--out")
+    with folder_lock(out_dir, "--out"):
+        return _prepare_locked(fasta, out_dir, options, reporter)
+
+
+def _index_files(fasta: Path) -> list[Path]:
+    return [Path(f"{fasta}.fai"), Path(f"{fasta}.gzi")]
+
+
+def _prepare_locked(
+    fasta: Path, out_dir: Path, options: PrepareOptions, reporter: Reporter | None
+) -> ShardedGenome:
     own_reporter = reporter is None
     reporter = reporter or Reporter(enabled=options.progress)
     created_out = not out_dir.exists()
     fresh_work = options.force or not (out_dir / WORK_DIR_NAME).exists()
+    new_indexes = [p for p in _index_files(fasta) if not p.exists()]
     try:
-        return _prepare(fasta, out_dir, options, reporter)
-    except GoatDNAError:
+        try:
+            return _prepare(fasta, out_dir, options, reporter)
+        except OSError as err:  # e.g. the gzip cache or an index filling the disk
+            if is_disk_full(err):
+                where = err.filename or out_dir
+                raise disk_full_error(where, None, RESUME_HINT) from None
+            raise
+    except GoatDNAError as err:
         # Bad input: leave nothing behind that looks like a dataset or a resumable run.
-        # (A killed process cannot get here, so its work directory stays for --resume.)
+        # (A killed process cannot get here, so its work directory stays for --resume; a
+        # full disk keeps the records it finished, for --resume.)
         reporter.close()
-        if created_out:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        elif fresh_work:
-            shutil.rmtree(out_dir / WORK_DIR_NAME, ignore_errors=True)
+        work = out_dir / WORK_DIR_NAME
+        keep = isinstance(err, DiskFullError) and any((work / "done").glob("*.json"))
+        if not keep:
+            for index in new_indexes:  # an index we made for an input we then rejected
+                index.unlink(missing_ok=True)
+            if created_out:
+                shutil.rmtree(out_dir, ignore_errors=True)
+            elif fresh_work:
+                shutil.rmtree(work, ignore_errors=True)
         raise
     finally:
         if own_reporter:
@@ -409,9 +482,7 @@ def _prepare(
             reporter.message(f"nothing to resume in {out_dir}: starting a fresh run")
         work.mkdir(parents=True, exist_ok=True)
         (work / "done").mkdir(exist_ok=True)
-        for split in SPLITS:
-            with open(work / (split_file_name(split) + ".partial"), "wb") as handle:
-                handle.truncate(split_lengths[split])
+        _allocate_partials(work, split_lengths)
         _atomic_write(work / "plan.json", json.dumps(plan_doc).encode())
 
     hasher = _SourceHasher(fasta, work / "source_sha256.json")
@@ -420,6 +491,26 @@ def _prepare(
     manifest = _manifest(fasta, source, source_sha, plan.mode, tasks, stats, split_lengths)
     _finalize(out_dir, work, manifest)
     return ShardedGenome(out_dir)
+
+
+def _allocate_partials(work: Path, split_lengths: dict[str, int]) -> None:
+    """Create the split files at full length, reserving the disk space up front where the
+    filesystem can (``posix_fallocate``), so a disk too small fails now, with the size needed."""
+    total = sum(split_lengths.values())
+    for split in SPLITS:
+        path = work / (split_file_name(split) + ".partial")
+        with open(path, "wb") as handle:
+            length = split_lengths[split]
+            try:
+                if length and hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(handle.fileno(), 0, length)
+                handle.truncate(length)
+            except OSError as err:
+                if is_disk_full(err):
+                    raise disk_full_error(work, total, "rerun the command") from None
+                if err.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                handle.truncate(length)  # no preallocation on this filesystem: sparse file
 
 
 def _load_done(work: Path, tasks: Sequence[RecordTask]) -> dict[int, RecordStats]:
@@ -462,7 +553,9 @@ def _run_tasks(
     def mark_done(task: RecordTask, stat: RecordStats) -> None:
         nonlocal finished_here
         done[task.index] = stat
-        _atomic_write(work / "done" / f"{task.index}.json", json.dumps(stat.__dict__).encode())
+        _atomic_write(  # one per record (34k for a HyenaDNA BED): no fsync each
+            work / "done" / f"{task.index}.json", json.dumps(stat.__dict__).encode(), False
+        )
         finished_here += 1
         if kill_after and finished_here >= kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -470,9 +563,9 @@ def _run_tasks(
     def partial(task: RecordTask) -> Path:
         return work / (split_file_name(task.record.split) + ".partial")
 
+    if options.workers is not None and options.workers < 1:
+        raise GoatDNAError(f"--workers must be >= 1, got {options.workers}")
     workers = options.workers or min(4, os.cpu_count() or 1)
-    if workers < 1:
-        raise GoatDNAError("--workers must be >= 1")
     workers = min(workers, len(pending)) if pending else 1
     if workers == 1:
         begin()
@@ -498,7 +591,7 @@ def _run_pool(source, pending, workers, options, reporter, partial, mark_done, b
         max_workers=workers,
         mp_context=context,
         initializer=_worker_init,
-        initargs=(progress_queue,),
+        initargs=(progress_queue, os.getpid()),
     ) as pool:
         futures = {
             pool.submit(_worker_process, source, t, partial(t), options.chunk_bases)
@@ -607,6 +700,17 @@ def prepare_synthetic(
     config = config or SyntheticGenomeConfig()
     options = options or PrepareOptions()
     out_dir = Path(out_dir)
+    check_output_dir(out_dir, "--out")
+    with folder_lock(out_dir, "--out"):
+        return _prepare_synthetic_locked(out_dir, config, options, reporter)
+
+
+def _prepare_synthetic_locked(
+    out_dir: Path,
+    config: SyntheticGenomeConfig,
+    options: PrepareOptions,
+    reporter: Reporter | None,
+) -> ShardedGenome:
     fasta = out_dir / SYNTHETIC_FASTA_NAME
     data = synthetic_fasta_bytes(config)
     has_data = (out_dir / MANIFEST_NAME).is_file() or (out_dir / WORK_DIR_NAME).is_dir()
@@ -616,7 +720,7 @@ def prepare_synthetic(
             "or size): add --force to overwrite it, or choose another directory"
         )
     write_bytes_if_changed(fasta, data)
-    return prepare_genome(fasta, out_dir, options, reporter)
+    return _prepare_locked(fasta, out_dir, options, reporter)
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:

@@ -68,6 +68,85 @@ def manifest_bytes(manifest: dict) -> bytes:
     return (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode()
 
 
+_RECORD_INTS = ("start", "end", "offset", "length", "n_count", "softmask_count", "gc_count")
+_SPLIT_INTS = ("length", "records", "n_count", "softmask_count", "gc_count")
+
+
+def _bad(path: Path, field: str, problem: str) -> GoatDNAError:
+    return GoatDNAError(
+        f"{path}: field {field} {problem}; the manifest is damaged or hand-edited: prepare the "
+        "data again (goatdna prepare ... --force)"
+    )
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_manifest(manifest: dict, path: Path) -> None:
+    """Every field a reader relies on is there, has its type, and the parts add up.
+
+    Raises GoatDNAError naming the first bad field (``records[3].split``), so a hand-edited or
+    damaged manifest never reaches `info`, `--verify` or `train` as a traceback, and a manifest
+    that describes no bases is never "verified".
+    """
+    source = manifest.get("source")
+    if not isinstance(source, dict):
+        raise _bad(path, "source", "is missing or not an object")
+    for key, kind in (("name", str), ("size", int), ("sha256", str), ("compression", str)):
+        if not isinstance(source.get(key), kind):
+            raise _bad(path, f"source.{key}", f"is missing or not a {kind.__name__}")
+    if not isinstance(manifest.get("split_mode"), str):
+        raise _bad(path, "split_mode", "is missing or not a string")
+    splits = manifest.get("splits")
+    if not isinstance(splits, dict) or not splits:
+        raise _bad(path, "splits", "is missing or empty")
+    for name, split in splits.items():
+        if name not in SPLITS:
+            raise _bad(path, f"splits.{name}", f"is not one of {', '.join(SPLITS)}")
+        if not isinstance(split, dict):
+            raise _bad(path, f"splits.{name}", "is not an object")
+        if split.get("file") != split_file_name(name):
+            raise _bad(path, f"splits.{name}.file", f"is not {split_file_name(name)!r}")
+        for key in _SPLIT_INTS:
+            if not _count(split.get(key)):
+                raise _bad(path, f"splits.{name}.{key}", "is missing or not a count (int >= 0)")
+    records = manifest.get("records")
+    if not isinstance(records, list):
+        raise _bad(path, "records", "is missing or not a list")
+    if not records:
+        raise _bad(path, "records", "is empty: the manifest describes no bases")
+    totals = dict.fromkeys(splits, 0)
+    counts = dict.fromkeys(splits, 0)
+    for i, rec in enumerate(records):
+        where = f"records[{i}]"
+        if not isinstance(rec, dict):
+            raise _bad(path, where, "is not an object")
+        if not isinstance(rec.get("name"), str) or not rec["name"]:
+            raise _bad(path, f"{where}.name", "is missing or not a string")
+        if rec.get("split") not in splits:
+            raise _bad(
+                path, f"{where}.split", f"is {rec.get('split')!r}, not one of the splits listed"
+            )
+        for key in _RECORD_INTS:
+            if not _count(rec.get(key)):
+                raise _bad(path, f"{where}.{key}", "is missing or not a count (int >= 0)")
+        sha = rec.get("sha256")
+        if not isinstance(sha, str) or len(sha) != 64:
+            raise _bad(path, f"{where}.sha256", "is missing or not a sha256 hex digest")
+        if rec["end"] - rec["start"] != rec["length"] or rec["length"] == 0:
+            raise _bad(path, f"{where}.length", "does not equal end - start (or is 0)")
+        if rec["offset"] != totals[rec["split"]]:
+            raise _bad(path, f"{where}.offset", "does not follow the previous record")
+        totals[rec["split"]] += rec["length"]
+        counts[rec["split"]] += 1
+    for name, split in splits.items():
+        if split["length"] != totals[name] or split["records"] != counts[name]:
+            raise _bad(
+                path, f"splits.{name}", "does not add up to its records (length or record count)"
+            )
+
+
 class ShardedGenome:
     """Read side of a prepared dataset: manifest, per-split memmaps, record boundaries."""
 
@@ -97,6 +176,7 @@ class ShardedGenome:
                 f"{path} has format version {manifest.get('format_version')}, this goatdna reads "
                 f"{FORMAT_VERSION}: prepare the data again with this version"
             )
+        check_manifest(manifest, path)
         self.manifest: dict = manifest
         self.manifest_sha256: str = hashlib.sha256(raw).hexdigest()
         self._records = [Record.from_dict(r) for r in manifest["records"]]

@@ -234,10 +234,11 @@ def read_split_bed(
         chrom, start_s, end_s, split_s = fields[:4]
         try:
             start, end = int(start_s), int(end_s)
-        except ValueError:
-            if lineno == 1 and not intervals:
-                continue  # a header line
-            raise GoatDNAError(f"{where}: start and end must be integers") from None
+        except ValueError:  # headers start with '#', 'track' or 'browser' (skipped above)
+            raise GoatDNAError(
+                f"{where}: start and end must be integers, got {start_s!r} and {end_s!r} "
+                "(a header line must start with '#', 'track' or 'browser')"
+            ) from None
         if chrom not in lengths:
             raise GoatDNAError(f"{where}: contig {chrom!r} is not in the FASTA")
         if not 0 <= start < end <= lengths[chrom]:

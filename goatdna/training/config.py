@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from goatdna.configfile import apply_overrides, from_dict, load_yaml
+from goatdna.configfile import (
+    ConfigKeyError,
+    apply_overrides,
+    from_dict,
+    load_yaml,
+    override_for_key,
+)
 from goatdna.errors import GoatDNAError
 from goatdna.model.config import ModelConfig
 
@@ -156,12 +162,26 @@ def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunCon
     data = {k: v for k, v in data.items() if k not in PROVENANCE_KEYS}
     try:
         return from_dict(RunConfig, data)
-    except GoatDNAError as err:
-        raise GoatDNAError(f"{source}: {err}") from None
+    except ConfigKeyError as err:
+        wrapped = ConfigKeyError(err.key, f"{source}: {err.detail}")
+        wrapped.detail = err.detail
+        raise wrapped from None
 
 
 def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     """Read a YAML config (or a run directory's config.yaml) and apply ``key=value`` overrides."""
     raw = load_yaml(path)
-    raw = apply_overrides(raw, list(overrides or []))
-    return run_config_from_dict(raw, source=str(path))
+    if not isinstance(raw.get("model"), dict):
+        raise GoatDNAError(
+            f"{path}: no `model:` section; a run config needs one (see configs/goat-tiny.yaml), "
+            "so that an empty or wrong file never trains the default 125M model"
+        )
+    overrides = list(overrides or [])
+    raw = apply_overrides(raw, overrides)
+    try:
+        return run_config_from_dict(raw, source=str(path))
+    except ConfigKeyError as err:
+        item = override_for_key(err.key, overrides)
+        if item is None:
+            raise
+        raise GoatDNAError(f"--set {item!r}: {err.detail}") from None

@@ -8,6 +8,7 @@ ModelCheckpoint are not used for that reason.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
@@ -20,8 +21,11 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from goatdna.atomic import disk_full_error, is_disk_full
+from goatdna.training import preflight
 from goatdna.training.callbacks import ThroughputMonitor
 from goatdna.training.module import NonFiniteLossError
+from goatdna.training.preflight import TrainingInterrupted
 from goatdna.training.run import RunDir, atomic_write_text
 
 KILL_AFTER_CHECKPOINT_ENV = "GOATDNA_KILL_AFTER_CHECKPOINT_STEP"
@@ -53,9 +57,18 @@ class MetricsCSV:
 
     def append(self, row: dict[str, Any]) -> None:
         cells = [_cell(row.get(k)) for k in METRIC_COLUMNS]
-        with self.path.open("a", newline="") as fh:
-            fh.write(",".join(cells) + "\n")
-            fh.flush()
+        line = ",".join(cells) + "\n"
+        try:
+            with self.path.open("a", newline="") as fh:
+                fh.write(line)
+                fh.flush()
+        except OSError as err:
+            if is_disk_full(err):  # a torn last row is dropped by MetricsCSV.start on resume
+                raise disk_full_error(self.path, len(line), _RESUME) from None
+            raise
+
+
+_RESUME = "rerun the same command with --resume (it continues from the last checkpoint)"
 
 
 def _cell(value: Any) -> str:
@@ -84,6 +97,8 @@ class RunLifecycle(pl.Callback):
         self._seen_step = 0
         kill = os.environ.get(KILL_AFTER_CHECKPOINT_ENV)
         self._kill_step = int(kill) if kill else None
+        self.stop_signal: int | None = None  # set by the first SIGINT/SIGTERM
+        self._old_handlers: dict[int, Any] = {}
 
     # ---------------------------------------------------------------- state in checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -113,6 +128,7 @@ class RunLifecycle(pl.Callback):
         self.last_ckpt_step = trainer.global_step if trainer.global_step > 0 else -1
         if trainer.is_global_zero:
             self.metrics.start(resume_step=trainer.global_step if trainer.global_step else None)
+        self._catch_signals()
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
@@ -165,8 +181,48 @@ class RunLifecycle(pl.Callback):
                 self.last_ckpt_step = step
                 if self._kill_step == step:
                     os.kill(os.getpid(), signal.SIGKILL)
+            if not final and self._stop_requested(trainer):
+                if self.last_ckpt_step != step:
+                    self._save(trainer, self.run.last_ckpt)
+                    self.last_ckpt_step = step
+                raise TrainingInterrupted(step, self.stop_signal or signal.SIGTERM)
+
+    # ---------------------------------------------------------------- Ctrl-C and SIGTERM
+    def _catch_signals(self) -> None:
+        """First SIGINT/SIGTERM: finish the current optimizer step, write last.ckpt, stop.
+
+        Replaces Lightning's SIGTERM handler for the length of the fit (Lightning would stop
+        after any micro-batch, possibly mid-accumulation, without a checkpoint); Lightning puts
+        its own handlers back at teardown. A second signal stops at once (KeyboardInterrupt).
+        """
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old_handlers[signum] = signal.signal(signum, self._on_signal)
+            except ValueError:  # not the main thread: leave signals to the caller
+                return
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.stop_signal is not None:
+            raise KeyboardInterrupt
+        self.stop_signal = preflight.last_signal = signum
+
+    def _restore_signals(self) -> None:
+        for signum, handler in self._old_handlers.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signum, handler)
+        self._old_handlers.clear()
+
+    def _stop_requested(self, trainer: pl.Trainer) -> bool:
+        asked = self.stop_signal is not None
+        if trainer.world_size > 1:  # every rank stops at the same step (one rank may see it)
+            asked = bool(trainer.strategy.reduce_boolean_decision(asked, all=False))
+        return asked
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
+        self._restore_signals()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self._restore_signals()
         if self.last_ckpt_step != trainer.global_step:
             self._save(trainer, self.run.last_ckpt)
             self.last_ckpt_step = trainer.global_step
@@ -190,11 +246,23 @@ class RunLifecycle(pl.Callback):
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        trainer.save_checkpoint(
-            tmp, weights_only=False
-        )  # every rank takes part; rank 0 writes; ends in a barrier
-        if trainer.is_global_zero:
-            os.replace(tmp, path)
+        try:
+            trainer.save_checkpoint(
+                tmp, weights_only=False
+            )  # every rank takes part; rank 0 writes; ends in a barrier
+            if trainer.is_global_zero:
+                os.replace(tmp, path)
+        except BaseException as err:  # a full disk, a second Ctrl-C: no partial file stays
+            if trainer.is_global_zero:
+                tmp.unlink(missing_ok=True)
+            if not is_disk_full(err):
+                raise
+            kept = (
+                f"{self.run.last_ckpt} keeps step {self.last_ckpt_step}"
+                if self.last_ckpt_step > 0
+                else "no checkpoint was written yet"
+            )
+            raise disk_full_error(path, _checkpoint_bytes(trainer), f"{_RESUME}; {kept}") from None
         trainer.strategy.barrier("goatdna-checkpoint-renamed")
 
     def _global_grad_norm(self, trainer: pl.Trainer, pl_module: Any) -> float:
@@ -215,6 +283,12 @@ class RunLifecycle(pl.Callback):
         gathered = pl_module.all_gather(local)
         gathered = gathered.reshape(-1, 2)  # (world, 2)
         return gathered.cpu().tolist()
+
+
+def _checkpoint_bytes(trainer: pl.Trainer) -> int:
+    """About what a checkpoint takes: the weights plus AdamW's two moments per parameter."""
+    params = trainer.lightning_module.parameters()
+    return 3 * sum(p.numel() * p.element_size() for p in params)
 
 
 def _is_fsdp(trainer: pl.Trainer) -> bool:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
+import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from goatdna import __version__
+from goatdna.atomic import atomic_write_text as _atomic_write_text
 from goatdna.configfile import load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import PROVENANCE_KEYS, RunConfig
@@ -70,7 +71,12 @@ RESUMABLE_KEYS = frozenset(
 """Config keys a --resume may change: how long and where to run, not what is learned."""
 
 RUN_ENTRIES = ("config.yaml", "checkpoints", "metrics.csv", "summary.json", "tensorboard")
-"""What --force removes: only the files a run writes, never anything else in the directory."""
+"""What a run writes at the top of its directory (a directory holding any of them holds a run)."""
+
+CHECKPOINT_FILES = ("last.ckpt", "best.ckpt")
+TENSORBOARD_PATTERNS = ("events.out.tfevents.*", "hparams.yaml")
+"""What --force removes inside checkpoints/ and tensorboard/: only files goatdna wrote (plus
+their temporary names); anything else there (a backup.ckpt, notes) is kept and named."""
 
 
 def resolved_config(config: RunConfig, manifest_sha256: str) -> dict[str, Any]:
@@ -104,9 +110,47 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[s
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    _atomic_write_text(path, text, then="rerun the same command with --resume")
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be resumed from (truncated, bit-flipped, not a checkpoint), or None.
+
+    The zip container's CRC-32 of every record is checked (torch itself does not), so a flipped
+    bit anywhere in the weights or optimizer state is found; then the pickle is read (weights
+    memory-mapped, not loaded) and the keys a resume needs are looked up.
+    """
+    import torch
+
+    try:
+        if path.stat().st_size == 0:
+            return "it is empty (0 bytes)"
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+        if bad is not None:
+            return f"record {bad} fails its CRC-32 check (corrupted bytes)"
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except zipfile.BadZipFile:
+        return "it is not a complete checkpoint archive (truncated, or another kind of file)"
+    except Exception as err:
+        first = str(err).splitlines()[0] if str(err) else ""
+        return f"it cannot be read ({err.__class__.__name__}: {first[:120]})"
+    if not isinstance(ckpt, dict):
+        return "it does not hold a checkpoint dictionary"
+    missing = [k for k in ("state_dict", "optimizer_states", "global_step") if k not in ckpt]
+    if missing:
+        return f"it lacks {', '.join(missing)} (not written by `goatdna train`?)"
+    return None
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The optimizer step a readable checkpoint holds (None if it cannot be read)."""
+    if checkpoint_problem(path) is not None:
+        return None
+    import torch
+
+    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return int(ckpt["global_step"])
 
 
 def json_safe(value: Any) -> Any:
@@ -200,6 +244,7 @@ class RunDir:
                     f"--resume: no checkpoint at {self.last_ckpt}; run without --resume to start"
                 )
             self._check_resumable(resolved)
+            self._check_resume_checkpoint()
             return StartPlan(checkpoint=self.last_ckpt, clear=False)
         if self.holds_run() and not force:
             raise GoatDNAError(self._occupied_message(resolved))
@@ -208,7 +253,14 @@ class RunDir:
     def start(self, resolved: dict[str, Any], plan: StartPlan) -> None:
         """What `check` allowed (one process, rank 0): clear a previous run, write config.yaml."""
         if plan.clear:
-            self.clear()
+            kept = self.clear()
+            if kept:
+                shown = ", ".join(str(p.relative_to(self.root)) for p in kept[:5])
+                more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""
+                print(
+                    f"note: --force kept {len(kept)} file(s) goatdna did not write: {shown}{more}",
+                    file=sys.stderr,
+                )
         self.root.mkdir(parents=True, exist_ok=True)
         self.write_config(resolved)
 
@@ -254,14 +306,56 @@ class RunDir:
                 "...); pass the same --data directory"
             )
 
-    def clear(self) -> None:
-        """Remove what a previous run wrote here (--force); leaves other files alone."""
-        for name in RUN_ENTRIES:
+    def _check_resume_checkpoint(self) -> None:
+        """Read last.ckpt before anything in the run directory changes; offer best.ckpt."""
+        problem = checkpoint_problem(self.last_ckpt)
+        if problem is None:
+            return
+        offer = "start over with --force"
+        best_step = checkpoint_step(self.best_ckpt) if self.best_ckpt.is_file() else None
+        if best_step is not None:
+            offer = (
+                f"{self.best_ckpt} (step {best_step}) is intact: copy it over last.ckpt "
+                f"(cp {self.best_ckpt} {self.last_ckpt}) and --resume from there, or {offer}"
+            )
+        raise GoatDNAError(
+            f"--resume: {self.last_ckpt} is damaged: {problem}; nothing in {self.root} was "
+            f"changed. {offer}"
+        )
+
+    def goatdna_files(self) -> tuple[list[Path], list[Path]]:
+        """(files a run wrote here, other files inside checkpoints/ and tensorboard/)."""
+        ours: list[Path] = []
+        foreign: list[Path] = []
+        for name in ("config.yaml", "metrics.csv", "summary.json"):
             path = self.root / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+            if path.exists() or path.is_symlink():
+                ours.append(path)
+            ours += [p for p in self.root.glob(f".{name}*.tmp") if p.is_file()]
+        for folder, patterns in (
+            (self.checkpoints, [*CHECKPOINT_FILES, *(f".{n}*.tmp" for n in CHECKPOINT_FILES)]),
+            (self.tensorboard, list(TENSORBOARD_PATTERNS)),
+        ):
+            if not folder.is_dir():
+                continue
+            mine = {p for pattern in patterns for p in folder.glob(pattern) if p.is_file()}
+            ours += sorted(mine)
+            foreign += sorted(p for p in folder.rglob("*") if p not in mine and not p.is_dir())
+        return ours, foreign
+
+    def clear(self) -> list[Path]:
+        """Remove what a previous run wrote here (--force); returns the other files, kept.
+
+        Only goatdna's own files go: config.yaml, metrics.csv, summary.json, last/best.ckpt and
+        TensorBoard event files. checkpoints/ and tensorboard/ are removed only when empty.
+        """
+        ours, foreign = self.goatdna_files()
+        for path in ours:
+            path.unlink(missing_ok=True)
+        for folder in (self.checkpoints, self.tensorboard):
+            if folder.is_dir() and not any(folder.rglob("*")):
+                folder.rmdir()
+        return foreign
 
     def write_config(self, resolved: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from goatdna import __version__
+from goatdna.atomic import is_disk_full
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
+from goatdna.locking import folder_lock
+from goatdna.training import preflight
 from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, StartPlan, resolved_config
 
@@ -148,17 +151,36 @@ def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
 
 
 def _run_dir_writer(run: RunDir, resolved: dict[str, Any], plan: StartPlan) -> Any:
-    """A callback that sets up the run directory on global rank 0 once the process group is up
-    (Lightning's own rank, right for torchrun, SLURM and its own launcher alike), then holds
-    every rank at a barrier until it is done. Before that point every rank has already run the
-    same read-only `RunDir.check` against the untouched directory, so all agree on it."""
+    """A callback that, once the process group is up, takes the run directory's lock and sets
+    the directory up on global rank 0 (Lightning's own rank, right for torchrun, SLURM and its
+    own launcher alike), then holds every rank at a barrier until it is done. Before that point
+    every rank has already run the same read-only `RunDir.check` against the untouched
+    directory, so all agree on it. A lock held by another run is broadcast, so every rank stops
+    with the same one-line error instead of waiting at the barrier. ``release()`` (called when
+    `fit` returns or fails) drops the lock."""
+    import contextlib
+
     import pytorch_lightning as pl
 
     class _RunDirWriter(pl.Callback):
+        def __init__(self) -> None:
+            self._lock = contextlib.ExitStack()
+
         def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
+            error = None
             if trainer.is_global_zero:
-                run.start(resolved, plan)
+                try:
+                    self._lock.enter_context(folder_lock(run.root, "--run-dir"))
+                    run.start(resolved, plan)
+                except GoatDNAError as err:
+                    error = str(err)
+            error = trainer.strategy.broadcast(error, src=0)
+            if error:
+                raise GoatDNAError(error)
             trainer.strategy.barrier("goatdna-run-dir-ready")
+
+        def release(self) -> None:
+            self._lock.close()
 
     return _RunDirWriter()
 
@@ -172,6 +194,12 @@ def _progress_bar(enabled: bool) -> list[Any]:
     class StepProgressBar(RichProgressBar):
         def _get_train_description(self, current_epoch: int) -> str:
             return "train"
+
+        @property
+        def total_train_batches(self) -> int | float:
+            # The whole run's micro-batches: the bar counts from the restored position on
+            # --resume (Lightning's default, the remaining optimizer steps, shows "20/9").
+            return self.trainer.num_training_batches
 
     return [StepProgressBar(leave=True)]
 
@@ -187,9 +215,35 @@ def train(
     """Train ``config`` on the shards in ``data_dir`` into ``run_dir``; returns the summary.
 
     Raises GoatDNAError for anything the user can fix (bad data directory, occupied run
-    directory, missing checkpoint for --resume, a loss that became NaN/inf). ``resume="auto"``
-    resumes when the run directory has a checkpoint and starts fresh otherwise.
+    directory, missing checkpoint for --resume, a loss that became NaN/inf), and `Interrupted`
+    after Ctrl-C/SIGTERM (last.ckpt then holds the step it stopped at). ``resume="auto"``
+    resumes when the run directory has a checkpoint and starts fresh otherwise. Devices are
+    checked before the run directory is touched; global rank 0 holds the run directory's lock.
     """
+    from pytorch_lightning.utilities import rank_zero_only
+
+    # warnings from one process (Lightning's own reading of the launcher's rank variables)
+    preflight.check_before_training(config, Path(run_dir), warn=rank_zero_only.rank == 0)
+    try:
+        return _train(config, data_dir, run_dir, resume=resume, force=force)
+    except (preflight.TrainingInterrupted, KeyboardInterrupt, SystemExit) as stop:
+        if isinstance(stop, SystemExit) and preflight.last_signal is None:
+            raise
+        raise preflight.interrupted_message(stop, Path(data_dir), Path(run_dir)) from None
+    except OSError as err:  # a full disk anywhere else (TensorBoard, metrics): one line too
+        if not is_disk_full(err):
+            raise
+        raise preflight.disk_full(err, Path(run_dir)) from None
+
+
+def _train(
+    config: RunConfig,
+    data_dir: str | Path,
+    run_dir: str | Path,
+    *,
+    resume: bool | str = False,
+    force: bool = False,
+) -> dict[str, Any]:
     wall_start = time.perf_counter()
     import pytorch_lightning as pl
     import torch
@@ -238,6 +292,7 @@ def train(
     )
     memory = MemoryMonitor()
     lifecycle = RunLifecycle(run, throughput)
+    writer = _run_dir_writer(run, resolved, plan)
     trainer = pl.Trainer(
         accelerator=tr.accelerator,
         devices=_devices(tr.devices),
@@ -252,7 +307,7 @@ def train(
         num_sanity_val_steps=0,
         logger=_loggers(config, run),
         callbacks=[
-            _run_dir_writer(run, resolved, plan),
+            writer,
             throughput,
             memory,
             lifecycle,
@@ -270,63 +325,66 @@ def train(
     peak, source = peak_flops_per_device(trainer.strategy.root_device, precision, tr.peak_flops)
     throughput.set_peak(peak, world, source)
 
-    with warnings.catch_warnings():
-        # The data position is restored from global_step (see GenomeDataModule), not from a
-        # loader state, so Lightning's "dataloader is not resumable" warning does not apply.
-        warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
-        try:
-            trainer.fit(
-                module,
-                datamodule=datamodule,
-                ckpt_path=str(ckpt_path) if ckpt_path else None,
-                weights_only=True,  # the checkpoint contract: plain types only
-            )
-        except NonFiniteLossError as err:
-            kept = (
-                f"last good checkpoint: {run.last_ckpt}"
-                if run.last_ckpt.is_file()
-                else "no checkpoint had been written yet"
-            )
-            raise NonFiniteLossError(f"{err} ({kept})") from None
+    try:  # the run directory stays locked until its summary is written
+        with warnings.catch_warnings():
+            # The data position is restored from global_step (see GenomeDataModule), not from a
+            # loader state, so Lightning's "dataloader is not resumable" warning does not apply.
+            warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+            warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
+            try:
+                trainer.fit(
+                    module,
+                    datamodule=datamodule,
+                    ckpt_path=str(ckpt_path) if ckpt_path else None,
+                    weights_only=True,  # the checkpoint contract: plain types only
+                )
+            except NonFiniteLossError as err:
+                kept = (
+                    f"last good checkpoint: {run.last_ckpt}"
+                    if run.last_ckpt.is_file()
+                    else "no checkpoint had been written yet"
+                )
+                raise NonFiniteLossError(f"{err} ({kept})") from None
 
-    steps = trainer.global_step
-    val_loss = lifecycle.last_val_loss
-    summary: dict[str, Any] = {
-        "positional": config.model.positional,
-        "params": module.model.num_params(),
-        "steps": steps,
-        "tokens_seen": steps * throughput.tokens_per_step,
-        "train_loss": lifecycle.last_train_loss,
-        "val_loss": val_loss,
-        "val_bits_per_base": val_loss / math.log(2),
-        "tokens_per_s": throughput.tokens_per_s,
-        "mfu": throughput.mfu,
-        "peak_memory_bytes": memory.peak_bytes(),
-        "device": _device_name(trainer.strategy.root_device),
-        "precision": precision,
-        "wall_seconds": lifecycle.elapsed_before + (time.perf_counter() - wall_start),
-        # context
-        "best_val_loss": lifecycle.best_val_loss,
-        "best_step": lifecycle.best_step,
-        "world_size": world,
-        "global_batch_tokens": throughput.tokens_per_step,
-        "flops_per_token": throughput.flops_per_token,
-        "peak_flops": throughput.peak_flops_total,
-        "peak_flops_source": throughput.peak_source,
-        "param_fingerprints": lifecycle.param_fingerprints,
-        "data_manifest_sha256": genome.manifest_sha256,
-        "goatdna_version": __version__,
-    }
-    if trainer.is_global_zero:
-        bad = [k for k in ("train_loss", "val_loss") if not math.isfinite(summary[k])]
-        if bad:
-            raise GoatDNAError(
-                f"run finished but {', '.join(bad)} is not finite; see {run.metrics_csv}"
-            )
-        run.write_summary(summary)
-    return summary
+        steps = trainer.global_step
+        val_loss = lifecycle.last_val_loss
+        summary: dict[str, Any] = {
+            "positional": config.model.positional,
+            "params": module.model.num_params(),
+            "steps": steps,
+            "tokens_seen": steps * throughput.tokens_per_step,
+            "train_loss": lifecycle.last_train_loss,
+            "val_loss": val_loss,
+            "val_bits_per_base": val_loss / math.log(2),
+            "tokens_per_s": throughput.tokens_per_s,
+            "mfu": throughput.mfu,
+            "peak_memory_bytes": memory.peak_bytes(),
+            "device": _device_name(trainer.strategy.root_device),
+            "precision": precision,
+            "wall_seconds": lifecycle.elapsed_before + (time.perf_counter() - wall_start),
+            # context
+            "best_val_loss": lifecycle.best_val_loss,
+            "best_step": lifecycle.best_step,
+            "world_size": world,
+            "global_batch_tokens": throughput.tokens_per_step,
+            "flops_per_token": throughput.flops_per_token,
+            "peak_flops": throughput.peak_flops_total,
+            "peak_flops_source": throughput.peak_source,
+            "param_fingerprints": lifecycle.param_fingerprints,
+            "data_manifest_sha256": genome.manifest_sha256,
+            "goatdna_version": __version__,
+        }
+        if trainer.is_global_zero:
+            bad = [k for k in ("train_loss", "val_loss") if not math.isfinite(summary[k])]
+            if bad:
+                raise GoatDNAError(
+                    f"run finished but {', '.join(bad)} is not finite; see {run.metrics_csv}"
+                )
+            run.write_summary(summary)
+        return summary
+    finally:
+        writer.release()
 
 
 def _device_name(device: Any) -> str:

@@ -1,0 +1,104 @@
+"""What `train` checks before it touches the run directory, and how it reports a stop.
+
+Devices and accelerator are checked first, so ``--accelerator gpu`` on a machine without one, or
+``--devices abc``, is one line and leaves the run directory as it was (the corrected command then
+runs without ``--force``). A Ctrl-C or SIGTERM ends in one line that says which step the last
+checkpoint holds and how to continue. This module imports no Lightning.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+from goatdna.atomic import check_output_dir, disk_full_error
+from goatdna.errors import GoatDNAError, Interrupted
+from goatdna.training.config import RunConfig
+
+LARGE_ON_CPU_PARAMS = 100_000_000
+"""Above this many parameters a CPU run gets a loud warning (the 125M configs are for GPUs)."""
+
+last_signal: int | None = None
+"""The first SIGINT/SIGTERM the training loop caught in this process (None: none)."""
+
+
+class TrainingInterrupted(BaseException):
+    """Raised at an optimizer-step boundary after SIGINT/SIGTERM, once last.ckpt holds the step.
+
+    A BaseException, like KeyboardInterrupt, so nothing on the way up mistakes it for an error.
+    """
+
+    def __init__(self, step: int, signum: int) -> None:
+        super().__init__(step, signum)
+        self.step = step
+        self.signum = signum
+
+
+def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True) -> None:
+    """Accelerator, devices and the run directory must be usable here; warn when a >100M model
+    would train on a CPU."""
+    import torch
+
+    from goatdna.runtime import check_accelerator, parse_devices
+
+    global last_signal
+    last_signal = None
+    if warn:  # global rank 0: the one that writes the run directory
+        check_output_dir(run_dir, "--run-dir")
+    trainer = config.trainer
+    check_accelerator(trainer.accelerator)
+    devices = parse_devices(trainer.devices)
+    on_gpu = trainer.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    if on_gpu and isinstance(devices, int) and devices > torch.cuda.device_count():
+        raise GoatDNAError(
+            f"--devices {devices}: only {torch.cuda.device_count()} GPU(s) are visible here"
+        )
+    if on_gpu or not warn:
+        return
+    from goatdna.model import GoatDNA
+
+    with torch.device("meta"):  # shapes only
+        params = GoatDNA(config.model).num_params()
+    if params > LARGE_ON_CPU_PARAMS:
+        print(
+            f"warning: training a {params / 1e6:.0f}M-parameter model on the CPU: expect days per "
+            "thousand steps; use a GPU, or a small config such as configs/goat-tiny.yaml",
+            file=sys.stderr,
+        )
+
+
+def disk_full(err: OSError, run_dir: Path) -> GoatDNAError:
+    """A full disk met anywhere in training, as one line that says how to continue."""
+    return disk_full_error(
+        err.filename or run_dir,
+        None,
+        "rerun the same command with --resume (it continues from the last checkpoint)",
+    )
+
+
+def interrupted_message(stop: BaseException, data_dir: Path, run_dir: Path) -> Interrupted:
+    """One line: what stopped the run, which step last.ckpt holds, the command to continue."""
+    from goatdna.training.run import RunDir, checkpoint_step
+
+    signum = getattr(stop, "signum", None) or last_signal or signal.SIGINT
+    name = signal.Signals(signum).name
+    run = RunDir(run_dir)
+    step = checkpoint_step(run.last_ckpt) if run.last_ckpt.is_file() else None
+    if step is None:
+        rerun = (
+            "rerun the command with --force (the run directory holds this run's config.yaml)"
+            if run.config_yaml.is_file()
+            else "nothing was written; rerun the command"
+        )
+        return Interrupted(f"{name} before the first checkpoint: {rerun}", signum)
+    how = (
+        "stopped after writing it"
+        if isinstance(stop, TrainingInterrupted) and stop.step == step
+        else "the step in progress was lost"
+    )
+    return Interrupted(
+        f"{name}: {run.last_ckpt} holds step {step} ({how}); continue with: goatdna train "
+        f"--run-dir {run_dir} --data {data_dir} --resume",
+        signum,
+    )
