@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
+import torch
 from typer.testing import CliRunner
 
 from goatdna.cli.app import app
@@ -252,8 +253,8 @@ def test_resume_auto_decides_from_the_checkpoint(tmp_path: Path) -> None:
     other = resolved_config(load_run_config(TINY, [*SMALL, "optim.lr=0.1"]), "sha")
     with pytest.raises(GoatDNAError, match="different config: optim.lr"):
         run.check(other, resume="auto", force=False)  # someone else's run: refused
-    run.checkpoints.mkdir()
-    run.last_ckpt.write_bytes(b"x")
+    torch.save({"state_dict": {}, "optimizer_states": [], "global_step": 3}, run.last_ckpt)
+    torch.save({"global_step": 3}, run.last_ckpt)  # a complete (CRC-checked) archive
     assert run.check(resolved, resume="auto", force=False).checkpoint == run.last_ckpt
     with pytest.raises(GoatDNAError, match="contradict"):
         run.check(resolved, resume="auto", force=True)
