@@ -253,8 +253,9 @@ def test_resume_auto_decides_from_the_checkpoint(tmp_path: Path) -> None:
     other = resolved_config(load_run_config(TINY, [*SMALL, "optim.lr=0.1"]), "sha")
     with pytest.raises(GoatDNAError, match="different config: optim.lr"):
         run.check(other, resume="auto", force=False)  # someone else's run: refused
+    run.checkpoints.mkdir()
+    # a complete archive with the keys a resume needs (the damaged-checkpoint check reads it)
     torch.save({"state_dict": {}, "optimizer_states": [], "global_step": 3}, run.last_ckpt)
-    torch.save({"global_step": 3}, run.last_ckpt)  # a complete (CRC-checked) archive
     assert run.check(resolved, resume="auto", force=False).checkpoint == run.last_ckpt
     with pytest.raises(GoatDNAError, match="contradict"):
         run.check(resolved, resume="auto", force=True)
