@@ -378,3 +378,62 @@ def test_two_processes_give_the_output_of_one(checkpoints, chr20_reference, subs
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "GLOBAL_RANK: 1, MEMBER: 2/2" in proc.stderr + proc.stdout  # two ranks really ran
     assert two.read_bytes() == one.read_bytes()
+
+
+def _bad(args: list[str], message: str, out: Path) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output + str(res.exception)
+    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
+    assert message in res.stderr, res.stderr
+    leftovers = [
+        p.name for p in out.parent.iterdir() if p.name.startswith((out.name, f".{out.name}"))
+    ]
+    assert leftovers == [], leftovers  # no partial output, no work folder
+
+
+def test_bad_inputs_are_one_line_errors_without_output(checkpoints, crafted, tmp_path) -> None:
+    fasta, vcf = crafted
+    ckpt = str(checkpoints["goat"])
+    out = tmp_path / "o" / "scores.vcf.gz"
+    out.parent.mkdir()
+
+    def args(**change: str) -> list[str]:
+        opts = {"-c": ckpt, "--fasta": str(fasta), "--vcf": str(vcf), "--out": str(out),
+                "--window": "8", **change}  # fmt: skip
+        return ["score-variants", *[x for kv in opts.items() for x in kv]]
+
+    not_vcf = tmp_path / "notes.vcf"
+    not_vcf.write_text("this is not a VCF\n")
+    _bad(args(**{"--vcf": str(not_vcf)}), "not a readable VCF", out)
+    _bad(args(**{"--vcf": str(tmp_path / "absent.vcf")}), "file not found", out)
+    unsorted = _write_vcf(
+        tmp_path / "unsorted.vcf",
+        ["chr1"],
+        ["chr1\t20\t.\tA\tC\t.\t.\t.", "chr1\t5\t.\tT\tG\t.\t.\t."],
+    )
+    _bad(args(**{"--vcf": str(unsorted)}), "not sorted", out)
+    renamed = _write_vcf(tmp_path / "b37.vcf", ["1"], ["1\t5\t.\tT\tG\t.\t.\t."])
+    _bad(args(**{"--vcf": str(renamed)}), "the FASTA names it 'chr1'", out)
+    _bad(args(**{"--window": "1"}), "--window 1: must be >= 2", out)
+    not_ckpt = tmp_path / "model.ckpt"
+    not_ckpt.write_bytes(b"\x00not a checkpoint")
+    _bad(args(**{"-c": str(not_ckpt)}), "not a readable goatdna checkpoint", out)
+    _bad(args(**{"--out": str(tmp_path / "o" / "scores.csv")}), "must end in .tsv", out)
+    _bad(args(**{"--fasta": str(tmp_path / "absent.fa")}), "does not exist", out)
+    _bad(args(**{"--strands": "reverse"}), "--strands 'reverse'", out)
+    _bad(args(**{"--devices": "zero"}), "--devices", out)
+
+
+def test_parquet_output_matches_tsv(checkpoints, crafted, tmp_path) -> None:
+    pytest.importorskip("pyarrow", reason="pyarrow (a declared dependency) is not installed here")
+    fasta, vcf = crafted
+    tables = {}
+    for suffix in ("tsv", "parquet"):
+        out = tmp_path / f"scores.{suffix}"
+        args = ["score-variants", "-c", str(checkpoints["goat"]), "--fasta", str(fasta),
+                "--vcf", str(vcf), "--out", str(out), "--window", "8"]  # fmt: skip
+        assert runner.invoke(app, args).exit_code == 0
+        tables[suffix] = pd.read_parquet(out) if suffix == "parquet" else pd.read_csv(out, sep="\t")
+    assert list(tables["parquet"].columns) == list(tables["tsv"].columns)
+    assert tables["parquet"].status.tolist() == tables["tsv"].status.tolist()
+    np.testing.assert_allclose(tables["parquet"].llr, tables["tsv"].llr, atol=1e-6)
