@@ -260,35 +260,33 @@ def _score_full(model: object, batch: Sequence[Pair], device: object) -> np.ndar
 
 
 def _score_shared(model: object, batch: Sequence[Pair], shared: int, device: object) -> np.ndarray:
-    """Prefill the KV cache with the first ``shared`` tokens once, then run each suffix on it."""
+    """x in one causal pass that also fills the KV cache; then y's suffix on the shared prefix.
+
+    The first ``shared`` positions of the cache hold the prefix both sequences share; y's
+    suffix is written over x's beyond it, so only ``len(y) - shared`` positions run twice.
+    """
     import torch
 
     from goatdna.model.scoring import target_log_probs
 
-    prefix = torch.from_numpy(np.stack([p.x[:shared] for p in batch]).astype(np.int64)).to(
-        device
-    )  # (B, P)
-    suffixes_x = [p.x[shared:] for p in batch]
-    suffixes_y = [p.y[shared:] for p in batch]
-    longest = max(s.size for s in suffixes_x + suffixes_y)
-    cache = model.new_cache(len(batch), shared + max(longest - 1, 0))  # type: ignore[attr-defined]
-    prefix_logits = model.forward_cached(prefix, cache)  # type: ignore[attr-defined]  # (B, P, V)
-    ll_prefix = target_log_probs(prefix_logits[:, :-1], prefix[:, 1:]).double().sum(dim=1)
-    last = prefix_logits[:, -1:]  # (B, 1, V): predicts each suffix's first token
-    result = []
-    for suffixes in (suffixes_x, suffixes_y):
-        if longest == 0:
-            result.append(ll_prefix)
-            continue
-        targets = torch.from_numpy(_padded(suffixes, longest)).to(device)  # (B, S)
-        cache.length = shared  # the other suffix's keys beyond the prefix are overwritten
-        if longest > 1:
-            logits = torch.cat([last, model.forward_cached(targets[:, :-1], cache)], dim=1)  # type: ignore[attr-defined]
-        else:
-            logits = last
-        ll = target_log_probs(logits, targets).double().sum(dim=1)  # (B,)
-        result.append(ll_prefix + ll)
-    return torch.stack(result, dim=1).cpu().numpy()
+    x_len = max(max(p.x.size for p in batch), shared + 1)  # >= shared + 1: see ``first`` below
+    x = torch.from_numpy(_padded([p.x for p in batch], x_len)).to(device)  # (B, Lx)
+    y_suffix = [p.y[shared:] for p in batch]
+    y_len = max(s.size for s in y_suffix)
+    cache = model.new_cache(len(batch), max(x_len - 1, shared + y_len - 1))  # type: ignore[attr-defined]
+    x_logits = model.forward_cached(x[:, :-1], cache)  # type: ignore[attr-defined]  # (B, Lx-1, V)
+    x_logp = target_log_probs(x_logits, x[:, 1:]).double()  # (B, Lx-1)
+    ll_x = x_logp.sum(dim=1)
+    ll_y = x_logp[:, : shared - 1].sum(dim=1)  # the shared prefix's own log-probabilities
+    if y_len:
+        targets = torch.from_numpy(_padded(y_suffix, y_len)).to(device)  # (B, Sy)
+        first = x_logits[:, shared - 1 : shared]  # (B, 1, V): the prefix predicts y[shared]
+        if y_len > 1:
+            cache.length = shared  # x's keys beyond the prefix are overwritten, never read
+            rest = model.forward_cached(targets[:, :-1], cache)  # type: ignore[attr-defined]
+            first = torch.cat([first, rest], dim=1)  # (B, Sy, V)
+        ll_y = ll_y + target_log_probs(first, targets).double().sum(dim=1)
+    return torch.stack([ll_x, ll_y], dim=1).cpu().numpy()
 
 
 SCORE_FIELDS = ("ll_ref_fwd", "ll_alt_fwd", "ll_ref_rev", "ll_alt_rev")
