@@ -205,13 +205,14 @@ def _variant_module(model: Any, alleles: list[Allele], statuses: list[str], refe
             mine = [pending[i] for i in block]
             return DataLoader(mine, batch_size=None, shuffle=False)
 
-        def predict_step(self, chunk: Any, batch_idx: int = 0) -> None:
+        def predict_step(self, chunk: Any, batch_idx: int = 0) -> int:
             chunk = int(chunk)
             rows = slice(chunk * chunk_size, min((chunk + 1) * chunk_size, len(alleles)))
             scores, windows = score_alleles(
                 self.model, alleles[rows], statuses[rows], reference, options
             )
             _save_chunk(work, chunk, scores, windows)
+            return chunk  # not kept (return_predictions=False); None would make Lightning warn
 
     return VariantScorer()
 
