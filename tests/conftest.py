@@ -92,3 +92,31 @@ def tiny_runs(synthetic_shards: Path, tmp_path_factory: pytest.TempPathFactory) 
     finally:
         torch.set_num_threads(threads)
     return runs
+
+
+KGP_VCF = SHARED_DATA / "1kgp3_chr20_1000001-2000000.sites.vcf.gz"
+
+
+@pytest.fixture(scope="session")
+def chr20_reference(chr20_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A FASTA whose contig `20` is 1,000,000 N + the 1 Mbp sample: GRCh37 chr20 coordinates.
+
+    The 1000 Genomes sites VCF (`kgp_vcf`) then needs no shifting (its README's recipe).
+    """
+    import gzip
+
+    with gzip.open(chr20_sample, "rt") as handle:
+        piece = "".join(line.strip() for line in handle if not line.startswith(">"))
+    path = tmp_path_factory.mktemp("chr20_reference") / "grch37_chr20_2mb.fa"
+    sequence = "N" * 1_000_000 + piece
+    lines = [sequence[i : i + 60] for i in range(0, len(sequence), 60)]
+    path.write_text(">20\n" + "\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def kgp_vcf(chr20_sample: Path) -> Path:
+    """The 1000 Genomes phase 3 sites VCF over chr20:1,000,001-2,000,000 (+ .tbi)."""
+    if not KGP_VCF.is_file():
+        pytest.fail(f"{KGP_VCF} is missing although {chr20_sample} is there")
+    return KGP_VCF

@@ -19,9 +19,10 @@ import yaml
 
 from goatdna.configfile import to_dict
 from goatdna.data_prep import ShardedGenome
+from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.model import GoatDNA, ModelConfig, next_token_loss
 from goatdna.training.run import SUMMARY_KEYS
-from goatdna.training.windows import build_window_index, read_windows, tile_windows
+from goatdna.training.windows import read_windows
 
 pytestmark = pytest.mark.slow
 
@@ -107,12 +108,11 @@ def test_checkpoint_contract(tiny_runs: dict[str, Path], synthetic_shards: Path)
     assert all(k.startswith(prefix) for k in ckpt["state_dict"])
     state = {k[len(prefix) :]: v for k, v in ckpt["state_dict"].items()}
     model.load_state_dict(state)  # strict: every key present, nothing extra
-    # The loaded weights reproduce the run's final validation loss on the same tiling.
+    # The loaded weights reproduce the run's final validation loss on the held-out windows.
     seq_len = config["data"]["seq_len"]
     genome = ShardedGenome(synthetic_shards)
     records = [(r.offset, r.length) for r in genome.records("val")]
-    index = build_window_index(genome.tokens("val"), records, seq_len + 1)
-    starts = tile_windows(index, cap=config["data"]["val_max_windows"])
+    starts = heldout_window_starts(records, seq_len, config["data"]["val_max_windows"])
     ids, _ = read_windows(genome.tokens("val"), starts, seq_len + 1)
     tokens = torch.from_numpy(ids).long()
     with torch.no_grad():

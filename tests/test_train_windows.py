@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from goatdna.data_prep import COMPLEMENT, ShardedGenome
+from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import DataConfig
 from goatdna.training.windows import (
@@ -16,7 +17,6 @@ from goatdna.training.windows import (
     max_n_for,
     plan_windows,
     read_windows,
-    tile_windows,
 )
 
 
@@ -68,18 +68,15 @@ def test_max_n_fraction_rounds_down() -> None:
     assert max_n_for(101, 0.05) == 5
 
 
-def test_tiling_is_non_overlapping_valid_and_capped() -> None:
-    tokens = _random_split(seed=3, length=5000, n_rate=0.002)
-    records = [(0, 2500), (2500, 2500)]
-    window = 33
-    index = build_window_index(tokens, records, window, max_n=0)
-    valid = set(index.all_starts().tolist())
-    tiles = tile_windows(index)
-    assert tiles.size > 0 and set(tiles.tolist()) <= valid
-    assert np.all(np.diff(tiles) >= window)  # sorted and non-overlapping
-    capped = tile_windows(index, cap=10)
-    assert capped.size == 10 and set(capped.tolist()) <= set(tiles.tolist())
-    assert capped[0] == tiles[0] and capped[-1] == tiles[-1]  # spans the split
+def test_heldout_windows_tile_each_record_and_cap_evenly() -> None:
+    records = [(0, 10), (10, 3), (13, 21)]
+    starts = heldout_window_starts(records, 4)
+    assert starts.tolist() == [0, 4, 13, 17, 21, 25, 29]  # stride L, L+1 bases inside a record
+    predicted = sorted({s + k for s in starts.tolist() for k in range(1, 5)})
+    assert len(predicted) == 4 * starts.size  # every target scored once
+    capped = heldout_window_starts(records, 4, max_windows=3)
+    assert capped.tolist() == [0, 17, 29]  # evenly spaced: spans the split
+    assert heldout_window_starts(records, 40).size == 0
 
 
 def _sampler(world_size: int = 1, seed: int = 7) -> WindowSampler:
@@ -135,9 +132,8 @@ def test_plan_windows_on_synthetic_shards(synthetic_shards: Path) -> None:
     plan = plan_windows(genome, DataConfig(seq_len=128, val_max_windows=50))
     assert plan.manifest_sha256 == genome.manifest_sha256
     assert plan.val_starts.size == 50
-    val = np.asarray(genome.tokens("val"))
-    ids, _ = read_windows(val, plan.val_starts, 129)
-    assert not np.any(ids == 4)  # max_n_fraction 0: no N in any window
+    records = [(r.offset, r.length) for r in genome.records("val")]
+    np.testing.assert_array_equal(plan.val_starts, heldout_window_starts(records, 128, 50))
     records = genome.records("train")
     starts = plan.train_index.start_of_rank(np.array([0, plan.train_index.total - 1]))
     assert any(r.offset <= starts[0] and starts[0] + 129 <= r.offset + r.length for r in records)

@@ -1,15 +1,18 @@
 """Held-out NLL per context length: nats/base, bits/base, perplexity, split by repeat flag.
 
-For a context length L the split is tiled by windows of L+1 bytes that start every L bases inside
-each record (never across a record boundary). Each window gives L predictions: the model reads
-bases 0..L-1 and predicts bases 1..L, so every base of a record except its first and the last
-partial window is scored exactly once, with between 0 and L-1 bases of context. That is the
-standard sliding-free ("non-overlapping windows") evaluation. Contexts longer than the training
-length measure length extrapolation (the paper's Fig. 2 for DNA).
+For a context length L the split is tiled by the held-out windows of
+`goatdna.data_prep.heldout` (L+1 bases starting every L bases inside each record, never across
+a record boundary; an evenly spaced subset when capped): every base of a record except its first
+and the last partial window is scored exactly once, with between 0 and L-1 bases of context.
+That is the standard sliding-free ("non-overlapping windows") evaluation, and the same windows
+`goatdna train` validates on, so at L = seq_len with the run's cap (``--max-tokens`` =
+``data.val_max_windows`` x seq_len) this NLL *is* the run's validation loss. Contexts longer than
+the training length measure length extrapolation (the paper's Fig. 2 for DNA).
 
-Targets that are N are excluded. Losses are the full 5-class cross-entropy, the same quantity the
-training loss and `goatdna train`'s validation loss report. bits/base = NLL / ln 2 and perplexity =
-exp(NLL). Sums are accumulated in float64.
+Per-position log-probabilities come from the one scoring primitive,
+`goatdna.model.scoring.target_log_probs` (the full 5-class log-softmax; N targets excluded), as
+in the training loss. bits/base = NLL / ln 2 and perplexity = exp(NLL). Sums are accumulated in
+float64.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from goatdna.analysis.output import atomic_write_text
+from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
 
@@ -58,25 +62,13 @@ class ContextResult:
 def window_starts(
     records: Iterable[Any], context_length: int, max_windows: int | None = None
 ) -> np.ndarray:
-    """Absolute offsets (in the split's .bin) of the non-overlapping evaluation windows.
+    """Absolute offsets (in the split's .bin) of the held-out windows (`heldout_window_starts`).
 
-    Windows are taken record by record in file order; ``max_windows`` keeps the first ones, so a
-    capped evaluation covers the same leading stretch of the split at every context length.
+    ``max_windows`` keeps an evenly spaced subset, exactly as training's ``data.val_max_windows``.
     """
-    starts: list[np.ndarray] = []
-    total = 0
-    for rec in records:
-        n = (rec.length - 1) // context_length  # windows of L+1 bytes, stride L
-        if n <= 0:
-            continue
-        s = rec.offset + context_length * np.arange(n, dtype=np.int64)
-        if max_windows is not None and total + n > max_windows:
-            s = s[: max_windows - total]
-        starts.append(s)
-        total += s.size
-        if max_windows is not None and total >= max_windows:
-            break
-    return np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+    return heldout_window_starts(
+        [(rec.offset, rec.length) for rec in records], context_length, max_windows
+    )
 
 
 def _mean(total: float, count: int) -> float:
@@ -97,7 +89,8 @@ def score_windows(
     ``model(idx)`` maps (B, L) token ids to (B, L, V) logits. Returns sums and counts.
     """
     import torch
-    import torch.nn.functional as F
+
+    from goatdna.model.scoring import target_log_probs
 
     sums = {"repeat": 0.0, "nonrepeat": 0.0}
     counts = {"repeat": 0, "nonrepeat": 0}
@@ -108,14 +101,8 @@ def score_windows(
             raw = np.asarray(tokens[batch_starts[:, None] + offsets[None, :]])  # (B, L+1) uint8
             plain = torch.from_numpy((raw & TOKEN_MASK).astype(np.int64)).to(device)  # (B, L+1)
             repeat = torch.from_numpy((raw[:, 1:] & REPEAT_FLAG) != 0).to(device)  # (B, L)
-            logits = model(plain[:, :-1])  # (B, L, V)
             targets = plain[:, 1:]  # (B, L)
-            nll = F.cross_entropy(
-                logits.float().reshape(-1, logits.shape[-1]),
-                targets.reshape(-1),
-                reduction="none",
-                ignore_index=N,
-            ).reshape(targets.shape)  # (B, L); 0 where the target is N
+            nll = -target_log_probs(model(plain[:, :-1]), targets)  # (B, L); 0 where N
             scored = targets != N
             for name, mask in (("repeat", scored & repeat), ("nonrepeat", scored & ~repeat)):
                 sums[name] += float(nll[mask].double().sum())

@@ -39,10 +39,13 @@ from goatdna.analysis.checkpoint import (
 )
 from goatdna.analysis.evaluate import (
     DEFAULT_BATCH_TOKENS,
+    ContextResult,
     Evaluation,
     default_context_lengths,
+    evaluate_context,
     evaluate_model,
 )
+from goatdna.analysis.generate import model_device
 from goatdna.analysis.output import atomic_write_text
 from goatdna.atomic import check_output_dir
 from goatdna.errors import GoatDNAError
@@ -122,6 +125,7 @@ class RunData:
     metrics: Any  # DataFrame or None
     train_length: int
     evaluation: Evaluation | None = None
+    validation: ContextResult | None = None  # training length, the run's validation windows
 
     @property
     def positional(self) -> str:
@@ -199,6 +203,28 @@ def load_run(run_dir: Path, name: str, device: str = "cpu") -> RunData:
     )
 
 
+def validation_nll(run: RunData, genome: Any, split: str, batch_tokens: int) -> ContextResult:
+    """NLL at the training length over the run's validation windows of ``split``.
+
+    The held-out windows (`goatdna.data_prep.heldout`) at L = seq_len capped at the run's
+    ``data.val_max_windows``: on the val split, the windows `goatdna train` validated on, so this
+    is summary.json's ``best_val_loss`` recomputed from best.ckpt (same definition, same windows).
+    """
+    data = run.config.get("data") or {}
+    cap = data.get("val_max_windows") if isinstance(data, dict) else None
+    length = run.train_length
+    return evaluate_context(
+        run.model,
+        genome.tokens(split),
+        genome.records(split),
+        length,
+        length,
+        max_tokens=cap * length if isinstance(cap, int) else None,
+        batch_tokens=batch_tokens,
+        device=model_device(run.model),
+    )
+
+
 def _num(value: Any) -> float:
     try:
         return float(value)
@@ -213,7 +239,7 @@ def build_summary(runs: Sequence[RunData], gc_summaries: dict[str, Any]) -> Any:
     rows = []
     for run in runs:
         assert run.evaluation is not None
-        at_train = run.evaluation.at(run.train_length)
+        at_train = run.validation or run.evaluation.at(run.train_length)
         gc = gc_summaries[run.name]
         params = run.summary.get("params")
         if not isinstance(params, int):
@@ -609,6 +635,7 @@ def _write_report(
             options.max_eval_tokens,
             options.batch_tokens,
         )
+        run.validation = validation_nll(run, genome, options.split, options.batch_tokens)
         run.evaluation = Evaluation(
             checkpoint=str(run.checkpoint),
             data=str(options.data_dir),
@@ -839,8 +866,11 @@ def _sections(
     sections.append(
         _Section(
             "Summary",
-            f"`val_nll`: mean NLL in nats per predicted base on the `{options.split}` split at the "
-            "training context length (N targets excluded); `bits_per_base` = val_nll / ln 2. "
+            f"`val_nll`: mean NLL in nats per predicted base of the best checkpoint on the "
+            f"`{options.split}` split at the training context length over the run's validation "
+            "windows (`data.val_max_windows` held-out windows; N targets excluded): on the val "
+            "split the same windows `goatdna train` validates on, so it equals summary.json's "
+            "`best_val_loss`; `bits_per_base` = val_nll / ln 2. "
             "`tokens_per_s` and `peak_memory_gb` (10^9 bytes; CUDA max allocated on GPU, peak RSS "
             "on CPU) come from each run's summary.json. GC columns: the GC study below "
             "(GC as fractions).",

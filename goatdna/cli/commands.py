@@ -23,6 +23,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("export", "export", "export"),
     ("embed", "embed", "embed"),
     ("probe-recall", "probe_recall", "probe_recall"),
+    ("score-variants", "score_variants", "score_variants"),
 ]
 
 

@@ -31,7 +31,8 @@ def evaluate(
     max_tokens: int | None = typer.Option(
         None,
         "--max-tokens",
-        help="Score at most this many bases per context length (the leading windows of the split).",
+        help="Score at most this many bases per context length (max-tokens // L held-out windows, "
+        "evenly spaced over the split: the windows training validates on at its own cap).",
     ),
     batch_tokens: int = typer.Option(
         16384, "--batch-tokens", help="Tokens per forward pass (batch = this / context length)."

@@ -42,7 +42,7 @@ class DataConfig:
     rc_prob: float = 0.5
     """Probability that a training window is reverse-complemented (A<->T, C<->G, N->N)."""
     val_max_windows: int = 2048
-    """Cap on validation windows (an evenly spaced subset of the fixed tiling of val.bin)."""
+    """Cap on validation windows (an evenly spaced subset of the held-out windows of val.bin)."""
     val_batch_size: int = 16
     num_workers: int = 2
     """DataLoader worker processes per device (0: load in the training process)."""

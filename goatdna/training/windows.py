@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from goatdna.data_prep import ShardedGenome
+from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.data_prep.tokens import COMPLEMENT, REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import DataConfig
@@ -121,30 +122,6 @@ def max_n_for(window: int, max_n_fraction: float) -> int:
     return int(np.floor(max_n_fraction * window + 1e-9))
 
 
-def tile_windows(index: WindowIndex, cap: int | None = None) -> np.ndarray:
-    """A fixed tiling: non-overlapping valid windows, greedy left to right; at most ``cap``.
-
-    When more windows fit than ``cap``, an evenly spaced subset is kept, so the validation set
-    still spans the whole split.
-    """
-    w = index.window
-    tiles: list[np.ndarray] = []
-    next_free = -1  # first offset not covered by the previous tile
-    for start, count in zip(index.starts.tolist(), index.counts.tolist(), strict=True):
-        first = max(start, next_free)
-        last = start + count - 1  # last valid start of this interval
-        if first > last:
-            continue
-        t = np.arange(first, last + 1, w, dtype=np.int64)
-        tiles.append(t)
-        next_free = int(t[-1]) + w
-    out = np.concatenate(tiles) if tiles else np.zeros(0, dtype=np.int64)
-    if cap is not None and out.size > cap:
-        keep = np.linspace(0, out.size - 1, cap).round().astype(np.int64)
-        out = out[keep]
-    return out
-
-
 @dataclass(frozen=True)
 class WindowSampler:
     """Draws the windows of micro-step ``k`` for rank ``r``: a pure function of its arguments."""
@@ -197,36 +174,48 @@ class SplitWindows:
     root: Path
     manifest_sha256: str
     train_index: WindowIndex
-    val_starts: np.ndarray  # (n_val,) offsets of the validation tiling in val.bin
+    val_starts: np.ndarray  # (n_val,) offsets of the held-out validation windows in val.bin
 
 
 def plan_windows(genome: ShardedGenome, config: DataConfig) -> SplitWindows:
-    """Index the train split and tile the val split; a clear error when nothing fits."""
+    """Index the train split and take the val split's held-out windows; a clear error when
+    nothing fits.
+
+    Validation scores `heldout_window_starts` at L = seq_len (capped at ``val_max_windows``):
+    the windows `goatdna evaluate` scores at that length and cap, so the two numbers agree.
+    """
     window = config.seq_len + 1
     max_n = max_n_for(window, config.max_n_fraction)
-    indices = {}
     for split in ("train", "val"):
         if split not in genome.split_names():
             raise GoatDNAError(
                 f"{genome.root}: the data has no '{split}' split; prepare it with a held-out "
                 "validation split (goatdna prepare --val-contigs / --val-fraction)"
             )
-        records = genome.records(split)
-        index = build_window_index(
-            genome.tokens(split), [(r.offset, r.length) for r in records], window, max_n
+    records = genome.records("train")
+    train_index = build_window_index(
+        genome.tokens("train"), [(r.offset, r.length) for r in records], window, max_n
+    )
+    if train_index.total == 0:
+        longest = max((r.length for r in records), default=0)
+        raise GoatDNAError(
+            f"{genome.root}: no train window of seq_len + 1 = {window} bases fits in one "
+            f"record with at most {max_n} N bases (longest train record: {longest} bases); "
+            "lower data.seq_len and model.train_length, or raise data.max_n_fraction"
         )
-        if index.total == 0:
-            longest = max((r.length for r in records), default=0)
-            raise GoatDNAError(
-                f"{genome.root}: no {split} window of seq_len + 1 = {window} bases fits in one "
-                f"record with at most {max_n} N bases (longest {split} record: {longest} bases); "
-                "lower data.seq_len and model.train_length, or raise data.max_n_fraction"
-            )
-        indices[split] = index
-    val_starts = tile_windows(indices["val"], cap=config.val_max_windows)
+    val_records = genome.records("val")
+    val_starts = heldout_window_starts(
+        [(r.offset, r.length) for r in val_records], config.seq_len, config.val_max_windows
+    )
+    if val_starts.size == 0:
+        longest = max((r.length for r in val_records), default=0)
+        raise GoatDNAError(
+            f"{genome.root}: no val window of seq_len + 1 = {window} bases fits in one record "
+            f"(longest val record: {longest} bases); lower data.seq_len and model.train_length"
+        )
     return SplitWindows(
         root=Path(genome.root),
         manifest_sha256=genome.manifest_sha256,
-        train_index=indices["train"],
+        train_index=train_index,
         val_starts=val_starts,
     )

@@ -1,0 +1,221 @@
+"""VCF in, variant scores out: reading alleles with pysam and writing .tsv, .parquet or .vcf.gz.
+
+Every ALT allele of the input becomes one output row, in input order. The ``.vcf.gz`` output is
+the input VCF itself with one INFO field added (``GOATDNA_LLR``, Number=A, Float: the ``llr`` of
+each ALT, ``.`` where the allele was not scored), bgzipped and tabix-indexed, so it drops into
+bcftools/IGV pipelines. All outputs are written to a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from goatdna.errors import GoatDNAError
+from goatdna.inference.variants import Allele
+
+OUTPUT_SUFFIXES = (".tsv", ".parquet", ".vcf.gz")
+COLUMNS = (
+    "chrom",
+    "pos",
+    "id",
+    "ref",
+    "alt",
+    "llr",
+    "llr_fwd",
+    "llr_rev",
+    "ll_ref",
+    "ll_alt",
+    "window_start",
+    "window_end",
+    "status",
+)
+INFO_ID = "GOATDNA_LLR"
+INFO_DESCRIPTION = (
+    "goatdna log-likelihood ratio LL(alt window) - LL(ref window) per ALT allele, "
+    "averaged over strands; missing where the allele was not scored"
+)
+FLOAT_FORMAT = "%.6f"
+
+
+def output_kind(path: Path) -> str:
+    """'tsv', 'parquet' or 'vcf.gz' from the --out name; anything else is a user error."""
+    name = path.name.lower()
+    for suffix in OUTPUT_SUFFIXES:
+        if name.endswith(suffix):
+            kind = suffix[1:]
+            if kind == "parquet":
+                try:
+                    import pyarrow  # noqa: F401
+                except ImportError:
+                    raise GoatDNAError(
+                        f"--out {path}: writing .parquet needs pyarrow (pip install pyarrow); "
+                        "or write .tsv"
+                    ) from None
+            return kind
+    raise GoatDNAError(
+        f"--out {path}: the name must end in .tsv, .parquet or .vcf.gz (it picks the format)"
+    )
+
+
+@dataclass
+class VcfAlleles:
+    """The alleles of a VCF in input order, and facts about the file needed later."""
+
+    path: Path
+    alleles: list[Allele]
+    records: int
+    sorted: bool
+    first_unsorted: str  # "chrom:pos" of the first record out of order ('' when sorted)
+    has_symbolic: bool
+
+
+def open_vcf(path: Path):
+    """A pysam VariantFile, or a one-line user error naming the file."""
+    import pysam
+
+    if not path.is_file():
+        raise GoatDNAError(f"--vcf {path}: file not found")
+    try:
+        return pysam.VariantFile(str(path))
+    except (ValueError, OSError) as err:
+        first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
+        raise GoatDNAError(
+            f"--vcf {path}: not a readable VCF/BCF ({first}); pass a VCF (.vcf or bgzipped .vcf.gz)"
+        ) from None
+
+
+def _records(handle, path: Path) -> Iterator:
+    """Iterate records, turning htslib parse failures into a user error with the record number."""
+    iterator = iter(handle)
+    index = 0
+    while True:
+        try:
+            record = next(iterator)
+        except StopIteration:
+            return
+        except (ValueError, OSError) as err:
+            raise GoatDNAError(
+                f"--vcf {path}: record {index + 1} cannot be parsed ({err}); fix or drop it"
+            ) from None
+        index += 1
+        yield record
+
+
+def _out_of_order(chrom: str, pos: int, last: tuple[str, int], seen: set[str]) -> bool:
+    """A record before its predecessor: a contig that came back, or a smaller position."""
+    if chrom != last[0]:
+        return chrom in seen
+    return pos < last[1]
+
+
+def read_alleles(path: Path) -> VcfAlleles:
+    """One `Allele` per ALT of every record, in input order (multi-allelic records split)."""
+    from goatdna.inference.variants import is_symbolic
+
+    alleles: list[Allele] = []
+    seen_contigs: set[str] = set()
+    last: tuple[str, int] | None = None
+    is_sorted, first_unsorted, has_symbolic = True, "", False
+    with open_vcf(path) as handle:
+        count = 0
+        for count, record in enumerate(_records(handle, path), start=1):
+            chrom, pos = record.chrom, record.pos
+            if is_sorted and last is not None and _out_of_order(chrom, pos, last, seen_contigs):
+                is_sorted, first_unsorted = False, f"{chrom}:{pos}"
+            seen_contigs.add(chrom)
+            last = (chrom, pos)
+            for alt in record.alts or ():
+                has_symbolic = has_symbolic or is_symbolic(alt)
+                alleles.append(
+                    Allele(count - 1, chrom, pos, record.id or ".", record.ref or "", alt)
+                )
+    return VcfAlleles(path, alleles, count, is_sorted, first_unsorted, has_symbolic)
+
+
+def check_sorted_for_index(vcf: VcfAlleles, out: Path) -> None:
+    """A tabix index needs a position-sorted VCF: refuse early, before any scoring."""
+    if not vcf.sorted:
+        raise GoatDNAError(
+            f"--vcf {vcf.path}: records are not sorted by position (first out of order: "
+            f"{vcf.first_unsorted}), so {out.name} cannot be tabix-indexed; sort it first "
+            "(bcftools sort) or write .tsv/.parquet"
+        )
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def results_frame(alleles: Sequence[Allele], numbers: dict[str, np.ndarray], windows, statuses):
+    """The output table (pandas) in `COLUMNS` order; window columns are nullable integers."""
+    import pandas as pd
+
+    scored = np.array([s == "ok" for s in statuses], dtype=bool)
+    frame = pd.DataFrame(
+        {
+            "chrom": [a.chrom for a in alleles],
+            "pos": np.array([a.pos for a in alleles], dtype=np.int64),
+            "id": [a.id for a in alleles],
+            "ref": [a.ref for a in alleles],
+            "alt": [a.alt for a in alleles],
+            **{k: numbers[k] for k in ("llr", "llr_fwd", "llr_rev", "ll_ref", "ll_alt")},
+            "window_start": pd.array(np.where(scored, windows[:, 0], 0), dtype="Int64"),
+            "window_end": pd.array(np.where(scored, windows[:, 1], 0), dtype="Int64"),
+            "status": list(statuses),
+        }
+    )
+    frame.loc[~scored, ["window_start", "window_end"]] = pd.NA
+    return frame[list(COLUMNS)]
+
+
+def write_table(frame, out: Path, kind: str) -> None:
+    """Write the table as TSV (6 decimals, empty = not scored) or Parquet, atomically."""
+    tmp = _temporary(out)
+    try:
+        if kind == "tsv":
+            frame.to_csv(tmp, sep="\t", index=False, float_format=FLOAT_FORMAT, na_rep="")
+        else:
+            frame.to_parquet(tmp, index=False)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
+    """The input VCF with INFO/GOATDNA_LLR (Number=A) added; bgzipped, tabix-indexed, atomic."""
+    import pysam
+
+    by_record: list[list[float | None]] = [[] for _ in range(vcf.records)]
+    for allele, value in zip(vcf.alleles, llr.tolist(), strict=True):
+        by_record[allele.record].append(None if math.isnan(value) else value)
+    tmp = _temporary(out)
+    tmp_index = Path(str(tmp) + ".tbi")
+    try:
+        with open_vcf(vcf.path) as source:
+            for _ in _records(source, vcf.path):
+                pass  # one pass so that pysam's header learns undeclared contigs/fields
+            source.reset()
+            header = source.header.copy()
+            header.info.add(INFO_ID, "A", "Float", INFO_DESCRIPTION)
+            if vcf.has_symbolic and "END" not in header.info:
+                # htslib writes END for symbolic alleles; declare it so the output stays valid
+                header.info.add("END", 1, "Integer", "End position of the variant")
+            with pysam.VariantFile(str(tmp), "wz", header=header) as sink:
+                for index, record in enumerate(_records(source, vcf.path)):
+                    record.translate(sink.header)
+                    values = by_record[index]
+                    if any(v is not None for v in values):
+                        record.info[INFO_ID] = tuple(values)
+                    sink.write(record)
+        pysam.tabix_index(str(tmp), preset="vcf", force=True, index=str(tmp_index))
+        os.replace(tmp, out)
+        os.replace(tmp_index, Path(str(out) + ".tbi"))
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp_index.unlink(missing_ok=True)

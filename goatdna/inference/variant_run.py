@@ -1,0 +1,282 @@
+"""Running `goatdna score-variants`: resumable chunks, Lightning's predict loop, the output.
+
+The alleles are cut into chunks of ``chunk_size`` in input order. A chunk's scores depend only on
+its alleles and the options (its batches are formed the same way wherever it runs), and each
+finished chunk is saved in a work folder next to the output (``.OUT.goatdna-work/``), so:
+
+- ``--resume`` skips finished chunks and the output is byte-identical to an uninterrupted run;
+- with ``--devices``/``--num-nodes`` each rank scores a contiguous block of the unfinished chunks
+  (`goatdna.runtime.rank_block`) inside Lightning's predict loop, and the output equals one
+  process's.
+
+Global rank 0 writes the output (temporary name, then rename) and removes the work folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from goatdna.errors import GoatDNAError
+from goatdna.inference.reference import ReferenceGenome
+from goatdna.inference.variant_io import (
+    VcfAlleles,
+    check_sorted_for_index,
+    output_kind,
+    read_alleles,
+    results_frame,
+    write_table,
+    write_vcf,
+)
+from goatdna.inference.variants import (
+    STATUSES,
+    Allele,
+    VariantOptions,
+    allele_status,
+    combine_strands,
+    score_alleles,
+)
+
+DEFAULT_CHUNK_SIZE = 4096
+STATE_FILE = "state.json"
+
+
+@dataclass(frozen=True)
+class ScoreVariantsRequest:
+    """Everything one `score-variants` run needs (the CLI's options, validated)."""
+
+    checkpoint: Path
+    fasta: Path
+    vcf: Path
+    out: Path
+    window: int | None = None  # default: the model's training length
+    strands: str = "both"
+    batch_size: int = 64
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    resume: bool = False
+    cache_dir: Path | None = None  # where a plain-gzip FASTA is decompressed once
+    shared_prefix: bool = True
+
+
+@dataclass
+class ScoreVariantsSummary:
+    """What a run did: allele counts by status and notes on the statuses."""
+
+    out: Path
+    alleles: int
+    records: int
+    window: int
+    counts: dict[str, int]
+    notes: dict[str, str] = field(default_factory=dict)
+    resumed_chunks: int = 0
+
+
+def work_dir_for(out: Path) -> Path:
+    return out.parent / f".{out.name}.goatdna-work"
+
+
+def _stamp(path: Path) -> dict[str, Any]:
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _is_global_rank_zero() -> bool:
+    """Before Lightning starts: is this the launching process (rank 0) of a distributed run?"""
+    for key in ("RANK", "SLURM_PROCID"):
+        if key in os.environ:
+            return int(os.environ[key]) == 0
+    return (
+        int(os.environ.get("NODE_RANK", "0")) == 0 and int(os.environ.get("LOCAL_RANK", "0")) == 0
+    )
+
+
+def _chunk_path(work: Path, chunk: int) -> Path:
+    return work / f"chunk-{chunk:06d}.npz"
+
+
+def _prepare_work_dir(work: Path, state: dict[str, Any], resume: bool) -> int:
+    """Create or check the work folder; return how many chunks are already finished."""
+    state_path = work / STATE_FILE
+    if work.exists():
+        if not resume:
+            raise GoatDNAError(
+                f"{work}: an interrupted score-variants run left its finished chunks here; "
+                "pass --resume to continue it, or delete the folder to start over"
+            )
+        try:
+            previous = json.loads(state_path.read_text())
+        except (OSError, ValueError):
+            previous = None
+        if previous != state:
+            raise GoatDNAError(
+                f"{work}: --resume with different inputs or options than the interrupted run "
+                "(checkpoint, FASTA, VCF, window, strands, batch or chunk size); rerun with "
+                "the same ones, or delete the folder to start over"
+            )
+        return sum(1 for _ in work.glob("chunk-*.npz"))
+    work.mkdir(parents=True)
+    tmp = state_path.with_name(STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+    os.replace(tmp, state_path)
+    return 0
+
+
+def _save_chunk(work: Path, chunk: int, scores: np.ndarray, windows: np.ndarray) -> None:
+    path = _chunk_path(work, chunk)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.npz")
+    np.savez(tmp, scores=scores, windows=windows)
+    os.replace(tmp, path)
+
+
+def _load_chunks(work: Path, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    scores, windows = [], []
+    for chunk in range(n_chunks):
+        path = _chunk_path(work, chunk)
+        if not path.is_file():
+            raise GoatDNAError(
+                f"{work}: chunk {chunk} was not scored (a rank stopped early?); rerun with --resume"
+            )
+        with np.load(path) as data:
+            scores.append(data["scores"])
+            windows.append(data["windows"])
+    if not scores:
+        return np.zeros((0, 4)), np.zeros((0, 2), dtype=np.int64)
+    return np.concatenate(scores), np.concatenate(windows)
+
+
+def _status_notes(
+    vcf: VcfAlleles, statuses: list[str], reference: ReferenceGenome
+) -> dict[str, str]:
+    """One line per status that needs explaining (missing contigs with the FASTA's name)."""
+    notes: dict[str, str] = {}
+    missing = sorted(
+        {a.chrom for a, s in zip(vcf.alleles, statuses, strict=True) if s == "missing_contig"}
+    )
+    if missing:
+        parts = []
+        for name in missing[:5]:
+            other = reference.suggestion(name)
+            parts.append(f"{name} (FASTA has {other})" if other else name)
+        notes["missing_contig"] = (
+            "not in the FASTA: " + ", ".join(parts) + (", ..." if len(missing) > 5 else "")
+        )
+    return notes
+
+
+def _check_naming(vcf: VcfAlleles, statuses: list[str], reference: ReferenceGenome) -> None:
+    """Refuse a run in which no allele can be scored because of contig naming (20 vs chr20)."""
+    sequence_alleles = [a for a, s in zip(vcf.alleles, statuses, strict=True) if s != "symbolic"]
+    if sequence_alleles and all(s in ("missing_contig", "symbolic") for s in statuses):
+        renamed = [a.chrom for a in sequence_alleles if reference.suggestion(a.chrom)]
+        if renamed:
+            raise GoatDNAError(
+                f"--vcf {vcf.path} and --fasta {reference.path} name contigs differently: "
+                + reference.missing_message(renamed[0])
+            )
+
+
+def _variant_module(model: Any, alleles: list[Allele], statuses: list[str], reference, options,
+                    work: Path, chunk_size: int, n_chunks: int) -> Any:  # fmt: skip
+    """A LightningModule whose predict loop scores this rank's unfinished chunks."""
+    import pytorch_lightning as pl
+    from torch.utils.data import DataLoader
+
+    from goatdna.runtime import rank_block
+
+    class VariantScorer(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def predict_dataloader(self) -> DataLoader:
+            strategy = self.trainer.strategy
+            pending = None
+            if self.trainer.global_rank == 0:  # one listing, broadcast: ranks agree exactly
+                pending = [c for c in range(n_chunks) if not _chunk_path(work, c).is_file()]
+            pending = strategy.broadcast(pending, src=0)
+            block = rank_block(len(pending), self.trainer.global_rank, self.trainer.world_size)
+            mine = [pending[i] for i in block]
+            return DataLoader(mine, batch_size=None, shuffle=False)
+
+        def predict_step(self, chunk: Any, batch_idx: int = 0) -> int:
+            chunk = int(chunk)
+            rows = slice(chunk * chunk_size, min((chunk + 1) * chunk_size, len(alleles)))
+            scores, windows = score_alleles(
+                self.model, alleles[rows], statuses[rows], reference, options
+            )
+            _save_chunk(work, chunk, scores, windows)
+            return chunk  # not kept (return_predictions=False); None would make Lightning warn
+
+    return VariantScorer()
+
+
+def score_variants(
+    request: ScoreVariantsRequest, runtime: Any, progress: bool = True
+) -> ScoreVariantsSummary | None:
+    """Score every ALT allele of ``request.vcf``; returns the summary on global rank 0, else None."""
+    from goatdna import __version__
+    from goatdna.analysis.checkpoint import load_checkpoint, train_length_of
+
+    out = request.out
+    kind = output_kind(out)
+    if request.chunk_size < 1:
+        raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
+    model, config = load_checkpoint(request.checkpoint, device="cpu")
+    window = request.window if request.window is not None else train_length_of(config)
+    options = VariantOptions(window, request.strands, request.batch_size, request.shared_prefix)
+    if out.parent and not out.parent.is_dir():
+        raise GoatDNAError(f"--out {out}: folder {out.parent} does not exist")
+    cache_dir = request.cache_dir or out.parent / ".goatdna-cache"
+    reference = ReferenceGenome(request.fasta, cache_dir, quiet=not progress)
+    vcf = read_alleles(request.vcf)
+    if kind == "vcf.gz":
+        check_sorted_for_index(vcf, out)
+    statuses = [allele_status(a, reference) for a in vcf.alleles]
+    _check_naming(vcf, statuses, reference)
+
+    n_chunks = -(-len(vcf.alleles) // request.chunk_size)
+    work = work_dir_for(out)
+    state = {
+        "goatdna_version": __version__,
+        "checkpoint": _stamp(request.checkpoint),
+        "fasta": _stamp(request.fasta),
+        "vcf": _stamp(request.vcf),
+        "alleles": len(vcf.alleles),
+        "options": asdict(options),
+        "chunk_size": request.chunk_size,
+    }
+    resumed = _prepare_work_dir(work, state, request.resume) if _is_global_rank_zero() else 0
+
+    module = _variant_module(
+        model, vcf.alleles, statuses, reference, options, work, request.chunk_size, n_chunks
+    )
+    trainer = runtime.predict_trainer(progress=progress)
+    trainer.predict(module, return_predictions=False)
+    trainer.strategy.barrier()
+    if trainer.global_rank != 0:
+        return None
+
+    scores, windows = _load_chunks(work, n_chunks)
+    numbers = combine_strands(scores, options.strands)
+    if kind == "vcf.gz":
+        write_vcf(vcf, numbers["llr"], out)
+    else:
+        write_table(results_frame(vcf.alleles, numbers, windows, statuses), out, kind)
+    shutil.rmtree(work)
+    counts = Counter(statuses)
+    return ScoreVariantsSummary(
+        out=out,
+        alleles=len(vcf.alleles),
+        records=vcf.records,
+        window=window,
+        counts={s: counts.get(s, 0) for s in STATUSES},
+        notes=_status_notes(vcf, statuses, reference),
+        resumed_chunks=resumed,
+    )
