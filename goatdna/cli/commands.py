@@ -20,6 +20,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("generate", "generate", "generate"),
     ("evaluate", "evaluate", "evaluate"),
     ("report", "report", "report"),
+    ("score-track", "score_track", "score_track"),
 ]
 
 
