@@ -23,6 +23,7 @@ from goatdna.inference.reference import Reference
 from goatdna.inference.tracks import (
     Region,
     TrackOptions,
+    block_first_base,
     combine_strands,
     parse_region,
     read_bed,
@@ -417,21 +418,80 @@ def test_cli_contig_naming_mismatch_on_real_b37_names(
     assert not list(tmp_path.glob("*.bw")) and not list(tmp_path.glob(".x.bw*"))
 
 
-def test_interrupted_run_leaves_no_partial_file(tmp_path: Path, model: GoatDNA, fasta) -> None:
-    path, _ = fasta
+def _interrupt_after(blocks: int):
     calls = []
 
-    def interrupt(bases: int) -> None:
+    def progress(bases: int) -> None:
         calls.append(bases)
-        raise KeyboardInterrupt
+        if len(calls) == blocks:
+            raise KeyboardInterrupt
 
-    with Reference(path) as reference, pytest.raises(KeyboardInterrupt):
+    return progress, calls
+
+
+def test_interrupted_run_leaves_no_output_and_resume_is_byte_identical(
+    tmp_path: Path, model: GoatDNA, fasta
+) -> None:
+    path, _ = fasta
+    regions = [Region("chrA", 0, 700), Region("chrB", 0, 90)]
+    options = TrackOptions(16, 8, ("logp", "entropy"), block_bases=64)
+    for suffix in (".bw", ".bedGraph"):
+        clean_dir, cut_dir = tmp_path / f"clean{suffix}", tmp_path / f"cut{suffix}"
+        clean_dir.mkdir()
+        cut_dir.mkdir()
+        with Reference(path) as reference:
+            clean = write_tracks(model, reference, regions, clean_dir / f"t{suffix}", options)
+            progress, calls = _interrupt_after(4)
+            with pytest.raises(KeyboardInterrupt):
+                write_tracks(
+                    model, reference, regions, cut_dir / f"t{suffix}", options, progress=progress
+                )
+            assert [p.name for p in cut_dir.iterdir()] == [f".t{suffix}.partial"]  # no output
+            progress, calls = _interrupt_after(0)  # count the blocks the resumed run scores
+            resumed = write_tracks(
+                model,
+                reference,
+                regions,
+                cut_dir / f"t{suffix}",
+                options,
+                progress=progress,
+                resume=True,
+            )
+        # the 4 finished blocks come back at once (not rescored), then the blocks after them
+        assert calls[0] == block_first_base(4, options) == 16 + 31 * 8
+        for what in ("logp", "entropy"):
+            assert resumed.paths[what].read_bytes() == clean.paths[what].read_bytes()
+        assert sorted(p.name for p in cut_dir.iterdir()) == [
+            f"t.entropy{suffix}",
+            f"t.logp{suffix}",
+        ]
+
+
+def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: GoatDNA, fasta) -> None:
+    path, _ = fasta
+    out = tmp_path / "t.bw"
+    with Reference(path) as reference:
+        progress, _ = _interrupt_after(2)
+        with pytest.raises(KeyboardInterrupt):
+            write_tracks(
+                model,
+                reference,
+                [Region("chrA", 0, 700)],
+                out,
+                TrackOptions(16, 8, block_bases=64),
+                progress=progress,
+            )
+        with pytest.raises(GoatDNAError, match="--resume: .*stride differ"):
+            write_tracks(
+                model,
+                reference,
+                [Region("chrA", 0, 700)],
+                out,
+                TrackOptions(16, 4, block_bases=64),
+                resume=True,
+            )
+        # without --resume a run starts over
         write_tracks(
-            model,
-            reference,
-            [Region("chrA", 0, 700)],
-            tmp_path / "i.bedGraph",
-            TrackOptions(16, 8, block_bases=64),
-            progress=interrupt,
+            model, reference, [Region("chrA", 0, 700)], out, TrackOptions(16, 4, block_bases=64)
         )
-    assert calls and not list(tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == ["t.bw"]

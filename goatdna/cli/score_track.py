@@ -47,6 +47,11 @@ def score_track(
         0, "--batch-size", help="Windows per forward pass (default: 16384 // C)."
     ),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue an interrupted run with the same inputs from its last complete block.",
+    ),
 ) -> None:
     """Score every base of the regions under a model and write bigWig or bedGraph tracks.
 
@@ -103,6 +108,7 @@ def score_track(
             f"{sum(r.length for r in regions):,} bases"
         )
         total = sum(r.length for r in regions)
+        stat = checkpoint.stat()
         with Progress(
             TextColumn("[bold]score-track"),
             BarColumn(),
@@ -132,6 +138,9 @@ def score_track(
                 device,
                 advance,
                 track_name=f"goatdna {positional} C={C}",
+                resume=resume,
+                model_id=f"{checkpoint.resolve()} {stat.st_size} {stat.st_mtime_ns}",
+                message=lambda text: console.print(text, markup=False),
             )
     for quantity, path in result.paths.items():
         console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")

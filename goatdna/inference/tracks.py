@@ -310,13 +310,28 @@ def combine_strands(forward: np.ndarray, reverse: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def block_count(n: int, options: TrackOptions) -> int:
+    """Stream blocks of an ``n``-base region."""
+    return -(-window_count(n, options.context, options.stride) // options.windows_per_block)
+
+
+def block_first_base(block: int, options: TrackOptions) -> int:
+    """First offset of stream block ``block`` (the bases the blocks before it cover)."""
+    return window_first_base(block * options.windows_per_block, options.context, options.stride)
+
+
 def region_blocks(
-    scorer: WindowScorer, read: Callable[[int, int], np.ndarray], n: int, options: TrackOptions
+    scorer: WindowScorer,
+    read: Callable[[int, int], np.ndarray],
+    n: int,
+    options: TrackOptions,
+    first_block: int = 0,
 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """Stream (first offset, {what: float32 values}) blocks covering offsets 0..n-1 in order.
 
     ``read(lo, hi)`` gives forward tokens [lo, hi) of the region. Blocks follow the forward window
     grid; for each, the reverse-complement windows covering the same bases are scored too.
+    ``first_block`` skips the blocks before it (a resumed run).
     """
     C, S = options.context, options.stride
 
@@ -326,7 +341,7 @@ def region_blocks(
 
     total = window_count(n, C, S)
     step = options.windows_per_block
-    for k0 in range(0, total, step):
+    for k0 in range(first_block * step, total, step):
         k1 = min(k0 + step, total)
         b0, forward = strand_values(scorer, read, n, k0, k1, options)
         b1 = b0 + next(iter(forward.values())).size
@@ -430,6 +445,110 @@ class TrackWriter:
         self.tmp.unlink(missing_ok=True)
 
 
+class Spool:
+    """Finished values on disk, so an interrupted run can continue (``--resume``).
+
+    ``.<out name>.partial/`` beside the output holds one raw float32 file per quantity (the values
+    of every region in order, NaN = no value) and ``state.json``: what the run was asked
+    (``fingerprint``), how many stream blocks are complete and how many values they hold. Blocks
+    are appended and ``state.json`` is replaced after each, so after a crash the files are cut back
+    to the last complete block. The output files are made from the spool at the end, then it goes.
+    """
+
+    VERSION = 1
+
+    def __init__(self, out: Path, what: Sequence[str], fingerprint: dict[str, Any]) -> None:
+        self.dir = out.with_name(f".{out.name}.partial")
+        self.what = tuple(what)
+        self.fingerprint = fingerprint
+        self.blocks = 0
+        self.values = 0
+        self._files: dict[str, Any] = {}
+
+    def _path(self, what: str) -> Path:
+        return self.dir / f"values.{what}.f32"
+
+    def open(self, resume: bool, message: Callable[[str], None]) -> int:
+        """Start (or with ``resume`` continue) the spool; returns the complete blocks to skip."""
+        import json
+        import shutil
+
+        state_path = self.dir / "state.json"
+        if resume and state_path.is_file():
+            try:
+                state = json.loads(state_path.read_text())
+            except (OSError, ValueError):
+                state = {}
+            if state.get("version") != self.VERSION or state.get("fingerprint") != self.fingerprint:
+                changed = sorted(
+                    key
+                    for key in set(self.fingerprint) | set(state.get("fingerprint") or {})
+                    if (state.get("fingerprint") or {}).get(key) != self.fingerprint.get(key)
+                )
+                raise GoatDNAError(
+                    f"--resume: the partial track in {self.dir} was made with other inputs "
+                    f"({', '.join(changed) or 'format'} differ); rerun without --resume to start over"
+                )
+            self.blocks, self.values = int(state["blocks"]), int(state["values"])
+            for what in self.what:
+                with open(self._path(what), "r+b") as handle:
+                    handle.truncate(self.values * 4)
+            message(f"resuming: {self.blocks} block(s), {self.values:,} bases already scored")
+        else:
+            if resume:
+                message(f"--resume: no partial track at {self.dir}; starting from the beginning")
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir.mkdir(parents=True)
+            for what in self.what:
+                self._path(what).touch()
+            self._save()
+        self._files = {what: open(self._path(what), "ab") for what in self.what}  # noqa: SIM115
+        return self.blocks
+
+    def _save(self) -> None:
+        import json
+
+        state = {
+            "version": self.VERSION,
+            "fingerprint": self.fingerprint,
+            "blocks": self.blocks,
+            "values": self.values,
+        }
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, self.dir / "state.json")
+
+    def append(self, values: dict[str, np.ndarray]) -> None:
+        """One complete block: values first, then the state that counts them."""
+        for what, handle in self._files.items():
+            handle.write(values[what].astype("<f4").tobytes())
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.blocks += 1
+        self.values += next(iter(values.values())).size
+        self._save()
+
+    def read(self, what: str, chunk: int = 1 << 20) -> Iterator[np.ndarray]:
+        """The spooled values of one quantity, in order, ``chunk`` at a time."""
+        with open(self._path(what), "rb") as handle:
+            while True:
+                data = handle.read(chunk * 4)
+                if not data:
+                    return
+                yield np.frombuffer(data, dtype="<f4")
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            handle.close()
+        self._files = {}
+
+    def remove(self) -> None:
+        import shutil
+
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 @dataclass
 class TrackResult:
     """What a run wrote: files, regions, and the bases that got a value."""
@@ -438,6 +557,44 @@ class TrackResult:
     regions: list[Region]
     bases: int
     scored_bases: int
+
+
+def _fingerprint(
+    reference: Reference, regions: Sequence[Region], options: TrackOptions, model_id: str
+) -> dict[str, Any]:
+    """What decides the values: a resumed run must have been asked the same."""
+    stat = reference.path.stat()
+    return {
+        "model": model_id,
+        "fasta": f"{reference.path.resolve()} {stat.st_size} {stat.st_mtime_ns}",
+        "regions": [r.label for r in regions],
+        "context": options.context,
+        "stride": options.stride,
+        "what": list(options.what),
+        "strands": options.strands,
+        "block_bases": options.block_bases,
+    }
+
+
+def _assemble(spool: Spool, writer: TrackWriter, what: str, regions: Sequence[Region]) -> int:
+    """Write the spooled values of one quantity region by region; returns the bases with a value."""
+    scored = 0
+    region_iter = iter(regions)
+    region = next(region_iter)
+    offset = 0
+    for chunk in spool.read(what):
+        pos = 0
+        while pos < chunk.size:
+            take = min(chunk.size - pos, region.length - offset)
+            piece = chunk[pos : pos + take]
+            writer.add(region.contig, region.start + offset, piece)
+            scored += int((~np.isnan(piece)).sum())
+            pos += take
+            offset += take
+            if offset == region.length:
+                region = next(region_iter, region)
+                offset = 0
+    return scored
 
 
 def write_tracks(
@@ -449,36 +606,53 @@ def write_tracks(
     device: Any = "cpu",
     progress: Callable[[int], None] | None = None,
     track_name: str = "goatdna",
+    resume: bool = False,
+    model_id: str = "",
+    message: Callable[[str], None] = lambda _text: None,
 ) -> TrackResult:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
-    Nothing appears at the output paths until every region is done; on any error or interrupt the
-    temporary files are removed. ``progress(bases)`` is called as blocks finish.
+    Values are spooled to disk block by block (see `Spool`); an interrupted run keeps them and
+    ``resume=True`` continues after the last complete block, giving the same bytes as a run that
+    never stopped. Nothing appears at the output paths until every region is done (temporary
+    names, renamed at the end). ``progress(bases)`` is called as blocks finish.
     """
     paths = output_paths(out, options.what)
     scorer = WindowScorer(model, options.what, device)
-    writers: dict[str, TrackWriter] = {}
-    scored = 0
+    spool = Spool(out, options.what, _fingerprint(reference, regions, options, model_id))
+    done = spool.open(resume, message)
     try:
-        for what, path in paths.items():
-            writers[what] = TrackWriter(path, reference.chrom_sizes(), f"{track_name} {what}")
+        block = 0
         for region in regions:
+            n_blocks = block_count(region.length, options)
+            skip = min(max(0, done - block), n_blocks)
+            block += n_blocks
+            if progress is not None and skip:
+                progress(min(block_first_base(skip, options), region.length))
+            if skip == n_blocks:
+                continue
             info = reference.contig(region.contig)
 
             def read(lo: int, hi: int, _info=info, _start=region.start) -> np.ndarray:
                 return reference.read(_info, _start + lo, _start + hi)
 
-            for offset, values in region_blocks(scorer, read, region.length, options):
-                for what, track in values.items():
-                    writers[what].add(region.contig, region.start + offset, track)
-                first = next(iter(values.values()))
-                scored += int((~np.isnan(first)).sum())
+            for _offset, values in region_blocks(scorer, read, region.length, options, skip):
+                spool.append(values)
                 if progress is not None:
-                    progress(first.size)
+                    progress(next(iter(values.values())).size)
+    finally:
+        spool.close()
+    writers: dict[str, TrackWriter] = {}
+    scored = 0
+    try:
+        for what, path in paths.items():
+            writers[what] = TrackWriter(path, reference.chrom_sizes(), f"{track_name} {what}")
+            scored = _assemble(spool, writers[what], what, regions)
         for writer in writers.values():
             writer.commit()
     except BaseException:
         for writer in writers.values():
             writer.abort()
         raise
+    spool.remove()
     return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)
