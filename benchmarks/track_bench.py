@@ -56,10 +56,17 @@ def _write_fasta(path: Path, copies: int) -> None:
     with gzip.open(PIECE, "rt") as handle:
         handle.readline()
         bases = "".join(line.strip() for line in handle)
+    line = 60
     with open(path, "w") as out:
         out.write(">tiled\n")
-        for _ in range(copies):
-            out.writelines(bases[i : i + 60] + "\n" for i in range(0, len(bases), 60))
+        carry = ""
+        for _ in range(copies):  # wrap across copies: every full line has 60 bases
+            text = carry + bases
+            full = len(text) // line * line
+            out.writelines(text[i : i + line] + "\n" for i in range(0, full, line))
+            carry = text[full:]
+        if carry:
+            out.write(carry + "\n")
 
 
 def _rss_mib() -> float:
@@ -131,6 +138,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--mbp", type=float, default=1.0, help="bases of the speed run (Mbp)")
     parser.add_argument("--sizes", default="1,10", help="region sizes of the memory runs (Mbp)")
+    parser.add_argument("--parts", default="speed,memory", help="speed, memory or both")
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -140,20 +148,24 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rows = speed(args, work)
-        base = rows[0]["bases"] / rows[0]["seconds"]
-        print(
-            "\nscore-track speed (2 layers, d_model 64; bigWig, logp, both strands, "
-            "C = training length 128, S = C/2)\n"
-        )
-        print("| model | context C | bases | seconds | bases/s | ratio to GOAT |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        parts = args.parts.split(",")
+        rows = speed(args, work) if "speed" in parts else []
+        base = rows[0]["bases"] / rows[0]["seconds"] if rows else 1.0
+        if rows:
+            print(
+                "\nscore-track speed (2 layers, d_model 64; bigWig, logp, both strands, "
+                "C = training length 128, S = C/2)\n"
+            )
+            print("| model | context C | bases | seconds | bases/s | ratio to GOAT |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: |")
         for r in rows:
             rate = r["bases"] / r["seconds"]
             print(
                 f"| {r['model']} | {r['context']} | {r['bases']:,} | {r['seconds']:.1f} | "
                 f"{rate:,.0f} | {rate / base:.2f} |"
             )
+        if "memory" not in parts:
+            return
         mem = memory(args, work)
         print(
             "\nscore-track peak memory (one region; GOAT 1 layer, d_model 32; C=32, S=31, "

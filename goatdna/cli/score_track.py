@@ -55,8 +55,7 @@ def score_track(
 ) -> None:
     """Score every base of the regions under a model and write bigWig or bedGraph tracks.
 
-    Windows of C bases start every S bases from the region start; a base at offset i is scored in
-    window 0 if i < C, else in window (i - C) // S + 1, on both strands (averaged).
+    Windows of C bases start every S bases from the region start; the base at offset i is scored in window 0 if i < C, else in window (i - C) // S + 1; both strands are averaged.
     """
     from rich.console import Console
     from rich.progress import (
