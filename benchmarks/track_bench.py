@@ -97,7 +97,14 @@ def speed(args: argparse.Namespace, work: Path) -> list[dict]:
     return rows
 
 
-def memory_child(size_mbp: int, fasta: Path, out: Path) -> None:
+OUTPUTS = {  # memory variants: output name, bigWig zoom levels
+    "bedGraph": ("m.bedGraph", 0),
+    "bigWig, --zoom-levels 0": ("m.bw", 0),
+    "bigWig, 10 zoom levels (default)": ("m.bw", 10),
+}
+
+
+def memory_child(size_mbp: int, fasta: Path, variant: str) -> None:
     """One track of ``size_mbp`` Mbp in this process; prints JSON with the RSS numbers."""
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     model = _model("goat", MICRO, train_length=MEMORY_CONTEXT)
@@ -107,9 +114,22 @@ def memory_child(size_mbp: int, fasta: Path, out: Path) -> None:
         before = _current_rss_mib()
         start = time.perf_counter()
         options = TrackOptions(MEMORY_CONTEXT, MEMORY_STRIDE, strands="forward")
-        write_tracks(model, reference, [region], out, options)
+        name, zooms = OUTPUTS[variant]
+        out = fasta.with_name(name)
+        write_tracks(model, reference, [region], out, options, zoom_levels=zooms)
         seconds = time.perf_counter() - start
-    print(json.dumps({"mbp": size_mbp, "before": before, "peak": _rss_mib(), "seconds": seconds}))
+    peak = _rss_mib()
+    print(
+        json.dumps(
+            {
+                "mbp": size_mbp,
+                "variant": variant,
+                "before": before,
+                "peak": peak,
+                "seconds": seconds,
+            }
+        )
+    )
 
 
 def memory(args: argparse.Namespace, work: Path) -> list[dict]:
@@ -119,17 +139,11 @@ def memory(args: argparse.Namespace, work: Path) -> list[dict]:
     Reference(fasta).close()  # index once, outside the measured processes
     rows = []
     env = dict(os.environ, BENCH_THREADS=str(args.threads))
-    for size in sizes:
-        cmd = [
-            sys.executable,
-            __file__,
-            "--memory-child",
-            str(size),
-            str(fasta),
-            str(work / "m.bw"),
-        ]
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for variant in OUTPUTS:
+        for size in sizes:
+            cmd = [sys.executable, __file__, "--memory-child", str(size), str(fasta), variant]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return rows
 
 
@@ -142,8 +156,8 @@ def main() -> None:
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
-        size, fasta, out = args.memory_child
-        memory_child(int(size), Path(fasta), Path(out))
+        size, fasta, variant = args.memory_child
+        memory_child(int(size), Path(fasta), variant)
         return
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,13 +186,17 @@ def main() -> None:
             "forward strand)\n"
         )
         print(
-            "| region | seconds | RSS before scoring MiB | peak RSS MiB | growth MiB | peak / 1st |"
+            "| output | region | seconds | RSS before scoring MiB | peak RSS MiB | growth MiB "
+            "| peak / 1 Mbp peak |"
         )
-        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        first = {}
         for r in mem:
+            first.setdefault(r["variant"], r["peak"])
             print(
-                f"| {r['mbp']} Mbp | {r['seconds']:.1f} | {r['before']:.0f} | {r['peak']:.0f} | "
-                f"{r['peak'] - r['before']:.0f} | {r['peak'] / mem[0]['peak']:.3f} |"
+                f"| {r['variant']} | {r['mbp']} Mbp | {r['seconds']:.1f} | {r['before']:.0f} | "
+                f"{r['peak']:.0f} | {r['peak'] - r['before']:.0f} | "
+                f"{r['peak'] / first[r['variant']]:.3f} |"
             )
 
 

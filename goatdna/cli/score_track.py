@@ -47,6 +47,12 @@ def score_track(
         0, "--batch-size", help="Windows per forward pass (default: 16384 // C)."
     ),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    zoom_levels: int = typer.Option(
+        10,
+        "--zoom-levels",
+        help="bigWig zoom levels for zoomed-out browser views, 0-10; libBigWig builds them from "
+        "one contig's values in memory (~12 bytes/base), 0 keeps memory flat.",
+    ),
     resume: bool = typer.Option(
         False,
         "--resume",
@@ -84,6 +90,8 @@ def score_track(
     if bool(region) == (bed is not None):
         raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
     output_paths(out, what)  # a bad --out extension fails before any work
+    if not 0 <= zoom_levels <= 10:
+        raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
     if context is not None and context < 2:
         raise GoatDNAError(f"--context {context}: must be >= 2")
     requested = [parse_region(text) for text in region] if region else read_bed(bed)
@@ -140,6 +148,7 @@ def score_track(
                 resume=resume,
                 model_id=f"{checkpoint.resolve()} {stat.st_size} {stat.st_mtime_ns}",
                 message=lambda text: console.print(text, markup=False),
+                zoom_levels=zoom_levels,
             )
     for quantity, path in result.paths.items():
         console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")

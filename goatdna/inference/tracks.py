@@ -44,6 +44,7 @@ BIGWIG_SUFFIXES = (".bw", ".bigwig")
 BEDGRAPH_SUFFIXES = (".bedgraph", ".bg")
 DEFAULT_BATCH_TOKENS = 16384
 DEFAULT_BLOCK_BASES = 1 << 16
+DEFAULT_ZOOM_LEVELS = 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,7 +397,13 @@ def _runs(values: np.ndarray) -> Iterator[tuple[int, int]]:
 class TrackWriter:
     """Writes one track to a temporary name in the target folder; `commit` renames it into place."""
 
-    def __init__(self, path: Path, chrom_sizes: list[tuple[str, int]], name: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        chrom_sizes: list[tuple[str, int]],
+        name: str,
+        zoom_levels: int = DEFAULT_ZOOM_LEVELS,
+    ) -> None:
         self.path = path
         self.kind = output_kind(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -407,7 +414,10 @@ class TrackWriter:
             import pyBigWig
 
             self._bw = pyBigWig.open(str(self.tmp), "w")
-            self._bw.addHeader(chrom_sizes, maxZooms=10)
+            # Zoom levels (summaries for zoomed-out browser views) are computed by libBigWig when
+            # the file closes, from one contig's values at a time held in memory (~12 bytes per
+            # base); zoom_levels=0 writes none and keeps memory flat.
+            self._bw.addHeader(chrom_sizes, maxZooms=zoom_levels)
         else:
             self._text = open(self.tmp, "w")  # noqa: SIM115 - closed in commit/abort
             self._text.write(f'track type=bedGraph name="{name}" description="{name}"\n')
@@ -419,13 +429,16 @@ class TrackWriter:
                 self._bw.addEntries(
                     contig, start + lo, values=values[lo:hi].astype(np.float64), span=1, step=1
                 )
-            else:
-                pos = np.arange(start + lo, start + hi)
-                lines = [
-                    f"{contig}\t{p}\t{p + 1}\t{v:.7g}\n"
-                    for p, v in zip(pos.tolist(), values[lo:hi].tolist(), strict=True)
-                ]
-                self._text.write("".join(lines))
+            else:  # 64k lines at a time, so the text never holds more than a few MB
+                for a in range(lo, hi, 1 << 16):
+                    b = min(a + (1 << 16), hi)
+                    lines = [
+                        f"{contig}\t{p}\t{p + 1}\t{v:.7g}\n"
+                        for p, v in zip(
+                            range(start + a, start + b), values[a:b].tolist(), strict=True
+                        )
+                    ]
+                    self._text.write("".join(lines))
 
     def _close(self) -> None:
         if self._bw is not None:
@@ -609,6 +622,7 @@ def write_tracks(
     resume: bool = False,
     model_id: str = "",
     message: Callable[[str], None] = lambda _text: None,
+    zoom_levels: int = DEFAULT_ZOOM_LEVELS,
 ) -> TrackResult:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
@@ -646,7 +660,9 @@ def write_tracks(
     scored = 0
     try:
         for what, path in paths.items():
-            writers[what] = TrackWriter(path, reference.chrom_sizes(), f"{track_name} {what}")
+            writers[what] = TrackWriter(
+                path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels
+            )
             scored = _assemble(spool, writers[what], what, regions)
         for writer in writers.values():
             writer.commit()
