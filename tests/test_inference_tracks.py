@@ -270,6 +270,16 @@ def test_cli_writes_bedgraph_equal_to_bigwig(tmp_path: Path, checkpoint: Path, f
             got = handle.values(contig, int(start), int(end))[0]
             assert float(value) == pytest.approx(got, rel=1e-6)
     assert not list(tmp_path.glob(".*tmp*"))
+    flat = runner.invoke(app, [*common, "--out", str(tmp_path / "z.bw"), "--zoom-levels", "0"])
+    assert flat.exit_code == 0, flat.output
+    with (
+        pyBigWig.open(str(tmp_path / "z.bw")) as zoomless,
+        pyBigWig.open(str(tmp_path / "t.bw")) as bw,
+    ):
+        assert zoomless.values("chrA", 100, 260) == bw.values("chrA", 100, 260)
+        assert zoomless.stats("chrA", 100, 260, exact=True) == bw.stats(
+            "chrA", 100, 260, exact=True
+        )
 
 
 def test_cli_default_context_is_the_training_length(tmp_path: Path, checkpoint: Path, fasta):
@@ -398,6 +408,7 @@ def test_cli_bad_inputs_one_line_exit_2_no_output(tmp_path: Path, checkpoint: Pa
         [*base[:-1], str(tmp_path / "x.txt"), "-r", "chrA:1-50"]
     )
     assert "--what" in _cli_error([*base, "-r", "chrA:1-50", "--what", "gc"])
+    assert "--zoom-levels 11" in _cli_error([*base, "-r", "chrA:1-50", "--zoom-levels", "11"])
     assert "not both" in _cli_error([*base, "-r", "chrA:1-50", "--bed", str(bed)])
     assert not out.exists() and not list(tmp_path.glob(".x.bw*"))
 
