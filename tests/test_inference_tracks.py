@@ -501,6 +501,16 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: GoatDNA, fas
                 TrackOptions(16, 4, block_bases=64),
                 resume=True,
             )
+        (out.parent / ".t.bw.partial" / "values.logp.f32").write_bytes(b"")
+        with pytest.raises(GoatDNAError, match="--resume: .*values.logp.f32 is missing or shorter"):
+            write_tracks(
+                model,
+                reference,
+                [Region("chrA", 0, 700)],
+                out,
+                TrackOptions(16, 8, block_bases=64),
+                resume=True,
+            )
         # without --resume a run starts over
         write_tracks(
             model, reference, [Region("chrA", 0, 700)], out, TrackOptions(16, 4, block_bases=64)

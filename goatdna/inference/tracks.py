@@ -504,7 +504,13 @@ class Spool:
                 )
             self.blocks, self.values = int(state["blocks"]), int(state["values"])
             for what in self.what:
-                with open(self._path(what), "r+b") as handle:
+                path = self._path(what)
+                if not path.is_file() or path.stat().st_size < self.values * 4:
+                    raise GoatDNAError(
+                        f"--resume: {path} is missing or shorter than {state_path.name} says; "
+                        "rerun without --resume to start over"
+                    )
+                with open(path, "r+b") as handle:
                     handle.truncate(self.values * 4)
             message(f"resuming: {self.blocks} block(s), {self.values:,} bases already scored")
         else:
