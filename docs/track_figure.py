@@ -57,12 +57,19 @@ def main() -> None:
     parser.add_argument("--region", default=REGION)
     parser.add_argument("--long", type=int, default=1024, help="extrapolated context C")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "track_example.png")
+    parser.add_argument(
+        "--offset",
+        type=int,
+        default=1_000_000,
+        help="added to contig positions on the x axis (the sample starts at GRCh37 20:1,000,001)",
+    )
+    parser.add_argument("--axis-label", default="GRCh37 chr20 position (Mbp)")
     args = parser.parse_args()
     region = parse_region(args.region)
     with Reference(args.fasta) as ref:
         tokens = ref.read(ref.contig(region.contig), region.start, region.end)
     gc = _bins(np.isin(tokens, (1, 2)).astype(np.float64))
-    x = (region.start + BIN * (np.arange(gc.size) + 0.5)) / 1000
+    x = (args.offset + region.start + BIN * (np.arange(gc.size) + 0.5)) / 1e6
     tracks = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, ckpt in (("GOAT", args.goat), ("RoPE", args.rope)):
@@ -85,14 +92,14 @@ def main() -> None:
             label=f"{name}: C={args.long} minus training C (mean {long.mean() - values.mean():+.3f})",
         )
     axes[0].set_ylabel(f"logp, nats\n({BIN}-bp mean)")
-    axes[0].set_title(f"goatdna score-track on GRCh37 chr20, {region.label} (training length C)")
+    axes[0].set_title(f"goatdna score-track, region {region.label} (context C = training length)")
     axes[0].legend(loc="lower right", fontsize=8)
     axes[1].axhline(0, color="grey", lw=0.5)
     axes[1].set_ylabel("logp change, nats\n(longer context)")
     axes[1].legend(loc="lower right", fontsize=8)
     axes[2].plot(x, gc, color="tab:green", lw=1)
     axes[2].set_ylabel(f"GC fraction\n({BIN}-bp bins)")
-    axes[2].set_xlabel(f"kbp from the start of contig {region.contig}")
+    axes[2].set_xlabel(args.axis_label)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
