@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from goatdna.configfile import from_dict, load_yaml
-from goatdna.inference.reference import ReferenceGenome
+from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
 from goatdna.model import GoatDNA, ModelConfig
@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        reference = ReferenceGenome(_reference(Path(tmp)), Path(tmp), quiet=True)
+        reference = Reference(_reference(Path(tmp)), Path(tmp))
         alleles = read_alleles(VCF).alleles[: args.alleles]
         statuses = [allele_status(a, reference) for a in alleles]
         n_ok = statuses.count("ok")

@@ -25,7 +25,7 @@ from goatdna.analysis.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.data_prep.tokens import encode
-from goatdna.inference.reference import ReferenceGenome
+from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
 from goatdna.model import GoatDNA, ModelConfig
@@ -119,7 +119,7 @@ def test_llr_equals_brute_force_on_real_snvs_and_indels(
     checkpoints, chr20_reference, kgp_vcf, positional, window, tmp_path
 ) -> None:
     model, _ = load_checkpoint(checkpoints[positional])
-    reference = ReferenceGenome(chr20_reference, tmp_path, quiet=True)
+    reference = Reference(chr20_reference, tmp_path)
     vcf = read_alleles(kgp_vcf)
     head = vcf.alleles[:3000]
     statuses = [allele_status(a, reference) for a in head]

@@ -24,6 +24,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("embed", "embed", "embed"),
     ("probe-recall", "probe_recall", "probe_recall"),
     ("score-variants", "score_variants", "score_variants"),
+    ("score-track", "score_track", "score_track"),
 ]
 
 

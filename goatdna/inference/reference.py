@@ -1,83 +1,135 @@
-"""Reference sequence for inference: contig names, lengths and uppercased token ranges of a FASTA.
+"""The reference genome for inference: contig sizes, token reads of any range, naming hints.
 
-Built on the project's FASTA reader (`goatdna.data_prep.fasta`: plain, gzip or bgzip, indexed with
-pyfaidx, validated per base), so scoring reads exactly the tokens training saw. Inference wants
-whole-contig access in genome order (a sorted VCF, a list of regions), so a contig is read once
-and kept until another one is asked for. A name that is not in the FASTA gets a suggestion when
-the other naming convention (``20`` vs ``chr20``) is there.
+Built on `goatdna.data_prep.fasta` (plain, gzip or bgzip FASTA, indexed with pyfaidx, validated
+per base), so inference reads a FASTA exactly as `goatdna prepare` does. A plain-gzip FASTA cannot
+be read at random offsets; it is decompressed once into a cache folder (``$GOATDNA_CACHE``, else
+``$XDG_CACHE_HOME/goatdna``, else ``~/.cache/goatdna``, or the folder the caller names) and reused
+while the source is unchanged.
+
+Two access patterns share one reader: tracks stream ranges of a region (`read`), variant scoring
+walks a sorted VCF and keeps the current contig in memory (`fetch`, `contig_tokens`). A name
+that is not in the FASTA gets a suggestion when the other naming convention (``20`` vs ``chr20``)
+is there.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from goatdna.data_prep.fasta import ContigInfo, ContigReader, open_fasta
+from goatdna.data_prep.fasta import ContigInfo, ContigReader, FastaSource, open_fasta
 from goatdna.data_prep.tokens import TOKEN_MASK
 from goatdna.errors import GoatDNAError
 
 
-def alternative_name(name: str) -> str:
-    """The same contig under the other naming convention: ``chr20`` <-> ``20``, ``chrM`` <-> ``MT``."""
-    if name in ("chrM", "MT"):
-        return "MT" if name == "chrM" else "chrM"
-    return name[3:] if name.startswith("chr") else "chr" + name
+def default_cache_dir() -> Path:
+    """Where decompressed copies of plain-gzip FASTA files go."""
+    if os.environ.get("GOATDNA_CACHE"):
+        return Path(os.environ["GOATDNA_CACHE"]) / "fasta"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "goatdna" / "fasta"
 
 
-class ReferenceGenome:
-    """Random access to a reference FASTA as uppercased tokens (A=0 C=1 G=2 T=3 N=4)."""
+def alternative_contig_name(name: str, names: set[str]) -> str | None:
+    """The same contig under the other naming style, when the reference has it.
 
-    def __init__(self, path: str | Path, cache_dir: str | Path, quiet: bool = False) -> None:
-        self.path = Path(path)
-        self.source = open_fasta(
-            self.path, Path(cache_dir), message=(lambda _m: None) if quiet else print
-        )
-        self._by_name: dict[str, ContigInfo] = {c.name: c for c in self.source.contigs}
+    UCSC names chromosomes ``chr20``/``chrM``; Ensembl and GRCh37 (b37, hs37d5) use ``20``/``MT``.
+    """
+    if name.startswith("chr"):
+        bare = name[3:]
+        candidate = "MT" if bare == "M" else bare
+    else:
+        candidate = "chrM" if name == "MT" else "chr" + name
+    return candidate if candidate in names else None
+
+
+class Reference:
+    """A FASTA opened for random access: contig lengths and token reads of any range."""
+
+    def __init__(
+        self,
+        fasta: str | Path,
+        cache_dir: Path | None = None,
+        message: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = Path(fasta)
+        self.source: FastaSource = open_fasta(
+            self.path, Path(cache_dir) if cache_dir else default_cache_dir(),
+            message or (lambda _text: None),
+        )  # fmt: skip
+        self._contigs = {info.name: info for info in self.source.contigs}
         self._reader: ContigReader | None = None
         self._cached_name: str | None = None
         self._cached_tokens: np.ndarray | None = None
 
+    # ------------------------------------------------------------------ names and sizes
     @property
-    def names(self) -> list[str]:
-        return list(self._by_name)
+    def contig_names(self) -> list[str]:
+        """Contig names in FASTA order (the order tracks are written in)."""
+        return [info.name for info in self.source.contigs]
+
+    def chrom_sizes(self) -> list[tuple[str, int]]:
+        """(name, length) of every contig, in FASTA order: the bigWig header."""
+        return [(info.name, info.length) for info in self.source.contigs]
 
     def has(self, name: str) -> bool:
-        return name in self._by_name
+        return name in self._contigs
 
     def length(self, name: str) -> int:
-        return self._info(name).length
+        return self.contig(name).length
 
     def suggestion(self, name: str) -> str | None:
         """The FASTA's name for ``name`` under the other convention, when the FASTA has it."""
-        other = alternative_name(name)
-        return other if other in self._by_name else None
+        return alternative_contig_name(name, set(self._contigs))
 
     def missing_message(self, name: str) -> str:
         """Why ``name`` cannot be read, with the other convention's name when that exists."""
         other = self.suggestion(name)
-        hint = (
-            f"; the FASTA names it {other!r} (rename the contigs of one file, e.g. with "
-            "bcftools annotate --rename-chrs)"
-            if other
-            else f" (it has {', '.join(self.names[:5])}{', ...' if len(self.names) > 5 else ''})"
-        )
+        if other:
+            hint = (
+                f"; the FASTA names it {other!r} (use {other!r}, or rename the contigs of one "
+                "file, e.g. with bcftools annotate --rename-chrs)"
+            )
+        else:
+            names = self.contig_names
+            shown = ", ".join(repr(n) for n in names[:5])
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            hint = f"; it has contigs {shown}{more}"
         return f"contig {name!r} is not in {self.path.name}{hint}"
 
-    def _info(self, name: str) -> ContigInfo:
-        info = self._by_name.get(name)
+    def contig(self, name: str, where: str = "") -> ContigInfo:
+        """The named contig; a missing one says which name the FASTA uses instead, if any."""
+        info = self._contigs.get(name)
         if info is None:
-            raise GoatDNAError(self.missing_message(name))
+            prefix = f"{where}: " if where else ""
+            raise GoatDNAError(prefix + self.missing_message(name))
         return info
 
+    # ------------------------------------------------------------------ reads
+    def _open_reader(self) -> ContigReader:
+        if self._reader is None:
+            self._reader = self.source.open_reader()
+        return self._reader
+
+    def read(self, contig: ContigInfo, start: int, end: int) -> np.ndarray:
+        """Tokens A C G T N = 0..4 (uint8, soft-mask flag removed) of bases [start, end)."""
+        raw = self._open_reader().read_tokens(contig, start, end)
+        return np.frombuffer(raw, dtype=np.uint8) & TOKEN_MASK
+
+    def read_soft_mask(self, contig: ContigInfo, start: int, end: int) -> np.ndarray:
+        """True where the base of [start, end) is lowercase (soft-masked) in the FASTA."""
+        raw = self._open_reader().read_tokens(contig, start, end)
+        return (np.frombuffer(raw, dtype=np.uint8) & ~np.uint8(TOKEN_MASK)) != 0
+
     def contig_tokens(self, name: str) -> np.ndarray:
-        """All bases of contig ``name`` as uppercased tokens (uint8); the last contig stays cached."""
+        """All bases of contig ``name`` as uppercased tokens (uint8); the last contig stays cached
+        (a sorted VCF asks for one contig after another)."""
         if self._cached_name != name:
-            info = self._info(name)
-            if self._reader is None:
-                self._reader = self.source.open_reader()
-            raw = self._reader.read_tokens(info, 0, info.length)
-            self._cached_tokens = np.frombuffer(raw, dtype=np.uint8) & TOKEN_MASK
+            info = self.contig(name)
+            self._cached_tokens = self.read(info, 0, info.length)
             self._cached_name = name
         assert self._cached_tokens is not None
         return self._cached_tokens
@@ -87,6 +139,7 @@ class ReferenceGenome:
         tokens = self.contig_tokens(name)
         return tokens[max(0, start) : max(0, min(end, tokens.size))]
 
+    # ------------------------------------------------------------------ lifetime
     def __getstate__(self) -> dict:
         """Picklable for spawned workers: the open reader and the cached contig stay behind."""
         state = dict(self.__dict__)
@@ -98,3 +151,9 @@ class ReferenceGenome:
             self._reader.close()
             self._reader = None
         self._cached_name, self._cached_tokens = None, None
+
+    def __enter__(self) -> Reference:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

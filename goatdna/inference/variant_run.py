@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from goatdna.errors import GoatDNAError
-from goatdna.inference.reference import ReferenceGenome
+from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
     VcfAlleles,
     check_sorted_for_index,
@@ -151,9 +151,7 @@ def _load_chunks(work: Path, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(scores), np.concatenate(windows)
 
 
-def _status_notes(
-    vcf: VcfAlleles, statuses: list[str], reference: ReferenceGenome
-) -> dict[str, str]:
+def _status_notes(vcf: VcfAlleles, statuses: list[str], reference: Reference) -> dict[str, str]:
     """One line per status that needs explaining (missing contigs with the FASTA's name)."""
     notes: dict[str, str] = {}
     missing = sorted(
@@ -170,7 +168,7 @@ def _status_notes(
     return notes
 
 
-def _check_naming(vcf: VcfAlleles, statuses: list[str], reference: ReferenceGenome) -> None:
+def _check_naming(vcf: VcfAlleles, statuses: list[str], reference: Reference) -> None:
     """Refuse a run in which no allele can be scored because of contig naming (20 vs chr20)."""
     sequence_alleles = [a for a, s in zip(vcf.alleles, statuses, strict=True) if s != "symbolic"]
     if sequence_alleles and all(s in ("missing_contig", "symbolic") for s in statuses):
@@ -234,7 +232,7 @@ def score_variants(
     if out.parent and not out.parent.is_dir():
         raise GoatDNAError(f"--out {out}: folder {out.parent} does not exist")
     cache_dir = request.cache_dir or out.parent / ".goatdna-cache"
-    reference = ReferenceGenome(request.fasta, cache_dir, quiet=not progress)
+    reference = Reference(request.fasta, cache_dir, message=print if progress else None)
     vcf = read_alleles(request.vcf)
     if kind == "vcf.gz":
         check_sorted_for_index(vcf, out)

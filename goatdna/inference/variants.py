@@ -29,7 +29,7 @@ import numpy as np
 
 from goatdna.data_prep.tokens import COMPLEMENT, TOKEN_TABLE, N
 from goatdna.errors import GoatDNAError
-from goatdna.inference.reference import ReferenceGenome
+from goatdna.inference.reference import Reference
 
 STATUSES = ("ok", "symbolic", "ref_mismatch", "missing_contig", "non_acgt_allele", "identical")
 """Every output row has one: ``ok`` (scored) or why the allele was not scored."""
@@ -99,7 +99,7 @@ def is_symbolic(alt: str) -> bool:
     )
 
 
-def allele_status(allele: Allele, reference: ReferenceGenome) -> str:
+def allele_status(allele: Allele, reference: Reference) -> str:
     """The status of one allele, checked in the order of `STATUSES` after ``ok``."""
     if is_symbolic(allele.alt):
         return "symbolic"
@@ -159,7 +159,7 @@ class AlleleWindow:
         return np.concatenate([self.left, self.alt, self.right])
 
 
-def allele_window(allele: Allele, reference: ReferenceGenome, flank: int) -> AlleleWindow:
+def allele_window(allele: Allele, reference: Reference, flank: int) -> AlleleWindow:
     """Flanks of ``flank`` bases clipped at the contig ends (the score's definition)."""
     ref, alt = allele.ref.upper(), allele.alt.upper()
     start = allele.pos - 1
@@ -297,7 +297,7 @@ def score_alleles(
     model: object,
     alleles: Sequence[Allele],
     statuses: Sequence[str],
-    reference: ReferenceGenome,
+    reference: Reference,
     options: VariantOptions,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score the ``ok`` alleles -> (scores (n, 4) float64 in `SCORE_FIELDS` order, windows (n, 2)).

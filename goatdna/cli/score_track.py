@@ -1,0 +1,154 @@
+"""`goatdna score-track`: per-base log-probability / entropy tracks for genome browsers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def score_track(
+    checkpoint: Path = typer.Option(
+        ..., "--checkpoint", "-c", help="A .ckpt written by `goatdna train`."
+    ),
+    fasta: Path = typer.Option(
+        ..., "--fasta", "-f", help="Reference FASTA (plain, gzip or bgzip); indexed on first use."
+    ),
+    region: list[str] = typer.Option(
+        [],
+        "--region",
+        "-r",
+        help="contig:start-end, 1-based inclusive (repeatable), e.g. 20:1000001-1100000.",
+    ),
+    bed: Path | None = typer.Option(
+        None, "--bed", help="BED file of regions (0-based, half-open), instead of --region."
+    ),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        help="TRACK.bw (bigWig) or TRACK.bedGraph; with several --what, one TRACK.<what>.bw each.",
+    ),
+    context: int | None = typer.Option(
+        None,
+        "--context",
+        help="Window length C (default: the training length; longer extrapolates).",
+    ),
+    stride: int | None = typer.Option(
+        None, "--stride", help="Window start step S, 1 <= S < C (default: C // 2)."
+    ),
+    what: list[str] = typer.Option(
+        ["logp"], "--what", help="logp (of the reference base) or entropy (repeatable)."
+    ),
+    strands: str = typer.Option(
+        "both", "--strands", help="both (average with the reverse complement) or forward."
+    ),
+    batch_size: int = typer.Option(
+        0, "--batch-size", help="Windows per forward pass (default: 16384 // C)."
+    ),
+    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    zoom_levels: int = typer.Option(
+        10,
+        "--zoom-levels",
+        help="bigWig zoom levels for zoomed-out browser views, 0-10; libBigWig builds them from "
+        "one contig's values in memory (~12 bytes/base), 0 keeps memory flat.",
+    ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue an interrupted run with the same inputs from its last complete block.",
+    ),
+) -> None:
+    """Score every base of the regions under a model and write bigWig or bedGraph tracks.
+
+    Windows of C bases start every S bases from the region start; the base at offset i is scored in window 0 if i < C, else in window (i - C) // S + 1; both strands are averaged.
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from goatdna.analysis.checkpoint import load_checkpoint, train_length_of
+    from goatdna.errors import GoatDNAError
+    from goatdna.inference.reference import Reference
+    from goatdna.inference.tracks import (
+        TrackOptions,
+        output_paths,
+        parse_region,
+        read_bed,
+        resolve_regions,
+        write_tracks,
+    )
+
+    console = Console(stderr=True)
+    if bool(region) == (bed is not None):
+        raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
+    output_paths(out, what)  # a bad --out extension fails before any work
+    if not 0 <= zoom_levels <= 10:
+        raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
+    if context is not None and context < 2:
+        raise GoatDNAError(f"--context {context}: must be >= 2")
+    requested = [parse_region(text) for text in region] if region else read_bed(bed)
+    with Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference:
+        regions = resolve_regions(requested, reference)
+        model, config = load_checkpoint(checkpoint, device)
+        train_length = train_length_of(config)
+        C = context if context is not None else train_length
+        options = TrackOptions(
+            context=C,
+            stride=stride if stride is not None else max(1, C // 2),
+            what=tuple(what),
+            strands=strands,
+            batch_size=batch_size,
+        )
+        positional = model.config.positional
+        note = " (longer than training: extrapolation)" if train_length < C else ""
+        console.print(
+            f"{positional} model, training length {train_length}; context {C}{note}, "
+            f"stride {options.stride}, strands {strands}; {len(regions)} region(s), "
+            f"{sum(r.length for r in regions):,} bases"
+        )
+        total = sum(r.length for r in regions)
+        stat = checkpoint.stat()
+        with Progress(
+            TextColumn("[bold]score-track"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("bases"),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        ) as bar:
+            task = bar.add_task("bases", total=total, rate="")
+
+            def advance(bases: int) -> None:
+                bar.advance(task, bases)
+                elapsed = bar.tasks[0].elapsed or 0.0
+                done = bar.tasks[0].completed
+                if elapsed > 0:
+                    bar.update(task, rate=f"{done / elapsed:,.0f} bases/s")
+
+            result = write_tracks(
+                model,
+                reference,
+                regions,
+                out,
+                options,
+                device,
+                advance,
+                track_name=f"goatdna {positional} C={C}",
+                resume=resume,
+                model_id=f"{checkpoint.resolve()} {stat.st_size} {stat.st_mtime_ns}",
+                message=lambda text: console.print(text, markup=False),
+                zoom_levels=zoom_levels,
+            )
+    for quantity, path in result.paths.items():
+        console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")

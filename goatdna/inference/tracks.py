@@ -1,0 +1,680 @@
+"""Per-base likelihood tracks of a trained model along genomic regions (bigWig or bedGraph).
+
+The track, exactly (the README repeats it). A region of ``n`` bases is cut into windows of ``C``
+bases (the context) that start at the region start + ``k * S`` (``S`` the stride, ``1 <= S < C``).
+The base at offset ``i`` from the region start is scored in window 0 when ``i < C``, else in
+window ``(i - C) // S + 1``; within its window it is predicted from the bases before it there, so
+every base past the first window sees between ``C - S`` and ``C - 1`` bases of context, and no
+window reaches outside the region. Each window is scored from absolute position 0 with
+`goatdna.model.scoring.target_log_probs` (the 5-class log-softmax of the training loss).
+
+The reverse strand is scored the same way on the reverse complement of the region, and the two
+values of each base are averaged. The region's first base has no forward value and its last base
+no reverse value (nothing precedes them on that strand): they take the other strand's value.
+
+- ``logp``: log-probability (nats) of the reference base; an N base has no value.
+- ``entropy``: entropy (nats) of the predicted distribution over A/C/G/T (the model's 5-class
+  distribution without N, renormalised); strand-symmetric because complementing only permutes
+  the four bases. N bases have no value either, so both tracks cover the same bases.
+
+Streaming: a region is processed in blocks of whole windows of the forward grid; the reverse
+strand windows that cover the same bases are scored beside them, so memory stays bounded by the
+block size whatever the region length, and values are written in coordinate order as they come.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from goatdna.data_prep.tokens import COMPLEMENT, N
+from goatdna.errors import GoatDNAError
+from goatdna.inference.reference import Reference
+
+WHATS = ("logp", "entropy")
+STRANDS = ("both", "forward")
+BIGWIG_SUFFIXES = (".bw", ".bigwig")
+BEDGRAPH_SUFFIXES = (".bedgraph", ".bg")
+DEFAULT_BATCH_TOKENS = 16384
+DEFAULT_BLOCK_BASES = 1 << 16
+DEFAULT_ZOOM_LEVELS = 10
+
+
+# ---------------------------------------------------------------------------------------------
+# regions
+
+
+@dataclass(frozen=True)
+class Region:
+    """Bases [start, end) (0-based, half-open) of one contig."""
+
+    contig: str
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    @property
+    def label(self) -> str:
+        """samtools-style 1-based inclusive name, e.g. ``20:1000001-1010000``."""
+        return f"{self.contig}:{self.start + 1}-{self.end}"
+
+
+_REGION_RE = re.compile(r"^(?P<start>[\d,]+)-(?P<end>[\d,]+)$")
+
+
+def parse_region(text: str) -> Region:
+    """``contig:start-end`` (1-based, inclusive, commas allowed) -> a 0-based half-open Region.
+
+    The contig is everything before the last ``:``, so names that contain a colon still work.
+    """
+    contig, sep, span = text.strip().rpartition(":")
+    match = _REGION_RE.match(span.strip())
+    if not sep or not contig or match is None:
+        raise GoatDNAError(
+            f"--region {text!r}: expected contig:start-end (1-based, inclusive), e.g. 20:1000001-1100000"
+        )
+    start = int(match["start"].replace(",", ""))
+    end = int(match["end"].replace(",", ""))
+    if start < 1 or end < start:
+        raise GoatDNAError(
+            f"--region {text!r}: start must be >= 1 and end >= start (1-based, inclusive)"
+        )
+    return Region(contig, start - 1, end)
+
+
+def read_bed(path: str | Path) -> list[Region]:
+    """Regions of a BED file (0-based, half-open; columns beyond the third are ignored).
+
+    ``track``/``browser`` lines, ``#`` comments and blank lines are skipped; any other line that is
+    not ``contig<TAB>start<TAB>end`` with 0 <= start < end is an error naming the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise GoatDNAError(f"--bed {path}: file not found")
+    regions: list[Region] = []
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError:
+        raise GoatDNAError(f"--bed {path}: not a text BED file") from None
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "track", "browser")):
+            continue
+        fields = stripped.split("\t") if "\t" in stripped else stripped.split()
+        where = f"--bed {path} line {number}"
+        if len(fields) < 3:
+            raise GoatDNAError(f"{where}: expected contig, start, end; got {stripped[:60]!r}")
+        try:
+            start, end = int(fields[1]), int(fields[2])
+        except ValueError:
+            raise GoatDNAError(
+                f"{where}: start and end must be integers, got {fields[1]!r} and {fields[2]!r}"
+            ) from None
+        if start < 0 or end <= start:
+            raise GoatDNAError(
+                f"{where}: need 0 <= start < end (BED is 0-based, half-open), got {start}-{end}"
+            )
+        regions.append(Region(fields[0], start, end))
+    if not regions:
+        raise GoatDNAError(f"--bed {path}: holds no regions")
+    return regions
+
+
+def resolve_regions(regions: Sequence[Region], reference: Reference) -> list[Region]:
+    """Check regions against the FASTA and sort them into the order tracks are written in.
+
+    Each contig must exist (a ``20`` vs ``chr20`` mismatch names the FASTA's spelling), each region
+    must lie inside its contig and hold at least 2 bases, and regions must not overlap (a bigWig
+    holds one value per base).
+    """
+    order = {name: index for index, name in enumerate(reference.contig_names)}
+    checked = []
+    for region in regions:
+        info = reference.contig(region.contig, where=f"region {region.label}")
+        if region.end > info.length:
+            raise GoatDNAError(
+                f"region {region.label}: ends beyond contig {info.name!r} "
+                f"({info.length:,} bases in {reference.path.name})"
+            )
+        if region.length < 2:
+            raise GoatDNAError(
+                f"region {region.label}: has {region.length} base; a track needs at least 2"
+            )
+        checked.append(region)
+    checked.sort(key=lambda r: (order[r.contig], r.start, r.end))
+    for before, after in zip(checked, checked[1:], strict=False):
+        if before.contig == after.contig and after.start < before.end:
+            raise GoatDNAError(
+                f"regions {before.label} and {after.label} overlap; a track holds one value "
+                "per base: merge them or score them into separate files"
+            )
+    return checked
+
+
+# ---------------------------------------------------------------------------------------------
+# the window grid
+
+
+@dataclass(frozen=True)
+class TrackOptions:
+    """How a track is computed: context C, stride S, the quantities and the strands."""
+
+    context: int
+    stride: int
+    what: tuple[str, ...] = ("logp",)
+    strands: str = "both"
+    batch_size: int = 0  # windows per forward pass; 0: DEFAULT_BATCH_TOKENS // context
+    block_bases: int = DEFAULT_BLOCK_BASES  # bases per streamed block (memory bound)
+
+    def __post_init__(self) -> None:
+        if self.context < 2:
+            raise GoatDNAError(f"--context {self.context}: must be >= 2")
+        if not 1 <= self.stride < self.context:
+            raise GoatDNAError(
+                f"--stride {self.stride}: must be between 1 and context - 1 = {self.context - 1} "
+                "(a base needs at least one base of context in its window)"
+            )
+        if not self.what:
+            raise GoatDNAError("--what: give at least one of logp, entropy")
+        for what in self.what:
+            if what not in WHATS:
+                raise GoatDNAError(f"--what {what!r}: expected one of {', '.join(WHATS)}")
+        if len(set(self.what)) != len(self.what):
+            raise GoatDNAError(f"--what {', '.join(self.what)}: each quantity once")
+        if self.strands not in STRANDS:
+            raise GoatDNAError(f"--strands {self.strands!r}: expected both or forward")
+        if self.batch_size < 0:
+            raise GoatDNAError(f"--batch-size {self.batch_size}: must be >= 1")
+
+    @property
+    def windows_per_batch(self) -> int:
+        return self.batch_size or max(1, DEFAULT_BATCH_TOKENS // self.context)
+
+    @property
+    def windows_per_block(self) -> int:
+        return max(1, self.block_bases // self.stride)
+
+
+def window_of(i: int, context: int, stride: int) -> int:
+    """The window that scores the base at offset ``i`` from the region start."""
+    return 0 if i < context else (i - context) // stride + 1
+
+
+def window_first_base(k: int, context: int, stride: int) -> int:
+    """First offset scored in window ``k`` (window 0 owns offset 0, which has no value)."""
+    return 0 if k == 0 else context + (k - 1) * stride
+
+
+def window_end_base(k: int, context: int, stride: int) -> int:
+    """One past the last offset scored in window ``k`` (before clipping to the region)."""
+    return context + k * stride
+
+
+def window_count(n: int, context: int, stride: int) -> int:
+    """Windows needed to score every base of an ``n``-base region."""
+    return window_of(n - 1, context, stride) + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# scoring
+
+
+class WindowScorer:
+    """Runs a model over windows of tokens and returns the per-position track values.
+
+    ``score(windows)``: windows (B, C) uint8 tokens -> {what: (B, C - 1) float32}, entry ``t - 1``
+    being the value of window position ``t`` (predicted from positions 0..t-1). N targets: NaN.
+    """
+
+    def __init__(self, model: Any, what: Sequence[str], device: Any = "cpu") -> None:
+        self.model = model
+        self.what = tuple(what)
+        self.device = device
+
+    def score(self, windows: np.ndarray) -> dict[str, np.ndarray]:
+        import torch
+
+        from goatdna.model.scoring import IGNORE_TARGET, target_log_probs
+
+        with torch.inference_mode():
+            tokens = torch.from_numpy(windows.astype(np.int64)).to(self.device)  # (B, C)
+            logits = self.model(tokens[:, :-1], 0)  # (B, C - 1, V)
+            targets = tokens[:, 1:]  # (B, C - 1)
+            missing = targets == IGNORE_TARGET
+            out: dict[str, np.ndarray] = {}
+            if "logp" in self.what:
+                logp = target_log_probs(logits, targets)  # (B, C - 1)
+                out["logp"] = logp.masked_fill(missing, math.nan).cpu().numpy()
+            if "entropy" in self.what:
+                acgt = torch.log_softmax(logits[..., :4].float(), dim=-1)  # (B, C - 1, 4)
+                entropy = -(acgt.exp() * acgt).sum(-1)  # (B, C - 1)
+                out["entropy"] = entropy.masked_fill(missing, math.nan).cpu().numpy()
+        return out
+
+
+def strand_values(
+    scorer: WindowScorer,
+    read: Callable[[int, int], np.ndarray],
+    n: int,
+    k_first: int,
+    k_last: int,
+    options: TrackOptions,
+) -> tuple[int, dict[str, np.ndarray]]:
+    """Values of windows ``k_first..k_last - 1`` of one strand of an ``n``-base sequence.
+
+    ``read(lo, hi)`` gives that strand's tokens [lo, hi). Returns (first offset, {what: values})
+    covering offsets [window_first_base(k_first), min(window_end_base(k_last - 1), n)); offset 0
+    (no preceding base) and N bases are NaN.
+    """
+    C, S = options.context, options.stride
+    span_lo = k_first * S
+    span_hi = min((k_last - 1) * S + C, n)
+    span = read(span_lo, span_hi)
+    padded_length = (k_last - 1 - k_first) * S + C
+    if span.size < padded_length:  # the region ends inside the last window: pad with N
+        span = np.concatenate([span, np.full(padded_length - span.size, N, dtype=np.uint8)])
+    windows = np.lib.stride_tricks.sliding_window_view(span, C)[::S]  # (K, C)
+    first = window_first_base(k_first, C, S)
+    end = min(window_end_base(k_last - 1, C, S), n)
+    values = {what: np.empty(end - first, dtype=np.float32) for what in options.what}
+    filled = 0
+    batch = options.windows_per_batch
+    for b in range(0, windows.shape[0], batch):
+        scored = scorer.score(np.ascontiguousarray(windows[b : b + batch]))
+        chunk_size = 0
+        for what, rows in scored.items():  # rows (B, C - 1): entry t - 1 is position t
+            if k_first + b == 0:  # window 0 scores offset 0 (no value) and positions 1..C-1
+                head = np.concatenate([np.array([math.nan], dtype=np.float32), rows[0]])
+                chunk = np.concatenate([head, rows[1:, C - S - 1 :].reshape(-1)])
+            else:  # window k >= 1 scores its positions C-S..C-1
+                chunk = rows[:, C - S - 1 :].reshape(-1)
+            chunk_size = min(chunk.size, values[what].size - filled)
+            values[what][filled : filled + chunk_size] = chunk[:chunk_size]
+        filled += chunk_size
+    return first, values
+
+
+def combine_strands(forward: np.ndarray, reverse: np.ndarray) -> np.ndarray:
+    """The mean of the two strands' values; where one has none (the end bases), the other's."""
+    both = (forward.astype(np.float64) + reverse.astype(np.float64)) / 2
+    out = np.where(np.isnan(forward), reverse, np.where(np.isnan(reverse), forward, both))
+    return out.astype(np.float32)
+
+
+def block_count(n: int, options: TrackOptions) -> int:
+    """Stream blocks of an ``n``-base region."""
+    return -(-window_count(n, options.context, options.stride) // options.windows_per_block)
+
+
+def block_first_base(block: int, options: TrackOptions) -> int:
+    """First offset of stream block ``block`` (the bases the blocks before it cover)."""
+    return window_first_base(block * options.windows_per_block, options.context, options.stride)
+
+
+def region_blocks(
+    scorer: WindowScorer,
+    read: Callable[[int, int], np.ndarray],
+    n: int,
+    options: TrackOptions,
+    first_block: int = 0,
+) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Stream (first offset, {what: float32 values}) blocks covering offsets 0..n-1 in order.
+
+    ``read(lo, hi)`` gives forward tokens [lo, hi) of the region. Blocks follow the forward window
+    grid; for each, the reverse-complement windows covering the same bases are scored too.
+    ``first_block`` skips the blocks before it (a resumed run).
+    """
+    C, S = options.context, options.stride
+
+    def read_reverse(lo: int, hi: int) -> np.ndarray:
+        # reverse complement offsets [lo, hi) = complement of forward [n - hi, n - lo), reversed
+        return COMPLEMENT[read(n - hi, n - lo)][::-1]
+
+    total = window_count(n, C, S)
+    step = options.windows_per_block
+    for k0 in range(first_block * step, total, step):
+        k1 = min(k0 + step, total)
+        b0, forward = strand_values(scorer, read, n, k0, k1, options)
+        b1 = b0 + next(iter(forward.values())).size
+        if options.strands == "forward":
+            yield b0, forward
+            continue
+        # forward offset i is reverse offset n - 1 - i: bases [b0, b1) are reverse [n-b1, n-b0)
+        r_lo, r_hi = n - b1, n - b0
+        kr0, kr1 = window_of(r_lo, C, S), window_of(r_hi - 1, C, S) + 1
+        first, reverse = strand_values(scorer, read_reverse, n, kr0, kr1, options)
+        out = {}
+        for what in options.what:
+            mine = reverse[what][r_lo - first : r_hi - first][::-1]
+            out[what] = combine_strands(forward[what], mine)
+        yield b0, out
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def output_kind(path: Path) -> str:
+    """'bigwig' or 'bedgraph' from the --out name."""
+    suffix = path.suffix.lower()
+    if suffix in BIGWIG_SUFFIXES:
+        return "bigwig"
+    if suffix in BEDGRAPH_SUFFIXES:
+        return "bedgraph"
+    raise GoatDNAError(
+        f"--out {path}: unknown extension {path.suffix or '(none)'}; use .bw/.bigWig or .bedGraph"
+    )
+
+
+def output_paths(out: Path, what: Sequence[str]) -> dict[str, Path]:
+    """One file per quantity: --out itself for one, ``NAME.<what>.ext`` beside it for several."""
+    output_kind(out)
+    if len(what) == 1:
+        return {what[0]: out}
+    return {w: out.with_name(f"{out.stem}.{w}{out.suffix}") for w in what}
+
+
+def _runs(values: np.ndarray) -> Iterator[tuple[int, int]]:
+    """[lo, hi) stretches of consecutive non-NaN values."""
+    ok = ~np.isnan(values)
+    if not ok.any():
+        return
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], ok, [False]]).astype(np.int8)))
+    for lo, hi in zip(edges[::2], edges[1::2], strict=True):
+        yield int(lo), int(hi)
+
+
+class TrackWriter:
+    """Writes one track to a temporary name in the target folder; `commit` renames it into place."""
+
+    def __init__(
+        self,
+        path: Path,
+        chrom_sizes: list[tuple[str, int]],
+        name: str,
+        zoom_levels: int = DEFAULT_ZOOM_LEVELS,
+    ) -> None:
+        self.path = path
+        self.kind = output_kind(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        self._bw: Any = None
+        self._text: Any = None
+        if self.kind == "bigwig":
+            import pyBigWig
+
+            self._bw = pyBigWig.open(str(self.tmp), "w")
+            # Zoom levels (summaries for zoomed-out browser views) are computed by libBigWig when
+            # the file closes, from one contig's values at a time held in memory (~12 bytes per
+            # base); zoom_levels=0 writes none and keeps memory flat.
+            self._bw.addHeader(chrom_sizes, maxZooms=zoom_levels)
+        else:
+            self._text = open(self.tmp, "w")  # noqa: SIM115 - closed in commit/abort
+            self._text.write(f'track type=bedGraph name="{name}" description="{name}"\n')
+
+    def add(self, contig: str, start: int, values: np.ndarray) -> None:
+        """Values of bases start, start+1, ... of ``contig``; NaN bases are left out."""
+        for lo, hi in _runs(values):
+            if self._bw is not None:
+                self._bw.addEntries(
+                    contig, start + lo, values=values[lo:hi].astype(np.float64), span=1, step=1
+                )
+            else:  # 64k lines at a time, so the text never holds more than a few MB
+                for a in range(lo, hi, 1 << 16):
+                    b = min(a + (1 << 16), hi)
+                    lines = [
+                        f"{contig}\t{p}\t{p + 1}\t{v:.7g}\n"
+                        for p, v in zip(
+                            range(start + a, start + b), values[a:b].tolist(), strict=True
+                        )
+                    ]
+                    self._text.write("".join(lines))
+
+    def _close(self) -> None:
+        if self._bw is not None:
+            self._bw.close()
+            self._bw = None
+        if self._text is not None:
+            self._text.close()
+            self._text = None
+
+    def commit(self) -> Path:
+        self._close()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        self._close()
+        self.tmp.unlink(missing_ok=True)
+
+
+class Spool:
+    """Finished values on disk, so an interrupted run can continue (``--resume``).
+
+    ``.<out name>.partial/`` beside the output holds one raw float32 file per quantity (the values
+    of every region in order, NaN = no value) and ``state.json``: what the run was asked
+    (``fingerprint``), how many stream blocks are complete and how many values they hold. Blocks
+    are appended and ``state.json`` is replaced after each, so after a crash the files are cut back
+    to the last complete block. The output files are made from the spool at the end, then it goes.
+    """
+
+    VERSION = 1
+
+    def __init__(self, out: Path, what: Sequence[str], fingerprint: dict[str, Any]) -> None:
+        self.dir = out.with_name(f".{out.name}.partial")
+        self.what = tuple(what)
+        self.fingerprint = fingerprint
+        self.blocks = 0
+        self.values = 0
+        self._files: dict[str, Any] = {}
+
+    def _path(self, what: str) -> Path:
+        return self.dir / f"values.{what}.f32"
+
+    def open(self, resume: bool, message: Callable[[str], None]) -> int:
+        """Start (or with ``resume`` continue) the spool; returns the complete blocks to skip."""
+        import json
+        import shutil
+
+        state_path = self.dir / "state.json"
+        if resume and state_path.is_file():
+            try:
+                state = json.loads(state_path.read_text())
+            except (OSError, ValueError):
+                state = {}
+            if state.get("version") != self.VERSION or state.get("fingerprint") != self.fingerprint:
+                changed = sorted(
+                    key
+                    for key in set(self.fingerprint) | set(state.get("fingerprint") or {})
+                    if (state.get("fingerprint") or {}).get(key) != self.fingerprint.get(key)
+                )
+                raise GoatDNAError(
+                    f"--resume: the partial track in {self.dir} was made with other inputs "
+                    f"({', '.join(changed) or 'format'} differ); rerun without --resume to start over"
+                )
+            self.blocks, self.values = int(state["blocks"]), int(state["values"])
+            for what in self.what:
+                path = self._path(what)
+                if not path.is_file() or path.stat().st_size < self.values * 4:
+                    raise GoatDNAError(
+                        f"--resume: {path} is missing or shorter than {state_path.name} says; "
+                        "rerun without --resume to start over"
+                    )
+                with open(path, "r+b") as handle:
+                    handle.truncate(self.values * 4)
+            message(f"resuming: {self.blocks} block(s), {self.values:,} bases already scored")
+        else:
+            if resume:
+                message(f"--resume: no partial track at {self.dir}; starting from the beginning")
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir.mkdir(parents=True)
+            for what in self.what:
+                self._path(what).touch()
+            self._save()
+        self._files = {what: open(self._path(what), "ab") for what in self.what}  # noqa: SIM115
+        return self.blocks
+
+    def _save(self) -> None:
+        import json
+
+        state = {
+            "version": self.VERSION,
+            "fingerprint": self.fingerprint,
+            "blocks": self.blocks,
+            "values": self.values,
+        }
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, self.dir / "state.json")
+
+    def append(self, values: dict[str, np.ndarray]) -> None:
+        """One complete block: values first, then the state that counts them."""
+        for what, handle in self._files.items():
+            handle.write(values[what].astype("<f4").tobytes())
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.blocks += 1
+        self.values += next(iter(values.values())).size
+        self._save()
+
+    def read(self, what: str, chunk: int = 1 << 20) -> Iterator[np.ndarray]:
+        """The spooled values of one quantity, in order, ``chunk`` at a time."""
+        with open(self._path(what), "rb") as handle:
+            while True:
+                data = handle.read(chunk * 4)
+                if not data:
+                    return
+                yield np.frombuffer(data, dtype="<f4")
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            handle.close()
+        self._files = {}
+
+    def remove(self) -> None:
+        import shutil
+
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@dataclass
+class TrackResult:
+    """What a run wrote: files, regions, and the bases that got a value."""
+
+    paths: dict[str, Path]
+    regions: list[Region]
+    bases: int
+    scored_bases: int
+
+
+def _fingerprint(
+    reference: Reference, regions: Sequence[Region], options: TrackOptions, model_id: str
+) -> dict[str, Any]:
+    """What decides the values: a resumed run must have been asked the same."""
+    stat = reference.path.stat()
+    return {
+        "model": model_id,
+        "fasta": f"{reference.path.resolve()} {stat.st_size} {stat.st_mtime_ns}",
+        "regions": [r.label for r in regions],
+        "context": options.context,
+        "stride": options.stride,
+        "what": list(options.what),
+        "strands": options.strands,
+        "block_bases": options.block_bases,
+    }
+
+
+def _assemble(spool: Spool, writer: TrackWriter, what: str, regions: Sequence[Region]) -> int:
+    """Write the spooled values of one quantity region by region; returns the bases with a value."""
+    scored = 0
+    region_iter = iter(regions)
+    region = next(region_iter)
+    offset = 0
+    for chunk in spool.read(what):
+        pos = 0
+        while pos < chunk.size:
+            take = min(chunk.size - pos, region.length - offset)
+            piece = chunk[pos : pos + take]
+            writer.add(region.contig, region.start + offset, piece)
+            scored += int((~np.isnan(piece)).sum())
+            pos += take
+            offset += take
+            if offset == region.length:
+                region = next(region_iter, region)
+                offset = 0
+    return scored
+
+
+def write_tracks(
+    model: Any,
+    reference: Reference,
+    regions: Sequence[Region],
+    out: Path,
+    options: TrackOptions,
+    device: Any = "cpu",
+    progress: Callable[[int], None] | None = None,
+    track_name: str = "goatdna",
+    resume: bool = False,
+    model_id: str = "",
+    message: Callable[[str], None] = lambda _text: None,
+    zoom_levels: int = DEFAULT_ZOOM_LEVELS,
+) -> TrackResult:
+    """Score ``regions`` (already resolved) and write one track file per quantity.
+
+    Values are spooled to disk block by block (see `Spool`); an interrupted run keeps them and
+    ``resume=True`` continues after the last complete block, giving the same bytes as a run that
+    never stopped. Nothing appears at the output paths until every region is done (temporary
+    names, renamed at the end). ``progress(bases)`` is called as blocks finish.
+    """
+    paths = output_paths(out, options.what)
+    scorer = WindowScorer(model, options.what, device)
+    spool = Spool(out, options.what, _fingerprint(reference, regions, options, model_id))
+    done = spool.open(resume, message)
+    try:
+        block = 0
+        for region in regions:
+            n_blocks = block_count(region.length, options)
+            skip = min(max(0, done - block), n_blocks)
+            block += n_blocks
+            if progress is not None and skip:
+                progress(min(block_first_base(skip, options), region.length))
+            if skip == n_blocks:
+                continue
+            info = reference.contig(region.contig)
+
+            def read(lo: int, hi: int, _info=info, _start=region.start) -> np.ndarray:
+                return reference.read(_info, _start + lo, _start + hi)
+
+            for _offset, values in region_blocks(scorer, read, region.length, options, skip):
+                spool.append(values)
+                if progress is not None:
+                    progress(next(iter(values.values())).size)
+    finally:
+        spool.close()
+    writers: dict[str, TrackWriter] = {}
+    scored = 0
+    try:
+        for what, path in paths.items():
+            writers[what] = TrackWriter(
+                path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels
+            )
+            scored = _assemble(spool, writers[what], what, regions)
+        for writer in writers.values():
+            writer.commit()
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    spool.remove()
+    return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)
