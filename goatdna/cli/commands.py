@@ -20,6 +20,9 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("generate", "generate", "generate"),
     ("evaluate", "evaluate", "evaluate"),
     ("report", "report", "report"),
+    ("make-task", "make_task", "make_task"),
+    ("finetune", "finetune", "finetune"),
+    ("predict", "predict", "predict"),
 ]
 
 

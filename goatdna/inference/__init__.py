@@ -1,0 +1,1 @@
+"""Trained models applied to genomic files at scale: variant scores, likelihood tracks, embeddings."""
