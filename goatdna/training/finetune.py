@@ -598,6 +598,7 @@ def finetune(
         warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
+        warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")  # probe
         trainer.fit(
             module,
             train_dataloaders=loader,
