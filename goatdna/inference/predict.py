@@ -89,6 +89,18 @@ def predict_tokens(
     progress: bool = False,
 ) -> np.ndarray:
     """(N, K) class probabilities, or (N, 1) values in label units, for token arrays in order."""
+    return _predict(loaded, tokens, rc_average, batch_size, runtime, progress)[0]
+
+
+def _predict(
+    loaded: LoadedClassifier,
+    tokens: list[np.ndarray],
+    rc_average: bool | None,
+    batch_size: int,
+    runtime: Runtime | None,
+    progress: bool,
+) -> tuple[np.ndarray, int]:
+    """Predictions and this process's global rank (only rank 0 writes files)."""
     import pytorch_lightning as pl
     import torch
 
@@ -145,7 +157,7 @@ def predict_tokens(
     out = predictor.result.double().numpy()
     if not classification:
         out = out * loaded.label_std + loaded.label_mean
-    return out
+    return out, trainer.global_rank
 
 
 def output_columns(loaded: LoadedClassifier) -> list[str]:
@@ -180,11 +192,8 @@ def predict_file(
         )
     if not out.parent.is_dir():
         raise GoatDNAError(f"{out}: its folder {out.parent} does not exist")
-    preds = predict_tokens(
-        loaded, tokens, rc_average=rc_average, batch_size=batch_size, runtime=runtime,
-        progress=progress,
-    )  # fmt: skip
-    if runtime is not None and _rank() != 0:
+    preds, rank = _predict(loaded, tokens, rc_average, batch_size, runtime, progress)
+    if rank != 0:
         return len(tokens)
     delimiter = "\t" if out.suffix.lower() == ".tsv" else ","
     buf = io.StringIO()
@@ -203,8 +212,3 @@ def predict_file(
     tmp.write_text(buf.getvalue())
     os.replace(tmp, out)
     return len(tokens)
-
-
-def _rank() -> int:
-    env = os.environ
-    return int(env.get("RANK", env.get("LOCAL_RANK", "0")))

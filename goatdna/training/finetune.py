@@ -234,6 +234,31 @@ def evaluate_predictions(task: str, labels: np.ndarray, preds: np.ndarray) -> di
     return metrics
 
 
+class StepDataModule(pl.LightningDataModule):
+    """Per-step training batches; the loader is built once ranks are known (inside ``fit``)."""
+
+    def __init__(
+        self,
+        split: Split,
+        plan: StepPlan,
+        total_steps: int,
+        features: tuple[Tensor, Tensor | None] | None,
+    ) -> None:
+        super().__init__()
+        self.split, self.plan, self.total_steps, self.features = split, plan, total_steps, features
+
+    def train_dataloader(self) -> torch.utils.data.DataLoader:
+        from goatdna.training.data import ResumingSampler
+
+        trainer = self.trainer
+        assert trainer is not None
+        dataset = StepBatches(self.split, self.plan, self.total_steps, trainer.global_rank,
+                              trainer.world_size, self.features)  # fmt: skip
+        # starts at the restored global step, so a resumed run continues with the next batch
+        sampler = ResumingSampler(self.total_steps, lambda: trainer.global_step)
+        return torch.utils.data.DataLoader(dataset, batch_size=None, sampler=sampler)
+
+
 # ------------------------------------------------------------------------------ lifecycle
 class FinetuneLifecycle(pl.Callback):
     """Per optimizer step: metrics row; per epoch end: validation, best.ckpt, last.ckpt."""
@@ -584,16 +609,8 @@ def finetune(
         use_distributed_sampler=False,
         default_root_dir=str(run.root),
     )
-    from goatdna.training.data import ResumingSampler
-
-    dataset = StepBatches(task.splits["train"], plan, total_steps, trainer.global_rank,
-                          trainer.world_size, features.get("train") if features else None)  # fmt: skip
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=None,
-        sampler=ResumingSampler(total_steps, lambda: trainer.global_step),
-        num_workers=0,
-    )
+    datamodule = StepDataModule(task.splits["train"], plan, total_steps,
+                                features.get("train") if features else None)  # fmt: skip
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
@@ -601,7 +618,7 @@ def finetune(
         warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")  # probe
         trainer.fit(
             module,
-            train_dataloaders=loader,
+            datamodule=datamodule,
             ckpt_path=str(ckpt_path) if ckpt_path else None,
             weights_only=True,
         )

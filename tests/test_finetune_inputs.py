@@ -102,3 +102,35 @@ def test_a_classifier_is_not_a_backbone_and_a_backbone_is_not_a_classifier(
     assert not out.exists() and not list(tmp_path.glob(".pred.csv*"))
     # an occupied run directory is not reused silently
     assert_user_error(run_finetune(backbone, train, first), "holds a run", "--force")
+
+
+def test_bed_intervals_over_a_fasta_train_and_predict(
+    backbone: Path, synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """`--fasta REF` with BED files: the label comes from a BED column, '-' rows are reverse
+    complemented, and predict carries the BED columns through."""
+    from goatdna.data_prep.tables import read_table, reverse_complement_text
+
+    fasta = synthetic_shards / "synthetic.fa"
+    lines = [f"syn1\t{1000 + 100 * i}\t{1080 + 100 * i}\tr{i}\t{i % 2}\t{'+-'[i % 2]}"
+             for i in range(24)]  # fmt: skip
+    bed = write(tmp_path / "train.bed", "\n".join(lines) + "\n")
+    table = read_table(bed, fasta)
+    assert list(table.columns) == ["chrom", "start", "end", "name", "score", "strand", "sequence"]
+    plus, minus = read_table(write(tmp_path / "pm.bed", "syn1\t5\t25\ta\t0\t+\nsyn1\t5\t25\ta\t0\t-\n"), fasta).columns["sequence"]  # fmt: skip
+    assert minus == reverse_complement_text(plus) and len(plus) == 20
+
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--fasta", str(fasta),
+                                 "--train", str(bed), "--bed-label-column", "5", "--mode", "probe",
+                                 "--epochs", "1", "--batch-size", "8", "--out", str(out),
+                                 "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    pred = tmp_path / "pred.tsv"
+    result = runner.invoke(app, ["predict", "--checkpoint", str(out / "checkpoints" / "best.ckpt"),
+                                 "--sequences", str(bed), "--fasta", str(fasta), "--out", str(pred)])  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    got = [line.split("\t") for line in pred.read_text().splitlines()]
+    assert got[0] == ["chrom", "start", "end", "name", "score", "strand", "sequence", "prob_0",
+                      "prob_1", "pred"]  # fmt: skip
+    assert [r[:6] for r in got[1:]] == [line.split("\t") for line in lines]
