@@ -97,6 +97,9 @@ class SequenceTaskModule(pl.LightningModule):
         self.probe = self.ft.backbone.mode == "probe"
         if self.probe:
             self.model.requires_grad_(False)
+        elif self.model.head is not None:
+            # the next-base head plays no part in the task (and DDP rejects unused parameters)
+            self.model.head.requires_grad_(False)
         self.total_steps = int(head["total_steps"])
         self._loss_sum = 0.0
         self._loss_count = 0
@@ -344,7 +347,7 @@ class FinetuneLifecycle(pl.Callback):
         row: dict[str, Any] = {}
         if step % cfg.log_every == 0 or epoch_end:
             loss = trainer.strategy.reduce(
-                torch.tensor(pl_module.take_train_loss(), device=pl_module.device), "mean"
+                torch.tensor(pl_module.take_train_loss(), device=pl_module.device), reduce_op="mean"
             )
             self.last_train_loss = float(loss)
             lrs = trainer.optimizers[0].param_groups
