@@ -102,7 +102,8 @@ def probe_run(task_dir: Path, tiny_runs: dict[str, Path], tmp_path_factory) -> P
         out = tmp_path_factory.mktemp("ft") / "probe"
         ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
         result = runner.invoke(app, finetune_args(task_dir, ckpt, out, "--mode", "probe",
-                                                  "--epochs", "8", "--lr", "3e-3"))  # fmt: skip
+                                                  "--epochs", "8", "--lr", "3e-3",
+                                                  "--rc-augment", "--rc-average"))  # fmt: skip
         assert result.exit_code == 0, (result.output, result.exception)
     finally:
         torch.set_num_threads(threads)
