@@ -29,6 +29,7 @@ def predict(
     devices: str = typer.Option("1", "--devices", help="A count, -1 for all, or ids like 0,1."),
     accelerator: str = typer.Option("auto", "--accelerator", help="auto | cpu | gpu."),
     num_nodes: int = typer.Option(1, "--num-nodes"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar."),
 ) -> None:
     """Write the input columns plus prob_<class> and pred (or pred alone for regression)."""
     from goatdna.errors import GoatDNAError
@@ -40,6 +41,6 @@ def predict(
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     rows = predict_file(
         checkpoint, sequences, out, sequence_column=sequence_column, fasta=fasta,
-        rc_average=rc_average, batch_size=batch_size, runtime=runtime,
+        rc_average=rc_average, batch_size=batch_size, runtime=runtime, progress=progress,
     )  # fmt: skip
     typer.echo(f"{rows} rows -> {out}")
