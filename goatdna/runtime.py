@@ -112,3 +112,22 @@ def rank_block(n_items: int, rank: int, world_size: int) -> range:
     base, extra = divmod(n_items, world_size)
     start = rank * base + min(rank, extra)
     return range(start, start + base + (1 if rank < extra else 0))
+
+
+def gather_blocks(module: Any, local: Any, n_total: int) -> Any:
+    """Every rank's `rank_block` rows (a tensor, first dim) concatenated in rank order.
+
+    ``module`` is the LightningModule running the loop (its ``all_gather`` does the transfer);
+    blocks are padded to one size for the collective and trimmed again. One process: ``local``.
+    """
+    import torch
+
+    trainer = getattr(module, "_trainer", None)
+    world = trainer.world_size if trainer is not None else 1
+    if world == 1:
+        return local
+    per = -(-n_total // world)
+    padded = torch.zeros(per, *local.shape[1:], dtype=local.dtype, device=local.device)
+    padded[: local.shape[0]] = local
+    gathered = module.all_gather(padded)  # (world, per, ...)
+    return torch.cat([gathered[r, : len(rank_block(n_total, r, world))] for r in range(world)])

@@ -25,6 +25,9 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("probe-recall", "probe_recall", "probe_recall"),
     ("score-variants", "score_variants", "score_variants"),
     ("score-track", "score_track", "score_track"),
+    ("make-task", "make_task", "make_task"),
+    ("finetune", "finetune", "finetune"),
+    ("predict", "predict", "predict"),
 ]
 
 

@@ -39,8 +39,9 @@ METRIC_COLUMNS = (
 class MetricsCSV:
     """run_dir/metrics.csv: one row per logged step; empty cells where nothing was measured."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, columns: tuple[str, ...] = METRIC_COLUMNS) -> None:
         self.path = path
+        self.columns = columns  # fine-tuning writes its own metric columns
 
     def start(self, resume_step: int | None) -> None:
         """Fresh file, or (on resume) keep only rows up to the checkpoint's step."""
@@ -49,14 +50,14 @@ class MetricsCSV:
             with self.path.open(newline="") as fh:
                 rows = [r for r in csv.DictReader(fh) if int(r["step"]) <= resume_step]
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(buf, fieldnames=self.columns, lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: row.get(k, "") for k in METRIC_COLUMNS})
+            writer.writerow({k: row.get(k, "") for k in self.columns})
         atomic_write_text(self.path, buf.getvalue())
 
     def append(self, row: dict[str, Any]) -> None:
-        cells = [_cell(row.get(k)) for k in METRIC_COLUMNS]
+        cells = [_cell(row.get(k)) for k in self.columns]
         line = ",".join(cells) + "\n"
         try:
             with self.path.open("a", newline="") as fh:

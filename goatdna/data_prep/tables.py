@@ -1,0 +1,298 @@
+"""Sequence tables for downstream tasks: CSV, TSV, Parquet, or BED intervals over a FASTA.
+
+A table is read as columns of strings in file order (nothing is re-typed, so ``predict`` carries
+the input columns through exactly as they were written). The ``sequence`` column becomes token
+arrays (A C G T N = 0..4; lowercase accepted, IUPAC codes read as N) and the ``label`` column
+becomes class indices or floats. Every problem a user can fix (a missing column, an empty
+sequence, a character that is not a nucleotide, a missing or non-numeric label, a label column
+with one class) is a `GoatDNAError` naming the file, the row and what to do.
+
+This is the GUE / DNABERT-2 and Nucleotide Transformer layout: ``sequence,label`` columns, one
+file per split.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from goatdna.data_prep.tokens import BYTE_LUT, COMPLEMENT, INVALID, TOKEN_MASK
+from goatdna.errors import GoatDNAError
+
+MISSING_LABELS = frozenset({"", "nan", "na", "n/a", "null", "none"})
+"""Label cells read as missing (case-insensitive): an error, never a class of their own."""
+
+BED_COLUMNS = ("chrom", "start", "end", "name", "score", "strand")
+
+
+@dataclass
+class SequenceTable:
+    """One input file: its columns (strings, input order) and where each row came from."""
+
+    path: Path
+    columns: dict[str, list[str]]
+    line_offset: (
+        int  # file line of data row 0 (2 for a CSV with a header); 0 when lines don't apply
+    )
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def where(self, row: int) -> str:
+        """``file: row 7 (line 8)``: how messages name a data row (``row`` is 0-based)."""
+        line = f" (line {row + self.line_offset})" if self.line_offset else ""
+        return f"{self.path}: row {row + 1}{line}"
+
+    def column(self, name: str, option: str) -> list[str]:
+        if name not in self.columns:
+            have = ", ".join(self.columns) or "none"
+            raise GoatDNAError(
+                f"{self.path}: no column {name!r} (columns: {have}); name the right one with "
+                f"{option}"
+            )
+        return self.columns[name]
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.name.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), newline="")
+    return path.open(newline="")
+
+
+def _base_suffix(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return Path(name).suffix
+
+
+def read_table(path: str | Path, fasta: str | Path | None = None) -> SequenceTable:
+    """Read a CSV/TSV (optionally gzipped), Parquet or BED file (BED needs ``fasta``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise GoatDNAError(f"{path}: file not found")
+    suffix = _base_suffix(path)
+    if suffix == ".bed":
+        if fasta is None:
+            raise GoatDNAError(f"{path}: a BED file needs --fasta REF to read the sequences from")
+        return _read_bed(path, Path(fasta))
+    if suffix in (".parquet", ".pq"):
+        return _read_parquet(path)
+    if suffix not in (".csv", ".tsv", ".txt"):
+        raise GoatDNAError(
+            f"{path}: unknown table type {suffix or '(no suffix)'!r}; use .csv, .tsv, .parquet "
+            "or .bed (with --fasta)"
+        )
+    delimiter = "," if suffix == ".csv" else "\t"
+    try:
+        with _open_text(path) as fh:
+            rows = list(csv.reader(fh, delimiter=delimiter))
+    except (OSError, UnicodeDecodeError, csv.Error, EOFError) as err:
+        raise GoatDNAError(f"{path}: cannot read it as a table ({err})") from None
+    if not rows or not rows[0]:
+        raise GoatDNAError(f"{path}: empty file; expected a header line such as sequence,label")
+    header = [h.strip() for h in rows[0]]
+    if len(set(header)) != len(header):
+        raise GoatDNAError(f"{path}: the header names a column twice ({','.join(header)})")
+    body = rows[1:]
+    for i, row in enumerate(body):
+        if len(row) != len(header):
+            raise GoatDNAError(
+                f"{path}: row {i + 1} (line {i + 2}) has {len(row)} fields, the header has "
+                f"{len(header)}"
+            )
+    columns = {name: [row[j] for row in body] for j, name in enumerate(header)}
+    return SequenceTable(path, columns, line_offset=2)
+
+
+def _read_parquet(path: Path) -> SequenceTable:
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except ImportError as err:
+        raise GoatDNAError(
+            f"{path}: reading Parquet needs pyarrow (pip install pyarrow) ({err})"
+        ) from None
+    except Exception as err:  # a foreign or truncated file
+        raise GoatDNAError(f"{path}: not a readable Parquet file ({err})") from None
+    columns = {
+        str(name): ["" if _is_missing(v) else str(v) for v in frame[name].tolist()]
+        for name in frame.columns
+    }
+    return SequenceTable(path, columns, line_offset=0)
+
+
+def _is_missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _read_bed(path: Path, fasta: Path) -> SequenceTable:
+    """BED intervals -> columns chrom, start, end, name, ..., plus ``sequence`` from the FASTA
+    (reverse-complemented on ``-`` strand rows)."""
+    from pyfaidx import Fasta, FetchError
+
+    if not fasta.is_file():
+        raise GoatDNAError(f"{fasta}: FASTA not found (--fasta)")
+    rows: list[list[str]] = []
+    with _open_text(path) as fh:
+        for line in fh:
+            if not line.strip() or line.startswith(("#", "track", "browser")):
+                continue
+            rows.append(line.rstrip("\r\n").split("\t"))
+    if not rows:
+        raise GoatDNAError(f"{path}: no intervals")
+    width = len(rows[0])
+    if width < 3:
+        raise GoatDNAError(f"{path}: row 1 has {width} columns; BED needs chrom, start, end")
+    names = [BED_COLUMNS[j] if j < len(BED_COLUMNS) else f"col{j + 1}" for j in range(width)]
+    sequences: list[str] = []
+    try:
+        genome = Fasta(str(fasta), as_raw=True, sequence_always_upper=False, rebuild=False)
+    except Exception as err:
+        raise GoatDNAError(f"{fasta}: cannot index this FASTA ({err})") from None
+    with genome:
+        for i, row in enumerate(rows):
+            if len(row) != width:
+                raise GoatDNAError(f"{path}: row {i + 1} has {len(row)} columns, row 1 has {width}")
+            chrom = row[0]
+            try:
+                start, end = int(row[1]), int(row[2])
+            except ValueError:
+                raise GoatDNAError(f"{path}: row {i + 1}: start/end are not integers") from None
+            if chrom not in genome:
+                raise GoatDNAError(f"{path}: row {i + 1}: contig {chrom!r} is not in {fasta}")
+            if not 0 <= start < end <= len(genome[chrom]):
+                raise GoatDNAError(
+                    f"{path}: row {i + 1}: interval {chrom}:{start}-{end} is empty or outside "
+                    f"the contig (length {len(genome[chrom])})"
+                )
+            try:
+                seq = str(genome[chrom][start:end])
+            except FetchError as err:
+                raise GoatDNAError(f"{path}: row {i + 1}: {err}") from None
+            if width >= 6 and row[5] == "-":
+                seq = reverse_complement_text(seq)
+            sequences.append(seq)
+    columns = {name: [row[j] for row in rows] for j, name in enumerate(names)}
+    columns["sequence"] = sequences
+    return SequenceTable(path, columns, line_offset=0)
+
+
+_RC_TABLE = str.maketrans(
+    "ACGTNRYKMSWBDHV" + "ACGTNRYKMSWBDHV".lower(), "TGCANYRMKSWVHDB" + "TGCANYRMKSWVHDB".lower()
+)
+
+
+def reverse_complement_text(seq: str) -> str:
+    return seq.translate(_RC_TABLE)[::-1]
+
+
+def encode_sequences(table: SequenceTable, column: str, option: str) -> list[np.ndarray]:
+    """Token arrays (uint8, 0..4) of a column; an empty cell or a non-nucleotide names its row."""
+    out: list[np.ndarray] = []
+    for i, text in enumerate(table.column(column, option)):
+        seq = text.strip()
+        if not seq:
+            raise GoatDNAError(f"{table.where(i)}: empty sequence in column {column!r}")
+        try:
+            raw = np.frombuffer(seq.encode("ascii"), dtype=np.uint8)
+        except UnicodeEncodeError:
+            raise GoatDNAError(
+                f"{table.where(i)}: column {column!r} holds a non-ASCII character; only A C G T "
+                "N and IUPAC codes (any case) are nucleotides"
+            ) from None
+        tokens = BYTE_LUT[raw]
+        bad = np.flatnonzero(tokens == INVALID)
+        if bad.size:
+            pos = int(bad[0])
+            raise GoatDNAError(
+                f"{table.where(i)}: invalid nucleotide {chr(int(raw[pos]))!r} at position "
+                f"{pos + 1} of column {column!r}; only A C G T N and IUPAC codes (any case)"
+            )
+        out.append(tokens & TOKEN_MASK)
+    return out
+
+
+def reverse_complement(tokens: np.ndarray) -> np.ndarray:
+    """Reverse complement of plain tokens 0..4."""
+    return COMPLEMENT[tokens[::-1]]
+
+
+def _as_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def infer_task(labels: list[str]) -> str:
+    """``regression`` when every label is a number and some is not a whole number; otherwise
+    ``classification`` (integers and names are class labels)."""
+    values = [_as_float(x.strip()) for x in labels]
+    if all(v is not None and math.isfinite(v) for v in values) and any(
+        not float(v).is_integer()
+        for v in values  # type: ignore[arg-type]
+    ):
+        return "regression"
+    return "classification"
+
+
+def check_labels_present(table: SequenceTable, column: str, option: str) -> list[str]:
+    labels = table.column(column, option)
+    for i, text in enumerate(labels):
+        if text.strip().lower() in MISSING_LABELS:
+            raise GoatDNAError(
+                f"{table.where(i)}: label {text!r} in column {column!r} is missing (NaN/empty); "
+                "drop the row or fill in its label"
+            )
+    return [x.strip() for x in labels]
+
+
+def class_names(labels: list[str], where: Path, column: str) -> list[str]:
+    """Sorted distinct labels (numerically when all are numbers); one class is an error."""
+    distinct = set(labels)
+    if len(distinct) < 2:
+        only = next(iter(distinct)) if distinct else "nothing"
+        raise GoatDNAError(
+            f"{where}: column {column!r} holds a single class ({only!r}); a classifier needs at "
+            "least two (or pass --task regression for a numeric target)"
+        )
+    if all(_as_float(x) is not None for x in distinct):
+        return sorted(distinct, key=lambda x: (float(x), x))
+    return sorted(distinct)
+
+
+def encode_labels(
+    table: SequenceTable, column: str, option: str, task: str, classes: list[str] | None
+) -> np.ndarray:
+    """Class indices (int64) into ``classes``, or float64 targets for regression."""
+    labels = check_labels_present(table, column, option)
+    if task == "regression":
+        values = np.empty(len(labels), dtype=np.float64)
+        for i, text in enumerate(labels):
+            value = _as_float(text)
+            if value is None or not math.isfinite(value):
+                raise GoatDNAError(
+                    f"{table.where(i)}: regression label {text!r} in column {column!r} is not a "
+                    "finite number (or pass --task classification)"
+                )
+            values[i] = value
+        return values
+    assert classes is not None
+    index = {name: k for k, name in enumerate(classes)}
+    out = np.empty(len(labels), dtype=np.int64)
+    for i, text in enumerate(labels):
+        if text not in index:
+            raise GoatDNAError(
+                f"{table.where(i)}: label {text!r} is not one of the training classes "
+                f"({', '.join(classes)})"
+            )
+        out[i] = index[text]
+    return out

@@ -1,0 +1,214 @@
+"""`predict`: a fine-tuned classifier/regressor applied to a table of sequences.
+
+The output holds every input column, unchanged and in input order, then ``prob_<class>`` per
+class and ``pred`` (the most probable class) for classification, or ``pred`` alone for
+regression. Inputs are checked completely before anything is computed, and the output is written
+to a temporary name and renamed, so a failed run leaves nothing behind. On several devices each
+rank predicts its contiguous block of rows (`runtime.rank_block`) and the blocks are gathered
+back in input order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from goatdna.data_prep.tables import encode_sequences, read_table
+from goatdna.errors import GoatDNAError
+from goatdna.runtime import Runtime, gather_blocks, rank_block
+
+
+@dataclass
+class LoadedClassifier:
+    """A `SequenceClassifier` in eval mode and what its checkpoint says about the task."""
+
+    classifier: Any  # goatdna.model.classifier.SequenceClassifier
+    task: str
+    classes: list[str]
+    label_mean: float
+    label_std: float
+    max_length: int
+    rc_average: bool
+    config: dict[str, Any]
+
+
+def load_classifier(path: str | Path) -> LoadedClassifier:
+    """Read a fine-tuned checkpoint (``goatdna finetune``'s best.ckpt or last.ckpt)."""
+    import torch
+
+    from goatdna.analysis.checkpoint import load_checkpoint
+    from goatdna.model.classifier import SequenceClassifier, is_classifier_config
+
+    backbone, config = load_checkpoint(path, "cpu")
+    if not is_classifier_config(config):
+        raise GoatDNAError(
+            f"{path}: is a pretrained language model, not a fine-tuned classifier; train one "
+            "with `goatdna finetune` and pass RUN_DIR/checkpoints/best.ckpt"
+        )
+    head = config["head"]
+    backbone_cfg = config.get("backbone", {})
+    classifier = SequenceClassifier(
+        backbone, int(head["n_outputs"]), backbone_cfg.get("pool", "mean"),
+        float(backbone_cfg.get("dropout", 0.0)),
+    )  # fmt: skip
+    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+    head_state = {k[len("head.") :]: v for k, v in state.items() if k.startswith("head.")}
+    try:
+        classifier.head.load_state_dict(head_state, strict=True)
+    except RuntimeError as err:
+        raise GoatDNAError(
+            f"{path}: head weights do not match its config ({str(err).splitlines()[0]})"
+        ) from None
+    classifier.eval()
+    return LoadedClassifier(
+        classifier=classifier,
+        task=head["task"],
+        classes=list(head["classes"]),
+        label_mean=float(head["label_mean"]),
+        label_std=float(head["label_std"]),
+        max_length=int(config.get("task", {}).get("max_length", 1 << 30)),
+        rc_average=bool(backbone_cfg.get("rc_average", False)),
+        config=config,
+    )
+
+
+def predict_tokens(
+    loaded: LoadedClassifier,
+    tokens: list[np.ndarray],
+    *,
+    rc_average: bool | None = None,
+    batch_size: int = 64,
+    runtime: Runtime | None = None,
+    progress: bool = False,
+) -> np.ndarray:
+    """(N, K) class probabilities, or (N, 1) values in label units, for token arrays in order."""
+    return _predict(loaded, tokens, rc_average, batch_size, runtime, progress)[0]
+
+
+def _predict(
+    loaded: LoadedClassifier,
+    tokens: list[np.ndarray],
+    rc_average: bool | None,
+    batch_size: int,
+    runtime: Runtime | None,
+    progress: bool,
+) -> tuple[np.ndarray, int]:
+    """Predictions and this process's global rank (only rank 0 writes files)."""
+    import pytorch_lightning as pl
+    import torch
+
+    from goatdna.model.classifier import (
+        pad_sequences,
+        reverse_complement_padded,
+        strand_average,
+    )
+
+    both = loaded.rc_average if rc_average is None else rc_average
+    tokens = [t[: loaded.max_length] for t in tokens]
+    classification = loaded.task == "classification"
+
+    class Predictor(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.classifier = loaded.classifier
+            self.rows: list[torch.Tensor] = []
+            self.result: torch.Tensor | None = None
+
+        def predict_dataloader(self) -> Any:
+            block = rank_block(len(tokens), self.global_rank, self.trainer.world_size)
+            starts = list(range(block.start, block.stop, batch_size))
+            bounds = [(s, min(s + batch_size, block.stop)) for s in starts]
+            return torch.utils.data.DataLoader(
+                bounds, batch_size=None, collate_fn=lambda b: pad_sequences(tokens[b[0] : b[1]])
+            )
+
+        def predict_step(self, batch: Any, batch_idx: int) -> None:
+            ids, lengths = batch
+            out = self.classifier(ids, lengths).float()
+            out_rc = None
+            if both:
+                out_rc = self.classifier(reverse_complement_padded(ids, lengths), lengths).float()
+            if out_rc is not None:
+                merged = strand_average(out, out_rc, classification)
+            else:
+                merged = out.softmax(-1) if classification else out
+            self.rows.append(merged)
+
+        def on_predict_epoch_end(self) -> None:
+            width = len(loaded.classes) if classification else 1
+            local = torch.cat(self.rows) if self.rows else torch.zeros(0, width, device=self.device)
+            self.result = gather_blocks(self, local, len(tokens)).cpu()
+
+    runtime = runtime or Runtime.from_options("cpu", 1)
+    predictor = Predictor()
+    trainer = runtime.predict_trainer(progress=progress)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*predict returned None.*")
+        warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
+        trainer.predict(predictor, return_predictions=False)
+    assert predictor.result is not None
+    out = predictor.result.double().numpy()
+    if not classification:
+        out = out * loaded.label_std + loaded.label_mean
+    return out, trainer.global_rank
+
+
+def output_columns(loaded: LoadedClassifier) -> list[str]:
+    if loaded.task == "classification":
+        return [f"prob_{name}" for name in loaded.classes] + ["pred"]
+    return ["pred"]
+
+
+def predict_file(
+    checkpoint: str | Path,
+    sequences: str | Path,
+    out: str | Path,
+    *,
+    sequence_column: str = "sequence",
+    fasta: str | Path | None = None,
+    rc_average: bool | None = None,
+    batch_size: int = 64,
+    runtime: Runtime | None = None,
+    progress: bool = False,
+) -> int:
+    """Predict every row of ``sequences`` into ``out`` (CSV, or TSV for .tsv); returns rows."""
+    out = Path(out)
+    loaded = load_classifier(checkpoint)
+    table = read_table(sequences, fasta)
+    tokens = encode_sequences(table, sequence_column, "--sequence-column")
+    added = output_columns(loaded)
+    clash = [c for c in added if c in table.columns]
+    if clash:
+        raise GoatDNAError(
+            f"{sequences}: already has a column {clash[0]!r}, which the predictions would "
+            "overwrite; rename it"
+        )
+    if not out.parent.is_dir():
+        raise GoatDNAError(f"{out}: its folder {out.parent} does not exist")
+    preds, rank = _predict(loaded, tokens, rc_average, batch_size, runtime, progress)
+    if rank != 0:
+        return len(tokens)
+    delimiter = "\t" if out.suffix.lower() == ".tsv" else ","
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
+    names = list(table.columns)
+    writer.writerow(names + added)
+    carried = [table.columns[name] for name in names]
+    for i in range(len(tokens)):
+        cells = [col[i] for col in carried]
+        if loaded.task == "classification":
+            cells += [f"{p:.8g}" for p in preds[i]] + [loaded.classes[int(preds[i].argmax())]]
+        else:
+            cells.append(f"{preds[i, 0]:.8g}")
+        writer.writerow(cells)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    tmp.write_text(buf.getvalue())
+    os.replace(tmp, out)
+    return len(tokens)

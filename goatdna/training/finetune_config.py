@@ -1,0 +1,109 @@
+"""`FinetuneConfig`: what one fine-tuning run needs, as dataclasses (no torch; the CLI checks it).
+
+A run directory's ``config.yaml`` holds these sections fully spelled out plus what was resolved
+from the inputs (``model``: the backbone's `ModelConfig`; ``head``: task type, classes, label
+scaling; ``inputs``: sha256 of every input file), so a ``--resume`` that would learn something
+else is refused by name, exactly as for ``goatdna train``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class TaskConfig:
+    """The labelled sequences: files, columns, task type, hold-out and length cap."""
+
+    train: str = ""
+    """CSV/TSV/Parquet (``sequence``, ``label`` columns) or BED (with ``fasta``)."""
+    val: str | None = None
+    """Validation file; None: hold out ``val_fraction`` of train (fixed by ``seed``)."""
+    test: str | None = None
+    fasta: str | None = None
+    """Reference FASTA for BED inputs."""
+    sequence_column: str = "sequence"
+    label_column: str = "label"
+    bed_label_column: int = 4
+    """1-based BED column holding the label (4: the name column)."""
+    task: Literal["auto", "classification", "regression"] = "auto"
+    """``auto``: regression when every label is a number and some is not whole."""
+    val_fraction: float = 0.1
+    max_length: int = 1024
+    """Longer sequences keep their first ``max_length`` bases (counted in summary.json)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {self.max_length}")
+        if self.bed_label_column < 4:
+            raise ValueError("bed_label_column must be >= 4 (columns 1-3 are chrom, start, end)")
+
+
+@dataclass
+class BackboneConfig:
+    """Which pretrained model and how it is used."""
+
+    checkpoint: str = ""
+    mode: Literal["full", "probe"] = "full"
+    """``full``: train backbone and head; ``probe``: frozen backbone, cached embeddings."""
+    pool: Literal["mean", "last"] = "mean"
+    rc_augment: bool = False
+    """Train on either strand (drawn per epoch and row from the seed)."""
+    rc_average: bool = False
+    """Evaluate and predict with the mean of both strands' outputs."""
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclass
+class FinetuneOptimConfig:
+    """AdamW with separate head and backbone learning rates; linear warmup, cosine to zero."""
+
+    head_lr: float = 1e-3
+    backbone_lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.1
+    grad_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.head_lr <= 0 or self.backbone_lr <= 0:
+            raise ValueError("head_lr and backbone_lr must be > 0")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+
+
+@dataclass
+class FinetuneTrainerConfig:
+    """Epochs, batch sizes and where Lightning runs (the device keys may change on --resume)."""
+
+    epochs: int = 5
+    batch_size: int = 32
+    """Sequences per optimizer step over all devices (each device takes its share)."""
+    eval_batch_size: int = 64
+    log_every: int = 10
+    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = "auto"
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
+    devices: int | str = 1
+    num_nodes: int = 1
+    strategy: Literal["auto", "ddp"] = "auto"
+    progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "eval_batch_size", "log_every", "num_nodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass
+class FinetuneConfig:
+    task: TaskConfig = field(default_factory=TaskConfig)
+    backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
+    trainer: FinetuneTrainerConfig = field(default_factory=FinetuneTrainerConfig)
+    seed: int = 0

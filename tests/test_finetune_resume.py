@@ -1,0 +1,85 @@
+"""`goatdna finetune` SIGKILLed right after a checkpoint and resumed equals an uninterrupted run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna.analysis.checkpoint import save_checkpoint
+from goatdna.cli.app import app
+from goatdna.configfile import to_dict
+from goatdna.model import GoatDNA, ModelConfig
+from goatdna.training.lifecycle import KILL_AFTER_CHECKPOINT_ENV
+
+pytestmark = pytest.mark.slow
+KILL_STEP = 8  # end of epoch 2 of 3 (128 rows / batch 32 = 4 steps per epoch)
+
+
+def rows(run: Path) -> list[dict[str, str]]:
+    with (run / "metrics.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_sigkill_then_resume_matches_uninterrupted(synthetic_shards: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    task = tmp_path / "task"
+    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+                                 "--label", "gc", "--max-train", "128", "--max-eval", "48"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
+                         train_length=64)  # fmt: skip
+    torch.manual_seed(0)
+    backbone = save_checkpoint(tmp_path / "lm.ckpt", GoatDNA(config), {"model": to_dict(config)})
+    args = ["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),
+            "--val", str(task / "val.csv"), "--test", str(task / "test.csv"), "--mode", "full",
+            "--epochs", "3", "--batch-size", "32", "--rc-augment", "--rc-average",
+            "--no-progress", "--set", "trainer.log_every=2"]  # fmt: skip
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # like the subprocess (OMP_NUM_THREADS=1)
+    try:
+        straight = tmp_path / "straight"
+        result = runner.invoke(app, [*args, "--out", str(straight)])
+        assert result.exit_code == 0, (result.output, result.exception)
+
+        crashed = tmp_path / "crashed"
+        env = dict(os.environ, OMP_NUM_THREADS="1", **{KILL_AFTER_CHECKPOINT_ENV: str(KILL_STEP)})
+        cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "--out", str(crashed)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+        assert not (crashed / "summary.json").exists()
+        ckpt = torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)
+        assert ckpt["global_step"] == KILL_STEP
+
+        # resume with only --out: everything else comes from the run's config.yaml
+        result = runner.invoke(app, ["finetune", "--out", str(crashed), "--resume"])
+        assert result.exit_code == 0, (result.output, result.exception)
+    finally:
+        torch.set_num_threads(threads)
+
+    a = json.loads((straight / "summary.json").read_text())
+    b = json.loads((crashed / "summary.json").read_text())
+    assert a["steps"] == b["steps"] == 12 and a["best_step"] == b["best_step"]
+    for split in ("val", "test"):
+        for key, value in a[split].items():
+            assert b[split][key] == pytest.approx(value, abs=1e-6), (split, key)
+    ra, rb = rows(straight), rows(crashed)
+    assert [r["step"] for r in ra] == [r["step"] for r in rb]
+    for x, y in zip(ra, rb, strict=True):
+        for key in ("train_loss", "val_loss", "val_mcc", "lr_head", "lr_backbone"):
+            assert (x[key] == "") == (y[key] == "")
+            if x[key]:
+                assert float(x[key]) == pytest.approx(float(y[key]), abs=1e-6), (x["step"], key)
+    final_a = torch.load(straight / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    final_b = torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    for key, value in final_a.items():
+        torch.testing.assert_close(final_b[key], value, atol=1e-6, rtol=1e-5)
