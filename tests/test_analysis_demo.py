@@ -33,7 +33,8 @@ def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(tmp_path: Path)
     report = out / "report"
     for name in ("report.html", "report.md", "summary.csv", "gc_continuations.csv",
                  "nll_vs_context.png", "training_curves.png", "gc_trajectories.png",
-                 "prior_curves_goat_layer0.png", "prior_heatmap_goat_layer0.png"):  # fmt: skip
+                 "prior_curves_goat_layer0.png", "prior_heatmap_goat_layer0.png", "recall.png",
+                 "recall_trials.csv", "recall_summary.csv"):  # fmt: skip
         assert (report / name).is_file(), name
     summary = pd.read_csv(report / "summary.csv")
     assert summary["model"].tolist() == ["goat", "rope"]
@@ -41,7 +42,7 @@ def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(tmp_path: Path)
         run_summary = json.loads((out / "runs" / name / "summary.json").read_text())
         assert run_summary["steps"] == 3 and run_summary["positional"] == name
     html = (report / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 5
+    assert html.count("data:image/png;base64,") == 6  # with the recall probe's plot
 
     ckpt = out / "runs" / "goat" / "checkpoints" / "best.ckpt"
     before = (ckpt.stat().st_mtime_ns, (report / "report.html").stat().st_mtime_ns)

@@ -176,3 +176,23 @@ def test_notebook_runs_on_the_report(
     assert sum(1 for o in outputs if "image/png" in o.get("data", {})) >= 3
     text = "".join(o.get("text", "") for o in outputs)
     assert "GC summary recomputed from gc_continuations.csv matches summary.csv" in text
+
+
+def test_recall_probe_too_long_for_the_split_fails_before_any_work(
+    tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import goatdna.analysis.report as report_module
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("evaluation started before the recall probe was checked")
+
+    monkeypatch.setattr(report_module, "evaluate_model", no_work)
+    out = tmp_path / "report"
+    res = runner.invoke(
+        app,
+        ["report", "--run", str(tiny_runs["goat"]), "--data", str(synthetic_shards),
+         "--out", str(out), "--recall-distances", "100000000"],
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "no record of at least" in res.output
+    assert not out.exists()

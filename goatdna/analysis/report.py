@@ -507,10 +507,11 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
     for run, name in zip(runs, names, strict=True):
         run.name = name
     _check_prior_layer(options.prior_layer, runs)
+    recall = plan_recall(options, runs, genome)
     with folder_lock(final_dir, "--out"):
         check_report_out(final_dir)  # again, now that no other report can write there
         with staging_folder(final_dir) as out_dir:
-            _write_report(options, genome, runs, out_dir, result, say)
+            _write_report(options, genome, runs, out_dir, result, say, recall)
     result.files = [final_dir / path.name for path in result.files]
     return result
 
@@ -525,6 +526,9 @@ REPORT_FILES = frozenset(
         "nll_vs_context.png",
         "training_curves.png",
         "gc_trajectories.png",
+        "recall_trials.csv",
+        "recall_summary.csv",
+        "recall.png",
         "report.md",
         "report.html",
         ".demo_report.json",  # `goatdna demo`'s record of what its report was built from
@@ -598,6 +602,7 @@ def _write_report(
     out_dir: Path,
     result: ReportResult,
     say: Callable[[str], None],
+    recall: RecallPlan | None = None,
 ) -> None:
     """Evaluate, run the GC study, draw and write everything into ``out_dir``."""
     import pandas as pd
@@ -685,7 +690,7 @@ def _write_report(
     result.files.append(atomic_write_text(out_dir / "gc_summary.csv", gc_table.to_csv(index=False)))
 
     # 2b. Long-range recall probe on the same trials for every model.
-    recall_summaries = _recall_probe(options, runs, genome, say, result)
+    recall_summaries = _recall_probe(options, recall, runs, genome, out_dir, say, result)
 
     # 3. The summary table.
     summary = build_summary(runs, gc_summaries)
@@ -770,44 +775,64 @@ def default_recall_distances(train_length: int, segment_length: int) -> list[int
     return sorted({max(1, fits // 4), fits, 4 * train_length})
 
 
+@dataclass(frozen=True)
+class RecallPlan:
+    """The recall probe's distances and trials, drawn before any work (same for every model)."""
+
+    distances: list[int]
+    trials: list[Any]
+
+
+def plan_recall(options: ReportOptions, runs: Sequence[RunData], genome: Any) -> RecallPlan | None:
+    """Draw the probe's trials up front, so a split too small for them fails before any work."""
+    from goatdna.analysis.recall import draw_trials
+
+    if options.recall_trials < 1:
+        return None
+    distances = options.recall_distances or default_recall_distances(
+        min(run.train_length for run in runs), options.recall_segment
+    )
+    trials = draw_trials(
+        genome, options.gc_split, options.recall_trials, options.recall_segment,
+        max(distances), options.seed,
+    )  # fmt: skip
+    return RecallPlan(distances, trials)
+
+
 def _recall_probe(
     options: ReportOptions,
+    plan: RecallPlan | None,
     runs: Sequence[RunData],
     genome: Any,
+    out_dir: Path,
     say: Callable[[str], None],
     result: ReportResult,
 ) -> dict[str, Any]:
     """Score every run on the same recall trials; write recall_trials.csv / recall_summary.csv."""
     import pandas as pd
 
-    from goatdna.analysis.recall import draw_trials, recall_frame, score_recall, summarize_recall
+    from goatdna.analysis.recall import recall_frame, score_recall, summarize_recall
 
-    if options.recall_trials < 1:
+    if plan is None:
         return {}
-    distances = options.recall_distances or default_recall_distances(
-        min(run.train_length for run in runs), options.recall_segment
-    )
-    say(f"recall probe: {options.recall_trials} trials at distances {distances}")
-    trials = draw_trials(
-        genome, options.gc_split, options.recall_trials, options.recall_segment,
-        max(distances), options.seed,
-    )  # fmt: skip
+    say(f"recall probe: {len(plan.trials)} trials at distances {plan.distances}")
     tokens = genome.tokens(options.gc_split)
     frames, summaries = [], {}
     for run in runs:
         rows = score_recall(
-            run.model, tokens, trials, distances, options.recall_segment, options.batch_tokens
-        )
+            run.model, tokens, plan.trials, plan.distances, options.recall_segment,
+            options.batch_tokens,
+        )  # fmt: skip
         frame = recall_frame(rows)
         summaries[run.name] = summarize_recall(frame, run.train_length, options.recall_segment)
         frames.append(frame.assign(model=run.name))
     per_trial = pd.concat(frames, ignore_index=True)
     table = pd.concat([f.assign(model=n) for n, f in summaries.items()], ignore_index=True)
     result.files.append(
-        atomic_write_text(options.out_dir / "recall_trials.csv", per_trial.to_csv(index=False))
+        atomic_write_text(out_dir / "recall_trials.csv", per_trial.to_csv(index=False))
     )
     result.files.append(
-        atomic_write_text(options.out_dir / "recall_summary.csv", table.to_csv(index=False))
+        atomic_write_text(out_dir / "recall_summary.csv", table.to_csv(index=False))
     )
     return summaries
 
