@@ -93,3 +93,28 @@ def test_cache_dtype_and_mixed_precision_read():
     same = attend(q[:, :, -1:], k, v, "sdpa")
     assert mixed.dtype == torch.bfloat16
     torch.testing.assert_close(mixed, same, rtol=0, atol=0)
+
+
+def test_decoding_block_equals_per_position_tables_and_follows_the_parameters() -> None:
+    """A decoding step reads GOAT's position slots from a precomputed block of positions."""
+    from goatdna.model.goat import DECODE_BLOCK, GoatPrior
+
+    torch.manual_seed(0)
+    prior = GoatPrior(4, 32, num_modes=4, train_length=64)
+    with torch.no_grad():
+        for p in prior.parameters():
+            p.normal_(0, 0.3)
+        for t in (0, DECODE_BLOCK - 1, DECODE_BLOCK, DECODE_BLOCK + 1, 5 * DECODE_BLOCK + 7):
+            pos = range(t, t + 1)
+            q_block, k_block = prior._position_tails(pos, pos, torch.float32, torch.device("cpu"))
+            q_one, k_one = prior._compute_tails(pos, pos, torch.float32, torch.device("cpu"))
+            assert torch.allclose(q_block, q_one, atol=1e-6)
+            assert torch.allclose(k_block, k_one, atol=1e-6)
+        before = prior._position_tails(pos, pos, torch.float32, torch.device("cpu"))[1].clone()
+        prior.slope.add_(1.0)  # a parameter changed in place: the block is rebuilt
+        after = prior._position_tails(pos, pos, torch.float32, torch.device("cpu"))[1]
+        assert not torch.allclose(before, after)
+    # with autograd on, nothing is cached (gradients must reach the prior)
+    pos = range(3, 4)
+    q_tail, _ = prior._position_tails(pos, pos, torch.float32, torch.device("cpu"))
+    assert q_tail.requires_grad

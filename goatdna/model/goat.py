@@ -53,6 +53,9 @@ from torch.utils.checkpoint import checkpoint
 Positions = Tensor | range
 """Absolute token positions: a LongTensor, or a ``range`` (cached features, no device sync)."""
 
+DECODE_BLOCK = 64
+"""Positions whose q'/k' position slots a decoding step computes at once (see `_position_tails`)."""
+
 
 def goat_frequencies(
     num_modes: int, freq_base: float, device: torch.device | str | None = None
@@ -170,6 +173,7 @@ class GoatPrior(nn.Module):
         self.train_length = train_length
         self.freq_base = float(freq_base)
         self.split_key_bias = split_key_bias
+        self._decode_block: tuple | None = None  # (key, q tail, k tail) of the current block
         # precomputed so that pack() stays free of host syncs (torch.compile traces it whole)
         self._slot_gain = {
             dt: _slot_and_gain(head_dim, dt)
@@ -287,43 +291,79 @@ class GoatPrior(nn.Module):
         """
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]
-        R2 = 2 * self.num_modes
-        dtype = q_c.dtype
-        device = q_c.device
-        d = self.head_dim
-        slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
-
-        # queries: [sqrt(d_h/d_c) qc, sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0]
-        with _autocast_off(device):  # round once, below
-            weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)
-            q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype, device), weights)  # (H, Lq, 2R)
-        q_rel = q_rel.to(dtype).transpose(0, 1)  # (Lq, H, 2R)
-        align = slot if self.split_key_bias else 0.0
-        const = torch.cat([q_c.new_full((1,), slot), q_c.new_full((1,), align)])  # (2,)
+        q_tail, k_tail = self._position_tails(pos_q, pos_k, q_c.dtype, q_c.device)
         q = torch.cat(
             [
-                q_c.transpose(1, 2) * math.sqrt(d / dc),  # (B, Lq, H, d_c)
-                q_rel.expand(B, Lq, H, R2),
-                const.expand(B, Lq, H, 2),
+                q_c.transpose(1, 2) * math.sqrt(self.head_dim / dc),  # (B, Lq, H, d_c)
+                q_tail.expand(B, Lq, H, q_tail.shape[-1]),
             ],
             dim=-1,
         )  # (B, Lq, H, d_h)
-
-        # keys: [kc, k_rel(j), hi(u), lo(u)]; u / gain so that slot * scale * (hi + lo) = u
-        u = (self._key_bias64(pos_k, device) / gain).t()  # (Lk, H) float64
-        hi = u.to(dtype)
-        # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
-        lo = (u - hi.double()).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
         k = torch.cat(
             [
                 k_c.transpose(1, 2),  # (B, Lk, H, d_c)
-                self._k_rel(pos_k, dtype, device)[:, None, :].expand(B, Lk, H, R2),
-                hi[..., None].expand(B, Lk, H, 1),
-                lo[..., None].expand(B, Lk, H, 1),
+                k_tail.expand(B, Lk, H, k_tail.shape[-1]),
             ],
             dim=-1,
         )  # (B, Lk, H, d_h)
         return q.transpose(1, 2), k.transpose(1, 2)  # (B, H, L, d_h) views
+
+    def _position_tails(
+        self, pos_q: Positions, pos_k: Positions, dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor, Tensor]:
+        """The position slots of q' and k' (G5): (Lq, H, 2R+2) and (Lk, H, 2R+2) in ``dtype``.
+
+        A decoding step (one position, no autograd) reads them from a block of
+        `DECODE_BLOCK` positions computed at once and kept until the parameters change, so a
+        cached step costs about what RoPE's does instead of rebuilding features, the MLP and
+        the rotation for every token and layer.
+        """
+        if (
+            isinstance(pos_q, range)
+            and pos_q == pos_k
+            and len(pos_q) == 1
+            and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
+            and not isinstance(self.freqs, nn.Parameter)
+        ):
+            first = pos_q.start - pos_q.start % DECODE_BLOCK
+            key = (first, dtype, device, *((p.data_ptr(), p._version) for p in self.parameters()))
+            if self._decode_block is None or self._decode_block[0] != key:
+                block = range(first, first + DECODE_BLOCK)
+                self._decode_block = (key, *self._compute_tails(block, block, dtype, device))
+            row = pos_q.start - first
+            _, q_tail, k_tail = self._decode_block
+            return q_tail[row : row + 1], k_tail[row : row + 1]
+        return self._compute_tails(pos_q, pos_k, dtype, device)
+
+    def _compute_tails(
+        self, pos_q: Positions, pos_k: Positions, dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor, Tensor]:
+        """q' tail [sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0] and k' tail [k_rel(j), hi(u),
+        lo(u)], where u / gain makes slot * scale * (hi + lo) = u exactly as G4 defines it."""
+        H, d = self.num_heads, self.head_dim
+        slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
+        with _autocast_off(device):  # round once, below
+            weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)
+            q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype, device), weights)  # (H, Lq, 2R)
+        q_rel = q_rel.to(dtype).transpose(0, 1)  # (Lq, H, 2R)
+        Lq = q_rel.shape[0]
+        const = torch.full((Lq, H, 2), slot, dtype=dtype, device=device)  # filled on the device
+        if not self.split_key_bias:
+            const[..., 1] = 0.0
+        q_tail = torch.cat([q_rel, const], dim=-1)  # (Lq, H, 2R + 2)
+
+        u = (self._key_bias64(pos_k, device) / gain).t()  # (Lk, H) float64
+        hi = u.to(dtype)
+        # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
+        lo = (u - hi.double()).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
+        k_rel = self._k_rel(pos_k, dtype, device)  # (Lk, 2R)
+        Lk = k_rel.shape[0]
+        k_tail = torch.cat(
+            [k_rel[:, None, :].expand(Lk, H, k_rel.shape[-1]), hi[..., None], lo[..., None]],
+            dim=-1,
+        )  # (Lk, H, 2R + 2)
+        return q_tail, k_tail
 
     def extra_repr(self) -> str:
         return (
