@@ -133,7 +133,7 @@ def random_backbone(like: Path, out: Path, seed: int = 0) -> Path:
     """A freshly initialised decoder with the same shape as the checkpoint ``like``."""
     import torch
 
-    from goatdna.analysis.checkpoint import load_checkpoint, save_checkpoint
+    from goatdna.checkpoint import load_checkpoint, save_checkpoint
     from goatdna.model import GoatDNA
 
     model, config = load_checkpoint(like)

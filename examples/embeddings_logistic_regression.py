@@ -25,7 +25,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from goatdna.analysis.checkpoint import load_checkpoint
+from goatdna.checkpoint import load_checkpoint
 from goatdna.inference.embed import embed
 
 

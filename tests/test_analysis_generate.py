@@ -11,13 +11,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from goatdna.analysis.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.analysis.generate import (
     SamplingOptions,
     generate,
     generate_continuations,
     parse_region,
 )
+from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError

@@ -138,7 +138,7 @@ def test_full_finetuning_learns_the_task_above_chance(
     assert summary["test"]["auroc"] > 0.75, summary["test"]
     assert summary["test"]["mcc"] > 0.3, summary["test"]
     # the backbone of a fine-tuned checkpoint still loads as a language model
-    from goatdna.analysis.checkpoint import load_checkpoint
+    from goatdna.checkpoint import load_checkpoint
 
     model, config = load_checkpoint(out / "checkpoints" / "best.ckpt")
     assert config["head"]["classes"] == ["high", "low", "mid"] and model.config.positional == "goat"

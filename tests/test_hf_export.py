@@ -21,8 +21,8 @@ import torch
 from typer.testing import CliRunner
 
 from goatdna import __version__
-from goatdna.analysis.checkpoint import load_checkpoint
 from goatdna.analysis.generate import generate as goatdna_generate
+from goatdna.checkpoint import load_checkpoint
 from goatdna.cli.app import app
 from goatdna.data_prep.tokens import TOKEN_TABLE
 from goatdna.inference.embed import embed

@@ -5,7 +5,6 @@ Import direction: analysis imports `goatdna.model` and `goatdna.data_prep`, neve
 Modules import torch, pandas and matplotlib inside functions, so importing this package is cheap.
 """
 
-from goatdna.analysis.checkpoint import best_checkpoint, load_checkpoint, read_summary
 from goatdna.analysis.evaluate import (
     ContextResult,
     Evaluation,
@@ -27,6 +26,7 @@ from goatdna.analysis.gc import (
 from goatdna.analysis.gc_study import GC_COLUMNS, run_gc_study
 from goatdna.analysis.generate import SamplingOptions, generate, generate_continuations
 from goatdna.analysis.prompts import Prompt, draw_prompts
+from goatdna.checkpoint import best_checkpoint, load_checkpoint, read_summary
 
 __all__ = [
     "GC_COLUMNS",

@@ -300,7 +300,7 @@ def evaluate_checkpoint(
     show_progress: bool = False,
 ) -> Evaluation:
     """Load a checkpoint and evaluate it on ``split`` of the shards in ``data_dir``."""
-    from goatdna.analysis.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint, train_length_of
     from goatdna.data_prep import ShardedGenome
 
     genome = ShardedGenome(data_dir)

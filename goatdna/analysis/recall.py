@@ -237,9 +237,9 @@ def probe_recall(
 ) -> Any:
     """Run the probe on one checkpoint and write ``recall_trials.csv``, ``recall_summary.csv``
     and ``recall.png`` into ``out_dir``; returns the summary DataFrame."""
-    from goatdna.analysis.checkpoint import load_checkpoint, train_length_of
     from goatdna.analysis.output import atomic_write_text
     from goatdna.analysis.plots import plot_recall
+    from goatdna.checkpoint import load_checkpoint, train_length_of
     from goatdna.data_prep import ShardedGenome
 
     out_dir = Path(out_dir)

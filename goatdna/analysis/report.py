@@ -31,12 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from goatdna.analysis.checkpoint import (
-    best_checkpoint,
-    load_checkpoint,
-    read_summary,
-    train_length_of,
-)
 from goatdna.analysis.evaluate import (
     DEFAULT_BATCH_TOKENS,
     ContextResult,
@@ -48,6 +42,12 @@ from goatdna.analysis.evaluate import (
 from goatdna.analysis.generate import model_device
 from goatdna.analysis.output import atomic_write_text
 from goatdna.atomic import check_output_dir
+from goatdna.checkpoint import (
+    best_checkpoint,
+    load_checkpoint,
+    read_summary,
+    train_length_of,
+)
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 

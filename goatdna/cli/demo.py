@@ -102,7 +102,7 @@ def _train_one(name: str, config: Any, shards: Path, run_dir: Path, force: bool,
 
 def _stamp(runs: list[Path], report_options: dict[str, Any]) -> dict[str, Any]:
     """What the report depends on: checkpoint files (size, mtime) and the report options."""
-    from goatdna.analysis.checkpoint import best_checkpoint
+    from goatdna.checkpoint import best_checkpoint
 
     files = {}
     for run in runs:

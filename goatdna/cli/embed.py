@@ -50,7 +50,7 @@ def embed(
     ),
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
-    from goatdna.analysis.checkpoint import load_checkpoint
+    from goatdna.checkpoint import load_checkpoint
     from goatdna.inference.embed import EmbedOptions, default_max_length, embed_records
     from goatdna.inference.embed_io import (
         check_output,

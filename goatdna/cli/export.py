@@ -22,7 +22,7 @@ def export(
     ),
 ) -> None:
     """Write config.json, model.safetensors, tokenizer, transformers code and a model card."""
-    from goatdna.analysis.checkpoint import checkpoint_provenance, load_checkpoint
+    from goatdna.checkpoint import checkpoint_provenance, load_checkpoint
 
     try:
         from goatdna.hf.export import export_model

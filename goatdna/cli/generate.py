@@ -77,7 +77,6 @@ def generate(
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
 ) -> None:
     """Continue a DNA prompt with a trained model (KV-cached sampling; never emits N)."""
-    from goatdna.analysis.checkpoint import load_checkpoint
     from goatdna.analysis.generate import (
         SamplingOptions,
         generate_continuations,
@@ -86,6 +85,7 @@ def generate(
     )
     from goatdna.analysis.output import atomic_write_text, format_generation, output_format
     from goatdna.atomic import check_output_file
+    from goatdna.checkpoint import load_checkpoint
 
     if (prompt is None) == (prompt_fasta is None):
         raise GoatDNAError("give exactly one of --prompt or --prompt-fasta")

@@ -74,7 +74,7 @@ def score_track(
         TimeRemainingColumn,
     )
 
-    from goatdna.analysis.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint, train_length_of
     from goatdna.errors import GoatDNAError
     from goatdna.inference.reference import Reference
     from goatdna.inference.tracks import (

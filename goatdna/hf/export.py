@@ -17,7 +17,7 @@
       README.md                the model card
 
 The folder is written under a temporary name beside ``DIR`` and renamed when complete.
-`goatdna.analysis.checkpoint.load_checkpoint` reads it back, so every command that takes
+`goatdna.checkpoint.load_checkpoint` reads it back, so every command that takes
 ``--checkpoint`` takes the folder too.
 """
 

@@ -43,7 +43,7 @@ def load_classifier(path: str | Path) -> LoadedClassifier:
     """Read a fine-tuned checkpoint (``goatdna finetune``'s best.ckpt or last.ckpt)."""
     import torch
 
-    from goatdna.analysis.checkpoint import load_checkpoint
+    from goatdna.checkpoint import load_checkpoint
     from goatdna.model.classifier import SequenceClassifier, is_classifier_config
 
     backbone, config = load_checkpoint(path, "cpu")

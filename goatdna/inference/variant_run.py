@@ -220,7 +220,7 @@ def score_variants(
 ) -> ScoreVariantsSummary | None:
     """Score every ALT allele of ``request.vcf``; returns the summary on global rank 0, else None."""
     from goatdna import __version__
-    from goatdna.analysis.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint, train_length_of
 
     out = request.out
     kind = output_kind(out)

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from goatdna import __version__
-from goatdna.analysis.checkpoint import load_checkpoint
+from goatdna.checkpoint import load_checkpoint
 from goatdna.configfile import from_dict, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import GoatDNA, ModelConfig

@@ -1,6 +1,8 @@
 """Loading trained models from Lightning checkpoints without importing the training code.
 
-Analysis reads checkpoints through a small contract (see the common design): ``torch.load(path,
+A top-level module beside `configfile` and `runtime`: analysis, inference, fine-tuning (its
+backbone) and export all load models through it, and none of them may import another (DESIGN.md).
+Everyone reads checkpoints through a small contract (see the common design): ``torch.load(path,
 map_location=..., weights_only=True)`` works because hyper-parameters are plain types;
 ``ckpt["hyper_parameters"]["config"]`` is the resolved run config as a dict whose ``"model"`` entry
 is a `ModelConfig`, and ``ckpt["state_dict"]`` holds ``"model." + <GoatDNA key>``. Keeping to that
