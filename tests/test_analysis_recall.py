@@ -144,6 +144,13 @@ def test_cli_writes_the_tables_and_rejects_bad_options(
         assert result.exit_code == 2, result.output
         assert message in result.output
         assert not (tmp_path / "bad").exists()
+    (tmp_path / "a-file").write_text("x")
+    for out, message in ((tmp_path / "a-file", "is a file"), (Path("/sys/recall"), "--out")):
+        result = CliRunner().invoke(
+            app, [*base, "--trials", "2", "--distances", "5", "-o", str(out)]
+        )
+        assert result.exit_code == 2, result.output  # one error: line, not a traceback
+        assert message in result.output and "Traceback" not in result.output
 
 
 def test_parse_distances() -> None:

@@ -239,12 +239,11 @@ def probe_recall(
     and ``recall.png`` into ``out_dir``; returns the summary DataFrame."""
     from goatdna.analysis.output import atomic_write_text
     from goatdna.analysis.plots import plot_recall
+    from goatdna.atomic import check_output_dir
     from goatdna.checkpoint import load_checkpoint, train_length_of
     from goatdna.data_prep import ShardedGenome
 
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise GoatDNAError(f"--out {out_dir}: exists and is not a folder; choose a folder path")
+    out_dir = check_output_dir(out_dir, "--out")  # before any work: a folder we can write
     if batch_tokens < 1:
         raise GoatDNAError(f"--batch-tokens must be >= 1, got {batch_tokens}")
     genome = ShardedGenome(data_dir)

@@ -65,6 +65,9 @@ def embed(
         raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
     options = EmbedOptions(layer, pool, strands, max_length, batch_size)  # type: ignore[arg-type]
     check_output(out, pool)  # before any work: the format, its library and the pooling fit
+    from goatdna.atomic import check_output_dir, check_output_file
+
+    (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
     runtime = None
     if devices is not None:
         from goatdna.runtime import Runtime

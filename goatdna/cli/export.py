@@ -31,6 +31,9 @@ def export(
             "goatdna export needs transformers and safetensors: pip install 'goatdna[hf]'"
         ) from None
 
+    from goatdna.atomic import check_output_dir
+
+    check_output_dir(out, "--out")  # a folder we can write, before any work
     model, config = load_checkpoint(checkpoint, device="cpu")
     provenance = checkpoint_provenance(checkpoint)
     folder = export_model(model, config, provenance, out, force=force)

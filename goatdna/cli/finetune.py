@@ -129,8 +129,10 @@ def finetune(
     config = from_dict(FinetuneConfig, base)
     if not config.task.train:
         raise GoatDNAError("--train is required (a CSV/TSV/Parquet file with sequence,label)")
+    from goatdna.atomic import check_output_dir
     from goatdna.training.finetune import finetune as run_finetune
 
+    check_output_dir(out, "--out")  # before any work: a run folder we can write
     summary = run_finetune(config, out, resume=resume, force=force)
     shown = {k: summary[k] for k in ("task", "mode", "steps", "best_step")}
     shown["val"] = summary["val"]

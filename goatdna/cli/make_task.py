@@ -32,6 +32,9 @@ def make_task(
         raise GoatDNAError(f"--label {label!r}: choose repeat or gc")
     options = WindowTaskOptions(label=label, window=window, max_train=max_train,  # type: ignore[arg-type]
                                 max_eval=max_eval, seed=seed)  # fmt: skip
+    from goatdna.atomic import check_output_dir
+
+    check_output_dir(out, "--out")  # before any work: a folder we can write
     info = make_window_task(data, out, options, force=force)
     typer.echo(json.dumps(info["counts"]))
     typer.echo(f"task files: {out}/{{train,val,test}}.csv")

@@ -38,6 +38,9 @@ def predict(
 
     if batch_size < 1:
         raise GoatDNAError(f"--batch-size {batch_size}: must be >= 1")
+    from goatdna.atomic import check_output_file
+
+    check_output_file(out, "--out")  # before any work: a file we can write
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     rows = predict_file(
         checkpoint, sequences, out, sequence_column=sequence_column, fasta=fasta,

@@ -89,7 +89,10 @@ def score_track(
     console = Console(stderr=True)
     if bool(region) == (bed is not None):
         raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
-    output_paths(out, what)  # a bad --out extension fails before any work
+    from goatdna.atomic import check_output_file
+
+    for path in output_paths(out, what).values():  # bad extension or folder: before any work
+        check_output_file(path, "--out")
     if not 0 <= zoom_levels <= 10:
         raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
     if context is not None and context < 2:

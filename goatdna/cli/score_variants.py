@@ -58,11 +58,13 @@ def score_variants(
     from rich.console import Console
     from rich.table import Table
 
+    from goatdna.atomic import check_output_file
     from goatdna.inference.variant_run import ScoreVariantsRequest
     from goatdna.inference.variant_run import score_variants as run
     from goatdna.inference.variants import STATUS_MEANING
     from goatdna.runtime import Runtime
 
+    check_output_file(out, "--out")  # before any work: a file we can write (and its cache)
     runtime = Runtime.from_options(device.replace("gpu", "cuda"), devices, num_nodes)
     request = ScoreVariantsRequest(
         checkpoint=checkpoint,
