@@ -133,3 +133,15 @@ def test_configs_load_and_differ_from_goat_only_in_the_scheme(scheme: str, size:
     mine, theirs = to_dict(config), to_dict(goat)
     mine["model"].pop("positional"), theirs["model"].pop("positional")
     assert mine == theirs
+
+
+def test_alibi_decoding_block_equals_per_position_slots_across_block_edges() -> None:
+    from goatdna.model.goat import DECODE_BLOCK
+
+    prior = AlibiPrior(4, 16)
+    with torch.no_grad():
+        for t in (0, DECODE_BLOCK - 1, DECODE_BLOCK, 3 * DECODE_BLOCK + 5):
+            pos = range(t, t + 1)
+            block = prior._key_tail(pos, torch.float32, torch.device("cpu"))
+            alone = prior._compute_key_tail(pos, torch.float32, torch.device("cpu"))
+            assert torch.equal(block, alone)

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .goat import Positions, _as_positions, _slot_and_gain
+from .goat import DECODE_BLOCK, Positions, _as_positions, _slot_and_gain
 
 POSITION_DIM = 2
 """Query/key dims ALiBi's packing takes from each head (the hi/lo slots of the key bias)."""
@@ -53,6 +53,7 @@ class AlibiPrior(nn.Module):
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.content_dim = head_dim - POSITION_DIM
+        self._decode_block: tuple | None = None  # (key, k tail) of the current decoding block
         # precomputed so that pack() stays free of host syncs (torch.compile traces it whole)
         self._slot_gain = {
             dt: _slot_and_gain(head_dim, dt)
@@ -77,23 +78,39 @@ class AlibiPrior(nn.Module):
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]
         dtype, device, d = q_c.dtype, q_c.device, self.head_dim
-        slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
+        slot, _ = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
         const = q_c.new_full((2,), slot)
         q = torch.cat(
             [q_c.transpose(1, 2) * math.sqrt(d / dc), const.expand(B, Lq, H, 2)], dim=-1
         )  # (B, Lq, H, d_h)
-        u = (self.key_bias64(pos_k, device) / gain).t()  # (Lk, H) float64
-        hi = u.to(dtype)
-        lo = (u - hi.double()).to(dtype)
-        k = torch.cat(
-            [
-                k_c.transpose(1, 2),
-                hi[..., None].expand(B, Lk, H, 1),
-                lo[..., None].expand(B, Lk, H, 1),
-            ],
-            dim=-1,
-        )  # (B, Lk, H, d_h)
+        k_tail = self._key_tail(pos_k, dtype, device)  # (Lk, H, 2)
+        k = torch.cat([k_c.transpose(1, 2), k_tail.expand(B, Lk, H, 2)], dim=-1)  # (B, Lk, H, d_h)
         return q.transpose(1, 2), k.transpose(1, 2)  # (B, H, L, d_h) views
+
+    def _key_tail(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """[hi(u), lo(u)] of u_h(j) = m_h j -> (Lk, H, 2). A decoding step (one position, no
+        autograd) reads it from a block of `DECODE_BLOCK` positions built once, as GOAT does."""
+        if (
+            isinstance(pos, range)
+            and len(pos) == 1
+            and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
+        ):
+            first = pos.start - pos.start % DECODE_BLOCK
+            key = (first, dtype, device)
+            if self._decode_block is None or self._decode_block[0] != key:
+                block = range(first, first + DECODE_BLOCK)
+                self._decode_block = (key, self._compute_key_tail(block, dtype, device))
+            row = pos.start - first
+            return self._decode_block[1][row : row + 1]
+        return self._compute_key_tail(pos, dtype, device)
+
+    def _compute_key_tail(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
+        _, gain = self._slot_gain.get(dtype) or _slot_and_gain(self.head_dim, dtype)
+        u = (self.key_bias64(pos, device) / gain).t()  # (Lk, H) float64
+        hi = u.to(dtype)
+        lo = (u - hi.double()).to(dtype)  # what dtype(u) lost (goat.py, numerics)
+        return torch.stack([hi, lo], dim=-1)  # (Lk, H, 2)
 
     def extra_repr(self) -> str:
         return f"heads={self.num_heads}, head_dim={self.head_dim}, content_dim={self.content_dim}"
