@@ -34,7 +34,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     (a ``.ckpt`` from `goatdna train`, or a folder from `goatdna export`)."""
     import torch
 
-    from goatdna.model import GoatDNA, ModelConfig
+    from goatdna.model import ModelConfig
 
     path = Path(path)
     check_device(device)
@@ -62,20 +62,29 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
             "was it written by `goatdna train`?"
         ) from None
     model_config = from_dict(ModelConfig, dict(model_dict), "model")
-    model = GoatDNA(model_config)
-    weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
-    if not weights:
+    if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
+    model = _build_model(model_config, state, device, path, "the model config in the checkpoint")
+    return model, dict(config)
+
+
+def _build_model(
+    model_config: Any, state: dict[str, Any], device: str, source: Path, describes: str
+) -> Any:
+    """GoatDNA with the ``"model."`` weights of ``state`` loaded strictly, eval mode, on ``device``;
+    a mismatch names ``source`` and what the weights should match (``describes``)."""
+    from goatdna.model import GoatDNA
+
+    weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
+    model = GoatDNA(model_config)
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as err:
         first = str(err).splitlines()[0]
-        raise GoatDNAError(
-            f"{path}: weights do not match the model config in the checkpoint ({first})"
-        ) from None
+        raise GoatDNAError(f"{source}: weights do not match {describes} ({first})") from None
     model.to(device)
     model.eval()
-    return model, dict(config)
+    return model
 
 
 def read_export_config(folder: str | Path) -> dict[str, Any]:
@@ -112,7 +121,7 @@ def load_export(folder: str | Path, device: str = "cpu") -> tuple[Any, dict[str,
     """
     import dataclasses
 
-    from goatdna.model import GoatDNA, ModelConfig
+    from goatdna.model import ModelConfig
 
     folder = Path(folder)
     data = read_export_config(folder)
@@ -139,17 +148,9 @@ def load_export(folder: str | Path, device: str = "cpu") -> tuple[Any, dict[str,
         state = load_file(str(weights_path), device="cpu")
     except (SafetensorError, OSError) as err:
         raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
-    weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
-    model = GoatDNA(model_config)
-    try:
-        model.load_state_dict(weights, strict=True)
-    except RuntimeError as err:
-        first = str(err).splitlines()[0]
-        raise GoatDNAError(
-            f"{weights_path}: weights do not match the model fields in {EXPORT_CONFIG} ({first})"
-        ) from None
-    model.to(device)
-    model.eval()
+    model = _build_model(
+        model_config, state, device, weights_path, f"the model fields in {EXPORT_CONFIG}"
+    )
     run_config = data.get("goatdna_run_config")
     config = dict(run_config) if isinstance(run_config, dict) else {}
     config["model"] = model_dict
