@@ -46,7 +46,7 @@ from goatdna.model.classifier import (
     reverse_complement_padded,
     strand_average,
 )
-from goatdna.runtime import gather_blocks, rank_block
+from goatdna.runtime import gather_blocks, parse_devices, rank_block
 from goatdna.training.finetune_config import FinetuneConfig
 from goatdna.training.finetune_data import (
     Split,
@@ -507,12 +507,6 @@ def _precision(config: FinetuneConfig) -> str:
     return "32-true"
 
 
-def _devices(value: int | str) -> int | str:
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return value
-
-
 def load_backbone(path: str) -> tuple[GoatDNA, dict[str, Any]]:
     """The pretrained backbone; a fine-tuned classifier is refused (its head would be dropped)."""
     model, config = load_checkpoint(path, "cpu")
@@ -595,7 +589,7 @@ def finetune(
         callbacks.append(RichProgressBar(leave=True))
     trainer = pl.Trainer(
         accelerator=config.trainer.accelerator,
-        devices=_devices(config.trainer.devices),
+        devices=parse_devices(config.trainer.devices),
         num_nodes=config.trainer.num_nodes,
         strategy=config.trainer.strategy,
         precision=_precision(config),  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from goatdna.atomic import is_disk_full
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
+from goatdna.runtime import parse_devices
 from goatdna.training import preflight
 from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, StartPlan, resolved_config
@@ -54,11 +55,11 @@ def launched_world_size() -> int | None:
 
 def _devices_per_node(config: RunConfig) -> int:
     """``trainer.devices`` as a count ("auto"/-1: every visible GPU, or 1 process on CPU)."""
-    devices = _devices(config.trainer.devices)
+    devices = parse_devices(config.trainer.devices)
     if isinstance(devices, int) and devices > 0:
         return devices
-    if isinstance(devices, str) and "," in devices:
-        return len([d for d in devices.split(",") if d.strip()])
+    if isinstance(devices, list):  # "0,1": the listed device ids
+        return len(devices)
     import torch
 
     return max(1, torch.cuda.device_count()) if _on_gpu(config) else 1
@@ -130,12 +131,6 @@ def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
 
         return DDPStrategy(gradient_as_bucket_view=True)
     return name
-
-
-def _devices(value: int | str) -> int | str:
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return value
 
 
 def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
@@ -295,7 +290,7 @@ def _train(
     writer = _run_dir_writer(run, resolved, plan)
     trainer = pl.Trainer(
         accelerator=tr.accelerator,
-        devices=_devices(tr.devices),
+        devices=parse_devices(tr.devices),
         num_nodes=tr.num_nodes,
         strategy=_strategy(config, precision),
         precision=precision,
