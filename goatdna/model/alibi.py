@@ -66,7 +66,8 @@ class AlibiPrior(nn.Module):
         return slopes[:, None] * _as_positions(pos, device)[None, :]
 
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
-        """K_ij = m_h j -> (num_heads, Lq, Lk) in float32, materialised (reference and plots)."""
+        """K_ij = m_h j -> (num_heads, Lq, Lk) float32 on the CPU, materialised (reference and plots;
+        ALiBi holds no tensor to take a device from, so the explicit path moves it to its logits)."""
         u = self.key_bias64(pos_k, torch.device("cpu"))  # (H, Lk)
         lq = len(pos_q)
         return u[:, None, :].expand(self.num_heads, lq, u.shape[1]).float()

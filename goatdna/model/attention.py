@@ -182,7 +182,7 @@ class CausalSelfAttention(nn.Module):
         RoPE's rotated q.k/sqrt(d), NoPE's plain q.k/sqrt(d)."""
         if self.prior is not None:
             content = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.qk_dim)
-            return content + self.prior.log_prior(pos_q, pos_k).to(content.dtype)
+            return content + self.prior.log_prior(pos_q, pos_k).to(content)  # dtype and device
         if self.rope is not None:
             q, k = self.rope(q, pos_q), self.rope(k, pos_k)
         return torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
