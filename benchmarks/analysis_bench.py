@@ -21,7 +21,7 @@ import torch
 from goatdna.analysis.evaluate import evaluate_context
 from goatdna.analysis.generate import SamplingOptions, generate_continuations
 from goatdna.configfile import from_dict, load_yaml
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 
 class _Rec:
@@ -29,14 +29,14 @@ class _Rec:
         self.offset, self.length = offset, length
 
 
-def _model(positional: str) -> GoatDNA:
+def _model(positional: str) -> DNADecoder:
     data = load_yaml("configs/goat-tiny.yaml")["model"]
     data["positional"] = positional
     torch.manual_seed(0)
-    return GoatDNA(from_dict(ModelConfig, data, "model")).eval()
+    return DNADecoder(from_dict(ModelConfig, data, "model")).eval()
 
 
-def _recompute_generate(model: GoatDNA, prompts: torch.Tensor, new: int) -> float:
+def _recompute_generate(model: DNADecoder, prompts: torch.Tensor, new: int) -> float:
     """Greedy decoding with a full forward over the prefix at every step (no cache)."""
     seq = prompts
     start = time.perf_counter()

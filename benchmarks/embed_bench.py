@@ -31,7 +31,7 @@ import torch
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed_records
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 CHR20 = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "grch37_chr20_1000001-2000000.fa.gz"
@@ -43,11 +43,11 @@ so resident memory would count allocator caching; with a fixed threshold, blocks
 more go back to the OS when torch frees them and the peak measures what was live."""
 
 
-def _model(positional: str, **shape: int) -> GoatDNA:
+def _model(positional: str, **shape: int) -> DNADecoder:
     data = load_yaml("configs/goat-tiny.yaml")["model"]
     data.update(positional=positional, **shape)
     torch.manual_seed(0)
-    return GoatDNA(from_dict(ModelConfig, data, "model")).eval()
+    return DNADecoder(from_dict(ModelConfig, data, "model")).eval()
 
 
 def _random_tokens(length: int, seed: int) -> np.ndarray:

@@ -134,11 +134,11 @@ def random_backbone(like: Path, out: Path, seed: int = 0) -> Path:
     import torch
 
     from goatdna.checkpoint import load_checkpoint, save_checkpoint
-    from goatdna.model import GoatDNA
+    from goatdna.model import DNADecoder
 
     model, config = load_checkpoint(like)
     torch.manual_seed(seed)
-    return save_checkpoint(out, GoatDNA(model.config), {"model": config["model"]})
+    return save_checkpoint(out, DNADecoder(model.config), {"model": config["model"]})
 
 
 def main() -> None:

@@ -134,7 +134,7 @@ class Contender:
     """One model (GOAT or RoPE) at one seq_len with its optimizer, batches and step function."""
 
     def __init__(self, scheme: str, seq_len: int, args: argparse.Namespace, device: torch.device):
-        from goatdna.model import GoatDNA, flops_per_token, next_token_loss
+        from goatdna.model import DNADecoder, flops_per_token, next_token_loss
         from goatdna.training import load_run_config
         from goatdna.training.module import build_optimizer
 
@@ -146,7 +146,7 @@ class Contender:
         self.micro = max(1, args.tokens // seq_len)
         self.accumulate = args.accumulate
         torch.manual_seed(0)
-        self.model = GoatDNA(config.model).to(device)
+        self.model = DNADecoder(config.model).to(device)
         self.optimizer, self.scheduler = build_optimizer(
             self.model, config.optim, 10_000, on_cuda=self.on_cuda
         )

@@ -23,7 +23,7 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
-from goatdna.model import GoatDNA, GoatPrior, ModelConfig  # noqa: E402
+from goatdna.model import DNADecoder, GoatPrior, ModelConfig  # noqa: E402
 
 
 def saved_bytes(model: torch.nn.Module, idx: torch.Tensor) -> tuple[int, torch.Tensor]:
@@ -52,7 +52,7 @@ def main() -> None:
     )
     idx = torch.randint(0, 4, (1, args.tokens), generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
-    goat = GoatDNA(config)
+    goat = DNADecoder(config)
     packed, logits = saved_bytes(goat, idx)
 
     pack = GoatPrior.pack
@@ -67,7 +67,7 @@ def main() -> None:
     finally:
         GoatPrior.pack = pack
     torch.manual_seed(0)
-    rope_model = GoatDNA(replace(config, positional="rope"))
+    rope_model = DNADecoder(replace(config, positional="rope"))
     rope, _ = saved_bytes(rope_model, idx)
     weights = 4 * (rope_model.num_params() - goat.num_params())
 

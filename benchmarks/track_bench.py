@@ -33,7 +33,7 @@ import torch
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.inference.reference import Reference
 from goatdna.inference.tracks import Region, TrackOptions, write_tracks
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PIECE = ROOT.parent / "shared" / "data" / "grch37_chr20_1000001-2000000.fa.gz"
@@ -42,13 +42,15 @@ MICRO = {"n_layers": 1, "d_model": 32, "n_heads": 1, "mlp_hidden": 64, "goat_mod
 MEMORY_CONTEXT, MEMORY_STRIDE = 32, 31
 
 
-def _model(positional: str, shape: dict | None = None, train_length: int | None = None) -> GoatDNA:
+def _model(
+    positional: str, shape: dict | None = None, train_length: int | None = None
+) -> DNADecoder:
     data = load_yaml(ROOT / "configs" / f"{positional}-tiny.yaml")["model"]
     data.update(shape or {})
     if train_length:
         data["train_length"] = train_length
     torch.manual_seed(0)
-    return GoatDNA(from_dict(ModelConfig, data, "model")).eval()
+    return DNADecoder(from_dict(ModelConfig, data, "model")).eval()
 
 
 def _write_fasta(path: Path, copies: int) -> None:

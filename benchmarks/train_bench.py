@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from goatdna.model import GoatDNA, next_token_loss
+from goatdna.model import DNADecoder, next_token_loss
 from goatdna.training import load_run_config
 from goatdna.training.module import build_optimizer
 
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 def make_step(config, device: torch.device):
     """A closure running one optimizer step on a fixed random batch; returns the loss."""
     torch.manual_seed(config.seed)
-    model = GoatDNA(config.model).to(device)
+    model = DNADecoder(config.model).to(device)
     optimizer, scheduler = build_optimizer(
         model, config.optim, config.trainer.max_steps, on_cuda=device.type == "cuda"
     )

@@ -31,17 +31,17 @@ from goatdna.configfile import from_dict, load_yaml
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 FASTA = DATA / "grch37_chr20_1000001-2000000.fa.gz"
 VCF = DATA / "1kgp3_chr20_1000001-2000000.sites.vcf.gz"
 
 
-def _model(positional: str) -> GoatDNA:
+def _model(positional: str) -> DNADecoder:
     data = load_yaml(f"configs/{positional}-tiny.yaml")["model"]
     torch.manual_seed(0)
-    return GoatDNA(from_dict(ModelConfig, data, "model")).eval()
+    return DNADecoder(from_dict(ModelConfig, data, "model")).eval()
 
 
 def _reference(folder: Path) -> Path:

@@ -5,7 +5,7 @@ backbone) and export all load models through it, and none of them may import ano
 Everyone reads checkpoints through a small contract (see the common design): ``torch.load(path,
 map_location=..., weights_only=True)`` works because hyper-parameters are plain types;
 ``ckpt["hyper_parameters"]["config"]`` is the resolved run config as a dict whose ``"model"`` entry
-is a `ModelConfig`, and ``ckpt["state_dict"]`` holds ``"model." + <GoatDNA key>``. Keeping to that
+is a `ModelConfig`, and ``ckpt["state_dict"]`` holds ``"model." + <DNADecoder key>``. Keeping to that
 contract lets `evaluate`/`generate` run on a machine that has the model but not Lightning set up,
 and keeps the import direction analysis -> model.
 
@@ -30,7 +30,7 @@ EXPORT_MODEL_TYPE = "goatdna"
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
-    """Load a GoatDNA model (eval mode, on ``device``) and the run config dict from a checkpoint
+    """Load a DNADecoder model (eval mode, on ``device``) and the run config dict from a checkpoint
     (a ``.ckpt`` from `goatdna train`, or a folder from `goatdna export`)."""
     import torch
 
@@ -71,12 +71,12 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
 def _build_model(
     model_config: Any, state: dict[str, Any], device: str, source: Path, describes: str
 ) -> Any:
-    """GoatDNA with the ``"model."`` weights of ``state`` loaded strictly, eval mode, on ``device``;
+    """DNADecoder with the ``"model."`` weights of ``state`` loaded strictly, eval mode, on ``device``;
     a mismatch names ``source`` and what the weights should match (``describes``)."""
-    from goatdna.model import GoatDNA
+    from goatdna.model import DNADecoder
 
     weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
-    model = GoatDNA(model_config)
+    model = DNADecoder(model_config)
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as err:
@@ -114,7 +114,7 @@ def read_export_config(folder: str | Path) -> dict[str, Any]:
 
 
 def load_export(folder: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
-    """Load a `goatdna export` folder: (GoatDNA in eval mode on ``device``, run config dict).
+    """Load a `goatdna export` folder: (DNADecoder in eval mode on ``device``, run config dict).
 
     The run config is the one the model was trained with (``goatdna_run_config``), its
     ``"model"`` entry rebuilt from the folder's own ModelConfig fields.

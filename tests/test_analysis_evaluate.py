@@ -25,7 +25,7 @@ from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.data_prep import ShardedGenome
 from goatdna.errors import GoatDNAError
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def random_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
         goat_modes=2,
     )
     path = tmp_path_factory.mktemp("eval_ckpt") / "m.ckpt"
-    return save_checkpoint(path, GoatDNA(cfg), {"model": to_dict(cfg), "data": {"seq_len": 32}})
+    return save_checkpoint(path, DNADecoder(cfg), {"model": to_dict(cfg), "data": {"seq_len": 32}})
 
 
 def test_cli_writes_json_and_csv(

@@ -21,7 +21,7 @@ from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 TINY = {
     "n_layers": 1,
@@ -33,9 +33,9 @@ TINY = {
 }
 
 
-def _model(positional: str, seed: int = 0) -> GoatDNA:
+def _model(positional: str, seed: int = 0) -> DNADecoder:
     torch.manual_seed(seed)
-    model = GoatDNA(ModelConfig(positional=positional, **TINY))
+    model = DNADecoder(ModelConfig(positional=positional, **TINY))
     with torch.no_grad():  # nonzero prior so GOAT's positional path matters
         for block in model.blocks:
             prior = block.attn.prior

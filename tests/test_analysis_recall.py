@@ -48,11 +48,11 @@ class CopyOracle(torch.nn.Module):
 
 
 def _tiny_model(seed: int) -> torch.nn.Module:
-    from goatdna.model import GoatDNA, ModelConfig
+    from goatdna.model import DNADecoder, ModelConfig
 
     torch.manual_seed(seed)
     config = ModelConfig(n_layers=1, d_model=32, n_heads=2, goat_modes=3, train_length=64)
-    return GoatDNA(config).eval()
+    return DNADecoder(config).eval()
 
 
 def test_trials_are_deterministic_valid_and_seed_dependent(synthetic_shards: Path) -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from goatdna.checkpoint import save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 runner = CliRunner()
 GOOD = "ACGTACGTAA"
@@ -23,7 +23,7 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          train_length=64)  # fmt: skip
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("backbone") / "lm.ckpt"
-    return save_checkpoint(path, GoatDNA(config), {"model": to_dict(config)})
+    return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})
 
 
 def write(path: Path, text: str) -> Path:

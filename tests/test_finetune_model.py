@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from goatdna.data_prep.tables import reverse_complement
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import (
     SequenceClassifier,
     hidden_states,
@@ -22,7 +22,7 @@ def test_padding_does_not_change_features(positional: str, pool: str) -> None:
     torch.manual_seed(0)
     config = ModelConfig(positional=positional, n_layers=2, d_model=32, n_heads=2,
                          mlp_hidden=64, goat_modes=2, train_length=64)  # fmt: skip
-    classifier = SequenceClassifier(GoatDNA(config), 3, pool=pool).eval()
+    classifier = SequenceClassifier(DNADecoder(config), 3, pool=pool).eval()
     rng = np.random.default_rng(0)
     seqs = [rng.integers(0, 5, n).astype(np.uint8) for n in (5, 40, 17)]
     tokens, lengths = pad_sequences(seqs)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from goatdna.checkpoint import save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 from goatdna.training.lifecycle import KILL_AFTER_CHECKPOINT_ENV
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ def test_sigkill_then_resume_matches_uninterrupted(synthetic_shards: Path, tmp_p
     config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
                          train_length=64)  # fmt: skip
     torch.manual_seed(0)
-    backbone = save_checkpoint(tmp_path / "lm.ckpt", GoatDNA(config), {"model": to_dict(config)})
+    backbone = save_checkpoint(tmp_path / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
     args = ["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),
             "--val", str(task / "val.csv"), "--test", str(task / "test.csv"), "--mode", "full",
             "--epochs", "3", "--batch-size", "32", "--rc-augment", "--rc-average",

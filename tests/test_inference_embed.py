@@ -15,15 +15,15 @@ from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.data_prep.tokens import encode, reverse_complement_tokens
 from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed, embed_records
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 runner = CliRunner()
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "mlp_hidden": 64, "train_length": 16}
 
 
-def _model(positional: str = "goat") -> GoatDNA:
+def _model(positional: str = "goat") -> DNADecoder:
     torch.manual_seed(0)
-    model = GoatDNA(ModelConfig(positional=positional, goat_modes=3, **TINY))
+    model = DNADecoder(ModelConfig(positional=positional, goat_modes=3, **TINY))
     with torch.no_grad():  # a nonzero prior, so positions matter
         for block in model.blocks:
             if block.attn.prior is not None:
@@ -37,7 +37,7 @@ def _random_dna(length: int, seed: int) -> str:
     return "".join(np.random.default_rng(seed).choice(list("ACGT"), size=length))
 
 
-def _hooked(model: GoatDNA, sequence: str, layer: int | None) -> np.ndarray:
+def _hooked(model: DNADecoder, sequence: str, layer: int | None) -> np.ndarray:
     """The model's own hidden states for ``sequence`` (one forward at positions 0..), via hooks."""
     module = model.norm if layer is None else model.blocks[layer - 1]
     seen: list[torch.Tensor] = []

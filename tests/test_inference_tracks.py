@@ -32,7 +32,7 @@ from goatdna.inference.tracks import (
     window_of,
     write_tracks,
 )
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 
 runner = CliRunner()
 COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N"}
@@ -40,7 +40,7 @@ INDEX = {"A": 0, "C": 1, "G": 2, "T": 3, "N": 4}
 TRAIN_LENGTH = 16
 
 
-def _tiny_model(positional: str = "goat", seed: int = 0) -> GoatDNA:
+def _tiny_model(positional: str = "goat", seed: int = 0) -> DNADecoder:
     """A random 2-layer decoder with large weights, so every base of context changes the output."""
     torch.manual_seed(seed)
     config = ModelConfig(
@@ -53,7 +53,7 @@ def _tiny_model(positional: str = "goat", seed: int = 0) -> GoatDNA:
         train_length=TRAIN_LENGTH,
         attention="sdpa",
     )
-    model = GoatDNA(config)
+    model = DNADecoder(config)
     with torch.no_grad():
         for param in model.parameters():
             param.normal_(0.0, 0.3)
@@ -70,12 +70,12 @@ def _one_thread():
 
 
 @pytest.fixture(scope="module")
-def model() -> GoatDNA:
+def model() -> DNADecoder:
     return _tiny_model()
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory, model: GoatDNA) -> Path:
+def checkpoint(tmp_path_factory: pytest.TempPathFactory, model: DNADecoder) -> Path:
     path = tmp_path_factory.mktemp("track_ckpt") / "tiny.ckpt"
     return save_checkpoint(path, model, {"model": to_dict(model.config)})
 
@@ -104,7 +104,7 @@ def fasta(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
 # brute force: one float64 forward per base, with the context the definition gives it
 
 
-def _strand_brute_force(model64: GoatDNA, seq: str, C: int, S: int) -> dict[str, np.ndarray]:
+def _strand_brute_force(model64: DNADecoder, seq: str, C: int, S: int) -> dict[str, np.ndarray]:
     """Value of each base of ``seq`` from a window starting at k*S with k from the rule; NaN at
     offset 0 and at N bases."""
     n = len(seq)
@@ -126,7 +126,9 @@ def _strand_brute_force(model64: GoatDNA, seq: str, C: int, S: int) -> dict[str,
     return {"logp": logp, "entropy": entropy}
 
 
-def _brute_force(model: GoatDNA, seq: str, C: int, S: int, strands: str) -> dict[str, np.ndarray]:
+def _brute_force(
+    model: DNADecoder, seq: str, C: int, S: int, strands: str
+) -> dict[str, np.ndarray]:
     model64 = _tiny_model_copy_double(model)
     forward = _strand_brute_force(model64, seq, C, S)
     if strands == "forward":
@@ -140,8 +142,8 @@ def _brute_force(model: GoatDNA, seq: str, C: int, S: int, strands: str) -> dict
     return out
 
 
-def _tiny_model_copy_double(model: GoatDNA) -> GoatDNA:
-    copy = GoatDNA(model.config)
+def _tiny_model_copy_double(model: DNADecoder) -> DNADecoder:
+    copy = DNADecoder(model.config)
     copy.load_state_dict(model.state_dict())
     return copy.double().eval()
 
@@ -191,7 +193,7 @@ def test_combine_strands_averages_and_takes_the_other_strand_at_the_ends() -> No
     [(16, 8, "both", 1 << 16), (16, 5, "both", 24), (7, 6, "forward", 10), (16, 15, "both", 7)],
 )
 def test_bigwig_equals_the_brute_force_windowed_log_probs(
-    tmp_path: Path, model: GoatDNA, fasta, C: int, S: int, strands: str, block_bases: int
+    tmp_path: Path, model: DNADecoder, fasta, C: int, S: int, strands: str, block_bases: int
 ) -> None:
     """Small blocks force many stream blocks whose reverse windows straddle block edges."""
     path, contigs = fasta
@@ -216,7 +218,7 @@ def test_bigwig_equals_the_brute_force_windowed_log_probs(
     assert np.isnan(got[0]) == (strands == "forward")
 
 
-def test_end_bases_take_the_other_strands_value(tmp_path: Path, model: GoatDNA, fasta) -> None:
+def test_end_bases_take_the_other_strands_value(tmp_path: Path, model: DNADecoder, fasta) -> None:
     """Both strands: the first base gets exactly its reverse value, the last its forward value."""
     path, contigs = fasta
     C, S = 8, 4
@@ -235,7 +237,7 @@ def test_end_bases_take_the_other_strands_value(tmp_path: Path, model: GoatDNA, 
     assert got[5] == pytest.approx((forward[5] + reverse[5]) / 2, abs=2e-5)
 
 
-def test_region_shorter_than_the_context(tmp_path: Path, model: GoatDNA, fasta) -> None:
+def test_region_shorter_than_the_context(tmp_path: Path, model: DNADecoder, fasta) -> None:
     path, contigs = fasta
     with Reference(path) as reference:
         result = write_tracks(
@@ -441,7 +443,7 @@ def _interrupt_after(blocks: int):
 
 
 def test_interrupted_run_leaves_no_output_and_resume_is_byte_identical(
-    tmp_path: Path, model: GoatDNA, fasta
+    tmp_path: Path, model: DNADecoder, fasta
 ) -> None:
     path, _ = fasta
     regions = [Region("chrA", 0, 700), Region("chrB", 0, 90)]
@@ -478,7 +480,7 @@ def test_interrupted_run_leaves_no_output_and_resume_is_byte_identical(
         ]
 
 
-def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: GoatDNA, fasta) -> None:
+def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, fasta) -> None:
     path, _ = fasta
     out = tmp_path / "t.bw"
     with Reference(path) as reference:

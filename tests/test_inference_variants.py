@@ -28,7 +28,7 @@ from goatdna.data_prep.tokens import encode
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.scoring import sequence_log_probs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             positional=positional, n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
             train_length=32, goat_modes=2,
         )  # fmt: skip
-        model = GoatDNA(config)
+        model = DNADecoder(config)
         with torch.no_grad():  # larger weights than GPT-2 init: log-probs that vary with context
             for p in model.parameters():
                 p.mul_(8.0 if p.dim() > 1 else 1.0)

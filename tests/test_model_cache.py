@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from goatdna.model import GoatDNA, KVCache, ModelConfig
+from goatdna.model import DNADecoder, KVCache, ModelConfig
 
 CONFIG = ModelConfig(
     positional="goat",
@@ -21,9 +21,9 @@ CONFIG = ModelConfig(
 )
 
 
-def make_model(positional: str) -> GoatDNA:
+def make_model(positional: str) -> DNADecoder:
     torch.manual_seed(0)
-    model = GoatDNA(replace(CONFIG, positional=positional)).eval()
+    model = DNADecoder(replace(CONFIG, positional=positional)).eval()
     with torch.no_grad():
         for block in model.blocks:
             prior = block.attn.prior

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from goatdna.cli.app import app
 from goatdna.configfile import from_dict, load_yaml
-from goatdna.model import GoatDNA, ModelConfig, flops_per_token
+from goatdna.model import DNADecoder, ModelConfig, flops_per_token
 
 runner = CliRunner()
 
@@ -18,7 +18,7 @@ def test_model_info_prints_counts_dims_and_flops():
     assert result.exit_code == 0, result.output
     config = from_dict(ModelConfig, load_yaml(path)["model"], "model")
     with torch.device("meta"):
-        model = GoatDNA(config)
+        model = DNADecoder(config)
     out = result.output
     assert f"{model.num_params():,}" in out
     for name, count in model.param_breakdown().items():

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from goatdna.model import GoatDNA, GoatPrior, ModelConfig, next_token_loss
+from goatdna.model import DNADecoder, GoatPrior, ModelConfig, next_token_loss
 from goatdna.model import goat as goat_module
 from goatdna.model import rope as rope_module
 from goatdna.model.attention import attend
@@ -51,7 +51,7 @@ def test_position_tables_are_built_on_the_inputs_device(positional):
     rope_module._cos_sin.cache_clear()
     config = ModelConfig(**{**TINY.__dict__, "positional": positional})
     with torch.device("meta"):
-        model = GoatDNA(config)
+        model = DNADecoder(config)
     idx = torch.zeros(2, 16, dtype=torch.long, device="meta")
     spy = TensorDevices()
     with spy:
@@ -136,7 +136,7 @@ def test_packed_qk_are_laid_out_like_the_projection_and_equal_the_formula():
 def test_output_head_runs_padded_to_8_columns_and_keeps_5_classes(tie):
     """The head GEMM has 8 output columns; logits, state_dict and gradients keep 5 classes."""
     torch.manual_seed(0)
-    model = GoatDNA(ModelConfig(**{**TINY.__dict__, "tie_embeddings": tie}))
+    model = DNADecoder(ModelConfig(**{**TINY.__dict__, "tie_embeddings": tie}))
     state = model.state_dict()
     if tie:
         assert "head.weight" not in state and state["embed.weight"].shape == (8, 64)
@@ -161,7 +161,7 @@ def test_output_head_runs_padded_to_8_columns_and_keeps_5_classes(tie):
 
 def test_output_head_gemm_has_8_columns():
     """The matmul behind the logits produces 8 columns (aligned), not 5."""
-    model = GoatDNA(TINY)
+    model = DNADecoder(TINY)
     shapes = []
 
     class Shapes(TorchDispatchMode):

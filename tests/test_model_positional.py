@@ -8,20 +8,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.alibi import AlibiPrior
 from goatdna.model.goat import GoatPrior, alibi_slopes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def _model(positional: str, **extra) -> GoatDNA:
+def _model(positional: str, **extra) -> DNADecoder:
     torch.manual_seed(0)
     config = ModelConfig(
         positional=positional, n_layers=2, d_model=32, n_heads=4, mlp_hidden=64,
         goat_modes=2, train_length=32, **extra,
     )  # fmt: skip
-    return GoatDNA(config).eval()
+    return DNADecoder(config).eval()
 
 
 def test_alibi_is_goat_with_only_the_slope_term() -> None:

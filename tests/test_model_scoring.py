@@ -2,16 +2,16 @@
 
 import torch
 
-from goatdna.model import GoatDNA, ModelConfig, next_token_loss, sequence_log_probs
+from goatdna.model import DNADecoder, ModelConfig, next_token_loss, sequence_log_probs
 from goatdna.model.scoring import IGNORE_TARGET, target_log_probs
 
 
-def _tiny(positional: str) -> GoatDNA:
+def _tiny(positional: str) -> DNADecoder:
     torch.manual_seed(0)
     config = ModelConfig(
         positional=positional, n_layers=2, d_model=32, n_heads=2, goat_modes=3, train_length=64
     )
-    return GoatDNA(config).eval()
+    return DNADecoder(config).eval()
 
 
 def test_sequence_log_probs_equal_float64_brute_force() -> None:

@@ -1,4 +1,4 @@
-"""GoatDNA through the whole decoder: backends agree, gradients reach the prior, RoPE, counts."""
+"""DNADecoder through the whole decoder: backends agree, gradients reach the prior, RoPE, counts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from goatdna.model import IGNORE_TARGET, GoatDNA, ModelConfig, flops_per_token, next_token_loss
+from goatdna.model import IGNORE_TARGET, DNADecoder, ModelConfig, flops_per_token, next_token_loss
 from goatdna.model.attention import resolve_backend
 from goatdna.model.rope import RotaryEmbedding
 
@@ -26,10 +26,10 @@ SMALL = ModelConfig(
 PRIOR_PARAMS = ("alpha", "beta", "slope", "sink", "mlp_w1", "mlp_b1", "mlp_w2", "mlp_b2")
 
 
-def make_model(config: ModelConfig, seed: int = 0) -> GoatDNA:
+def make_model(config: ModelConfig, seed: int = 0) -> DNADecoder:
     """A small model whose priors have every term switched on (nonzero alpha..MLP)."""
     torch.manual_seed(seed)
-    model = GoatDNA(config)
+    model = DNADecoder(config)
     with torch.no_grad():
         for block in model.blocks:
             prior = block.attn.prior
@@ -73,7 +73,7 @@ def test_next_token_loss_ignores_n_targets():
 def test_sdpa_and_explicit_backends_agree_with_gradients(positional, start):
     config = replace(SMALL, positional=positional)
     sdpa = make_model(config)
-    explicit = GoatDNA(replace(config, attention="explicit"))
+    explicit = DNADecoder(replace(config, attention="explicit"))
     explicit.load_state_dict(sdpa.state_dict())
     idx = torch.randint(0, 5, (2, 40))
     targets = torch.randint(0, 5, (2, 40))
@@ -97,16 +97,16 @@ def test_sdpa_and_explicit_backends_agree_with_gradients(positional, start):
 
 
 def test_each_layer_has_its_own_prior_and_rope_has_none():
-    goat = GoatDNA(SMALL)
+    goat = DNADecoder(SMALL)
     priors = [block.attn.prior for block in goat.blocks]
     assert len({id(p) for p in priors}) == SMALL.n_layers
     assert priors[0].alpha.data_ptr() != priors[1].alpha.data_ptr()
-    rope = GoatDNA(replace(SMALL, positional="rope"))
+    rope = DNADecoder(replace(SMALL, positional="rope"))
     assert all(block.attn.prior is None for block in rope.blocks)
 
 
 def test_goat_qk_projections_carry_content_dims_only():
-    goat, rope = GoatDNA(SMALL), GoatDNA(replace(SMALL, positional="rope"))
+    goat, rope = DNADecoder(SMALL), DNADecoder(replace(SMALL, positional="rope"))
     H, dh, dc, d = SMALL.n_heads, SMALL.head_dim, SMALL.content_dim, SMALL.d_model
     assert goat.blocks[0].attn.qkv.weight.shape == (H * (2 * dc + dh), d)
     assert rope.blocks[0].attn.qkv.weight.shape == (H * 3 * dh, d)
@@ -115,7 +115,7 @@ def test_goat_qk_projections_carry_content_dims_only():
 
 def test_rope_depends_on_relative_position_only():
     torch.manual_seed(0)
-    model = GoatDNA(replace(SMALL, positional="rope"))
+    model = DNADecoder(replace(SMALL, positional="rope"))
     idx = torch.randint(0, 5, (2, 30))
     base = model(idx)
     for shift in (1, 1000, 100_000):
@@ -142,7 +142,7 @@ def test_rope_rotates_by_position_times_theta():
 
 def test_init_follows_gpt2():
     config = replace(SMALL, n_layers=8, d_model=256, n_heads=4, mlp_hidden=512)
-    model = GoatDNA(config)
+    model = DNADecoder(config)
     std = config.init_std
     residual = std / math.sqrt(2 * config.n_layers)
     block = model.blocks[0]
@@ -156,7 +156,7 @@ def test_init_follows_gpt2():
 
 
 def test_tied_embeddings_use_the_first_vocab_rows():
-    model = GoatDNA(replace(SMALL, tie_embeddings=True))
+    model = DNADecoder(replace(SMALL, tie_embeddings=True))
     assert model.head is None and model.param_breakdown()["head"] == 0
     idx = torch.randint(0, 5, (1, 6))
     assert model(idx).shape == (1, 6, 5)
@@ -170,7 +170,7 @@ def test_125m_parameter_counts_and_flops():
         config = from_dict(ModelConfig, load_yaml(f"configs/{name}-125m.yaml")["model"], "model")
         assert config.head_dim == 64
         with torch.device("meta"):
-            model = GoatDNA(config)
+            model = DNADecoder(config)
         counts[name] = model.num_params()
         breakdown = model.param_breakdown()
         assert sum(breakdown.values()) == counts[name]
@@ -184,7 +184,7 @@ def test_125m_parameter_counts_and_flops():
     fewer = c.n_layers * c.d_model * c.n_heads * 2 * (c.head_dim - 46)
     goat_config = replace(c, positional="goat")
     with torch.device("meta"):
-        prior_params = GoatDNA(goat_config).param_breakdown()["prior"]
+        prior_params = DNADecoder(goat_config).param_breakdown()["prior"]
     assert counts["goat"] == counts["rope"] - fewer + prior_params
 
 
@@ -196,7 +196,7 @@ def test_backend_resolution_and_errors():
     except ImportError:
         assert resolve_backend("auto") == "sdpa"
         with pytest.warns(UserWarning, match="flash-attn"):
-            model = GoatDNA(replace(SMALL, attention="flash"))
+            model = DNADecoder(replace(SMALL, attention="flash"))
         assert model.blocks[0].attn.backend == "sdpa"
     with pytest.raises(ValueError, match="backend"):
         resolve_backend("fast")
@@ -220,7 +220,7 @@ def test_packed_attention_equals_direct_sdpa_on_packed_tensors():
 def test_position_caches_filled_in_inference_mode_serve_training(positional):
     """Evaluation under inference_mode first, then a training step at the same length."""
     config = replace(SMALL, positional=positional, train_length=24)
-    model = GoatDNA(config)
+    model = DNADecoder(config)
     idx = torch.randint(0, 5, (1, 23))  # a length no other test uses: the cache starts empty
     with torch.inference_mode():
         model(idx, start_pos=7)

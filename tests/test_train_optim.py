@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 from goatdna.training.callbacks import ThroughputMonitor, gpu_peak_flops
 from goatdna.training.config import OptimConfig
 from goatdna.training.module import build_optimizer, lr_multiplier, parameter_groups
@@ -24,7 +24,7 @@ def test_warmup_then_cosine_to_the_floor() -> None:
 
 
 def test_scheduler_drives_the_optimizer_lr() -> None:
-    model = GoatDNA(ModelConfig(n_layers=1, d_model=64, n_heads=2, mlp_hidden=64, goat_modes=4))
+    model = DNADecoder(ModelConfig(n_layers=1, d_model=64, n_heads=2, mlp_hidden=64, goat_modes=4))
     opt, sched = build_optimizer(model, OptimConfig(lr=1e-3, warmup_steps=4), 20, on_cuda=False)
     lrs = []
     for _ in range(6):
@@ -41,7 +41,7 @@ def test_weight_decay_hits_matrices_only(positional: str) -> None:
     config = ModelConfig(
         positional=positional, n_layers=2, d_model=64, n_heads=2, mlp_hidden=64, goat_modes=4
     )
-    model = GoatDNA(config)
+    model = DNADecoder(config)
     decay, no_decay = parameter_groups(model, 0.1)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     names = {id(p): n for n, p in model.named_parameters()}

@@ -20,7 +20,7 @@ import yaml
 from goatdna.configfile import to_dict
 from goatdna.data_prep import ShardedGenome
 from goatdna.data_prep.heldout import heldout_window_starts
-from goatdna.model import GoatDNA, ModelConfig, next_token_loss
+from goatdna.model import DNADecoder, ModelConfig, next_token_loss
 from goatdna.training.run import SUMMARY_KEYS
 from goatdna.training.windows import read_windows
 
@@ -103,7 +103,7 @@ def test_checkpoint_contract(tiny_runs: dict[str, Path], synthetic_shards: Path)
     assert type(config) is dict and set(config) == {"model", "data", "optim", "trainer", "seed"}
     stored = yaml.safe_load((run / "config.yaml").read_text())
     assert config == {k: v for k, v in stored.items() if k in config}
-    model = GoatDNA(ModelConfig(**config["model"]))
+    model = DNADecoder(ModelConfig(**config["model"]))
     prefix = "model."
     assert all(k.startswith(prefix) for k in ckpt["state_dict"])
     state = {k[len(prefix) :]: v for k, v in ckpt["state_dict"].items()}

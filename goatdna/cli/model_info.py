@@ -20,7 +20,7 @@ def model_info(
 
     from goatdna.configfile import from_dict, load_yaml
     from goatdna.errors import GoatDNAError
-    from goatdna.model import GoatDNA, ModelConfig, flops_per_token
+    from goatdna.model import DNADecoder, ModelConfig, flops_per_token
 
     data = load_yaml(config)
     section = data.get("model")
@@ -34,7 +34,7 @@ def model_info(
     length = seq_len if seq_len is not None else model_config.train_length
 
     with torch.device("meta"):  # shapes only: no memory, no init cost
-        model = GoatDNA(model_config)
+        model = DNADecoder(model_config)
     breakdown = model.param_breakdown()
     total = model.num_params()
 

@@ -34,7 +34,7 @@ class GoatDNAConfig(PretrainedConfig):
         defaults = ModelConfig()
         for name in MODEL_FIELDS:
             setattr(self, name, kwargs.pop(name, getattr(defaults, name)))
-        # The head is tied inside GoatDNA itself (``tie_embeddings``); transformers must not tie.
+        # The head is tied inside DNADecoder itself (``tie_embeddings``); transformers must not tie.
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
         self.to_model_config()  # validate now: a bad shape fails when the config is made

@@ -6,7 +6,7 @@
       config.json              every ModelConfig field, model_type goatdna, auto_map, goatdna
                                version, provenance (data manifest sha256, steps, tokens seen,
                                validation loss) and the run config it was trained with
-      model.safetensors        weights only ("model." + GoatDNA key), float32 as trained
+      model.safetensors        weights only ("model." + DNADecoder key), float32 as trained
       generation_config.json   suppress_tokens [4]: N is never generated
       tokenizer_config.json    GoatDNATokenizer (A C G T N = 0..4, the shards' ids) + auto_map
       vocab.json
@@ -39,7 +39,7 @@ from .model_card import model_card
 MODEL_TYPE = "goatdna"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-WEIGHT_PREFIX = "model."  # the transformers wrapper holds GoatDNA as ``.model``
+WEIGHT_PREFIX = "model."  # the transformers wrapper holds DNADecoder as ``.model``
 MODEL_SOURCES = (
     "config.py",
     "cache.py",
@@ -160,7 +160,7 @@ def export_model(
     *,
     force: bool = False,
 ) -> Path:
-    """Write ``model`` (a `GoatDNA`) and its provenance as an export folder at ``out``.
+    """Write ``model`` (a `DNADecoder`) and its provenance as an export folder at ``out``.
 
     An existing ``out`` is replaced only with ``force`` and only when it holds an earlier export
     (never an unrelated directory). Nothing appears at ``out`` until the folder is complete.

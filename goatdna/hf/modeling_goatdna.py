@@ -1,6 +1,6 @@
 """`GoatDNAForCausalLM`: the goatdna decoder as a transformers causal LM (logits, loss, generate).
 
-The wrapped module is goatdna's own `GoatDNA` (attribute ``model``), so weights, logits and the
+The wrapped module is goatdna's own `DNADecoder` (attribute ``model``), so weights, logits and the
 loss are goatdna's: ``labels`` are scored with `next_token_loss` (N targets, and transformers'
 -100, ignored), the same function training uses. Generation runs through transformers'
 ``generate``; with ``use_cache=True`` the transformers cache stores GOAT's packed keys at their
@@ -23,7 +23,7 @@ from transformers.cache_utils import DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from goatdna.model.scoring import IGNORE_TARGET, next_token_loss
-from goatdna.model.transformer import GoatDNA
+from goatdna.model.transformer import DNADecoder
 
 from .configuration_goatdna import GoatDNAConfig
 
@@ -36,7 +36,7 @@ _CACHE_FIELD = (
 class _CacheView:
     """goatdna's KV-cache interface (``length``, ``check_room``, ``write``) over a transformers cache.
 
-    ``GoatDNA``'s attention writes each layer's packed keys/values through ``write``; the
+    ``DNADecoder``'s attention writes each layer's packed keys/values through ``write``; the
     transformers cache grows without a fixed size, so there is always room.
     """
 
@@ -58,7 +58,7 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["Block"]  # noqa: RUF012
 
     def _init_weights(self, module: Any) -> None:
-        """Weights come from `GoatDNA.reset_parameters` (or a checkpoint); nothing to do here."""
+        """Weights come from `DNADecoder.reset_parameters` (or a checkpoint); nothing to do here."""
 
 
 class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
@@ -66,7 +66,7 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
 
     def __init__(self, config: GoatDNAConfig) -> None:
         super().__init__(config)
-        self.model = GoatDNA(config.to_model_config())
+        self.model = DNADecoder(config.to_model_config())
         self.post_init()
         if getattr(self, "generation_config", None) is not None:
             self.generation_config.suppress_tokens = [IGNORE_TARGET]  # never generate N
@@ -75,7 +75,7 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
         return self.model.embed
 
     def get_output_embeddings(self) -> None:
-        return None  # the head is goatdna's own (tied inside GoatDNA when configured)
+        return None  # the head is goatdna's own (tied inside DNADecoder when configured)
 
     def _start_position(
         self, view: _CacheView | None, position_ids: Tensor | None, length: int

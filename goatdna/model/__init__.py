@@ -14,11 +14,11 @@ from .scoring import (
     sequence_log_probs,
     target_log_probs,
 )
-from .transformer import GoatDNA
+from .transformer import DNADecoder
 
 __all__ = [
     "IGNORE_TARGET",
-    "GoatDNA",
+    "DNADecoder",
     "GoatPrior",
     "KVCache",
     "ModelConfig",

@@ -18,7 +18,7 @@ class KVCache:
     """Per-layer keys and values for positions ``0 .. length-1``.
 
     ``keys``/``values``: (n_layers, B, H, max_length, head_dim). ``length`` counts the tokens
-    already processed; the next call to ``GoatDNA.forward_cached`` starts at that position.
+    already processed; the next call to ``DNADecoder.forward_cached`` starts at that position.
     """
 
     keys: Tensor

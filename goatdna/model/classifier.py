@@ -1,4 +1,4 @@
-"""A sequence-level head on a GoatDNA backbone: pooled hidden states -> classes or a value.
+"""A sequence-level head on a DNADecoder backbone: pooled hidden states -> classes or a value.
 
 The backbone is a causal decoder, so right-padding never changes the hidden state of a real
 position: sequences of different lengths are padded on the right and the padding is masked out
@@ -17,7 +17,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from .transformer import GoatDNA
+from .transformer import DNADecoder
 
 PAD_TOKEN = 4
 """Padding is N (a token the backbone knows); causal attention keeps it out of real positions."""
@@ -36,7 +36,7 @@ def pad_sequences(sequences: Sequence[Any]) -> tuple[Tensor, Tensor]:
     return out, lengths
 
 
-def hidden_states(backbone: GoatDNA, tokens: Tensor) -> Tensor:
+def hidden_states(backbone: DNADecoder, tokens: Tensor) -> Tensor:
     """tokens (B, L) -> final normed hidden states (B, L, d_model): the input to the LM head."""
     x = backbone.embed(tokens)  # (B, L, d_model)
     for block in backbone.blocks:
@@ -102,7 +102,7 @@ class SequenceClassifier(nn.Module):
 
     def __init__(
         self,
-        backbone: GoatDNA,
+        backbone: DNADecoder,
         n_outputs: int,
         pool: Literal["mean", "last"] = "mean",
         dropout: float = 0.1,

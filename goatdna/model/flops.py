@@ -18,10 +18,10 @@ from .config import ModelConfig
 
 def matmul_params(config: ModelConfig) -> int:
     """Parameters a token multiplies through: everything but the (untied) embedding table."""
-    from .transformer import GoatDNA
+    from .transformer import DNADecoder
 
     with torch.device("meta"):
-        model = GoatDNA(config)
+        model = DNADecoder(config)
     breakdown = model.param_breakdown()
     total = sum(breakdown.values())
     return total if config.tie_embeddings else total - breakdown["embedding"]

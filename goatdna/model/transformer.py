@@ -1,4 +1,4 @@
-"""GoatDNA: a pre-norm decoder over nucleotide tokens with GOAT or RoPE positions.
+"""DNADecoder: a pre-norm decoder over nucleotide tokens with GOAT or RoPE positions.
 
 embedding (padded to 8 rows) > n_layers x [RMSNorm > attention > residual, RMSNorm > SwiGLU >
 residual] > RMSNorm > head over ``vocab_size`` = 5 classes (A C G T N). No linear biases. N is an
@@ -49,7 +49,7 @@ class Block(nn.Module):
         return x + self.mlp(self.mlp_norm(x))
 
 
-class GoatDNA(nn.Module):
+class DNADecoder(nn.Module):
     """The decoder. ``forward(idx, start_pos)`` -> logits (B, L, vocab_size) at absolute positions."""
 
     def __init__(self, config: ModelConfig) -> None:

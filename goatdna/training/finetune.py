@@ -7,7 +7,7 @@ with the same batches (see `finetune_data`), ``--force`` starts over. Validation
 of every epoch, inside a callback at the optimizer-step boundary (as in `training.lifecycle`),
 so a checkpoint already holds its epoch's validation and best-checkpoint bookkeeping.
 
-Checkpoints keep the training contract: ``state_dict`` holds ``"model." + <GoatDNA key>`` (the
+Checkpoints keep the training contract: ``state_dict`` holds ``"model." + <DNADecoder key>`` (the
 backbone, so `load_checkpoint` still reads it as a language model) and ``"head." + <head key>``;
 ``hyper_parameters["config"]`` is the resolved fine-tuning config with its ``model`` and ``head``
 sections. ``mode: probe`` freezes the backbone and trains the head on embeddings computed once
@@ -37,7 +37,7 @@ from goatdna import __version__
 from goatdna.checkpoint import load_checkpoint
 from goatdna.configfile import from_dict, to_dict
 from goatdna.errors import GoatDNAError
-from goatdna.model import GoatDNA, ModelConfig
+from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import (
     SequenceHead,
     hidden_states,
@@ -91,7 +91,7 @@ class SequenceTaskModule(pl.LightningModule):
         self.task: str = head["task"]
         self.label_mean = float(head["label_mean"])
         self.label_std = float(head["label_std"])
-        self.model = GoatDNA(from_dict(ModelConfig, dict(config["model"]), "model"))
+        self.model = DNADecoder(from_dict(ModelConfig, dict(config["model"]), "model"))
         self.head = SequenceHead(self.model.config.d_model, int(head["n_outputs"]),
                                  self.ft.backbone.dropout)  # fmt: skip
         self.probe = self.ft.backbone.mode == "probe"
@@ -409,7 +409,7 @@ class FinetuneLifecycle(pl.Callback):
 # ------------------------------------------------------------------------------ probe cache
 @torch.no_grad()
 def embed_split(
-    backbone: GoatDNA, pool: str, split: Split, batch_size: int, both_strands: bool, device: Any
+    backbone: DNADecoder, pool: str, split: Split, batch_size: int, both_strands: bool, device: Any
 ) -> tuple[Tensor, Tensor | None]:
     """Pooled features of every row (and of its reverse complement), float32 on the CPU."""
     forward: list[Tensor] = []
@@ -426,7 +426,7 @@ def embed_split(
 def probe_features(
     run: RunDir,
     resolved: dict[str, Any],
-    backbone: GoatDNA,
+    backbone: DNADecoder,
     task: TaskData,
     config: FinetuneConfig,
     device: Any,
@@ -507,7 +507,7 @@ def _precision(config: FinetuneConfig) -> str:
     return "32-true"
 
 
-def load_backbone(path: str) -> tuple[GoatDNA, dict[str, Any]]:
+def load_backbone(path: str) -> tuple[DNADecoder, dict[str, Any]]:
     """The pretrained backbone; a fine-tuned classifier is refused (its head would be dropped)."""
     model, config = load_checkpoint(path, "cpu")
     if is_classifier_config(config):

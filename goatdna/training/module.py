@@ -1,7 +1,7 @@
 """The LightningModule: next-base cross-entropy, AdamW, warmup + cosine, a NaN guard.
 
 Checkpoint contract (the analysis code reads checkpoints without importing this package):
-``state_dict`` keys are ``"model." + <GoatDNA key>`` and ``hyper_parameters["config"]`` is the
+``state_dict`` keys are ``"model." + <DNADecoder key>`` and ``hyper_parameters["config"]`` is the
 resolved `RunConfig` as a plain dict, so ``torch.load(..., weights_only=True)`` works.
 """
 
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from goatdna.errors import GoatDNAError
-from goatdna.model import IGNORE_TARGET, GoatDNA, next_token_loss
+from goatdna.model import IGNORE_TARGET, DNADecoder, next_token_loss
 from goatdna.training.config import OptimConfig, run_config_from_dict
 
 
@@ -95,7 +95,7 @@ def build_optimizer(
 
 
 class GenomeLM(pl.LightningModule):
-    """GoatDNA trained on next-base prediction (N targets ignored by `next_token_loss`)."""
+    """DNADecoder trained on next-base prediction (N targets ignored by `next_token_loss`)."""
 
     def __init__(
         self, config: dict[str, Any], data_manifest_sha256: str = "", goatdna_version: str = ""
@@ -103,7 +103,7 @@ class GenomeLM(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters()  # plain dict + strings: checkpoints load with weights_only
         self.run_config = run_config_from_dict(config)
-        self.model = GoatDNA(self.run_config.model)
+        self.model = DNADecoder(self.run_config.model)
         # parameter shapes before any wrapping (FSDP flattens them): what weight decay reads
         self._param_ndims = {n: p.ndim for n, p in self.model.named_parameters()}
         self._compiled: Any = None

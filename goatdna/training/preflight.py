@@ -56,10 +56,10 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
         )
     if on_gpu or not warn:
         return
-    from goatdna.model import GoatDNA
+    from goatdna.model import DNADecoder
 
     with torch.device("meta"):  # shapes only
-        params = GoatDNA(config.model).num_params()
+        params = DNADecoder(config.model).num_params()
     if params > LARGE_ON_CPU_PARAMS:
         print(
             f"warning: training a {params / 1e6:.0f}M-parameter model on the CPU: expect days per "
