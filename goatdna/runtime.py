@@ -80,6 +80,27 @@ class Runtime:
             raise GoatDNAError(f"--num-nodes {num_nodes}: must be >= 1")
         return cls(check_accelerator(accelerator), parse_devices(devices), num_nodes, precision)
 
+    def fabric(self, strategy: Any = "auto", loggers: list[Any] | None = None) -> Any:
+        """A launched `lightning_fabric.Fabric` on these devices: every goatdna loop (training,
+        fine-tuning, inference) is a plain Python loop over Fabric, which owns only devices,
+        precision, the distributed strategy and collectives.
+
+        With ``devices > 1`` and no external launcher, ``launch()`` re-runs the current command
+        once per extra device (Lightning's subprocess launcher), as ``torchrun`` would.
+        """
+        from lightning_fabric import Fabric
+
+        fabric = Fabric(
+            accelerator=self.accelerator,
+            devices=self.devices,
+            num_nodes=self.num_nodes,
+            precision=self.precision,  # type: ignore[arg-type]
+            strategy=strategy,
+            loggers=loggers,
+        )
+        fabric.launch()
+        return fabric
+
     def predict_trainer(self, callbacks: list[Any] | None = None, progress: bool = True) -> Any:
         """A Lightning Trainer for ``trainer.predict``: no logger, no checkpoints, no sampler swap.
 
