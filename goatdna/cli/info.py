@@ -11,6 +11,27 @@ def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.2f}" if whole else "-"
 
 
+def _sources_table(genome) -> object:
+    """One row per FASTA source: records and bases per split, contigs renamed on a clash."""
+    from rich.table import Table
+
+    table = Table(title=f"sources ({len(genome.source_names())})")
+    splits = genome.split_names()
+    for col in ("source", "file", "records", *(f"{s} bp" for s in splits), "renamed"):
+        table.add_column(col, justify="left" if col in ("source", "file") else "right")
+    for src in genome.sources():
+        mine = [r for r in genome.records() if r.source == src["name"]]
+        bases = [sum(r.length for r in mine if r.split == s) for s in splits]
+        table.add_row(
+            src["name"],
+            src["file"],
+            str(len(mine)),
+            *(f"{b:,}" for b in bases),
+            str(len(src.get("renamed", {}))),
+        )
+    return table
+
+
 def info(
     directory: Path = typer.Argument(..., help="A directory written by `goatdna prepare`."),
     verify: bool = typer.Option(
@@ -28,19 +49,25 @@ def info(
 
     genome = ShardedGenome(directory)
     console = Console()
-    src = genome.manifest["source"]
-    console.print(
-        f"[bold]{genome.root}[/bold]  source {src['name']} ({src['size']:,} bytes, "
-        f"{src['compression']}), sha256 {src['sha256'][:16]}..., "
-        f"split mode {genome.manifest['split_mode']}"
-    )
+    multi = "sources" in genome.manifest
+    for src in genome.sources():
+        console.print(
+            f"[bold]{genome.root}[/bold]  source {src['name'] + ': ' if multi else ''}"
+            f"{src['file']} ({src['size']:,} bytes, {src['compression']}), "
+            f"sha256 {src['sha256'][:16]}..., "
+            f"split mode {src.get('split_mode', genome.manifest['split_mode'])}"
+        )
     records = genome.records()
+    if multi:
+        console.print(_sources_table(genome))
     table = Table(title=f"records ({len(records)})")
-    for col in ("name", "split", "start", "end", "length", "GC %", "N %", "soft-masked %"):
-        table.add_column(col, justify="left" if col in ("name", "split") else "right")
+    columns = ("name", "split", "start", "end", "length", "GC %", "N %", "soft-masked %")
+    for col in ("source", *columns) if multi else columns:
+        table.add_column(col, justify="left" if col in ("source", "name", "split") else "right")
     for rec in records[:max_records]:
         acgt = rec.length - rec.n_count
         table.add_row(
+            *((rec.source,) if multi else ()),
             rec.name,
             rec.split,
             f"{rec.start:,}",

@@ -17,9 +17,10 @@ def _names(value: str | None) -> list[str] | None:
 
 
 def prepare(
-    fasta: Path | None = typer.Argument(
+    fasta: list[Path] | None = typer.Argument(
         None,
-        help="Reference FASTA: plain, gzip or bgzip. Omit it with --synthetic.",
+        help="Reference FASTA: plain, gzip or bgzip; several files make one multi-source dataset "
+        "(see --source-names). Omit it with --synthetic.",
         show_default=False,
     ),
     out: Path = typer.Option(
@@ -91,6 +92,13 @@ def prepare(
     resume: bool = typer.Option(
         False, "--resume", help="Finish an interrupted run in OUT (same input and options)."
     ),
+    source_names: str | None = typer.Option(
+        None,
+        "--source-names",
+        help="Comma-separated name of each FASTA, in order (default: the file names without "
+        ".fa/.gz). Contig options then take source:contig for one source; hold-outs apply "
+        "per source; contigs found in several files are stored as source:contig.",
+    ),
     cache_dir: Path | None = typer.Option(
         None,
         "--cache-dir",
@@ -122,18 +130,23 @@ def prepare(
         force=force,
         resume=resume,
         cache_dir=cache_dir,
+        source_names=_names(source_names),
     )
     reporter = Reporter()
     try:
         if synthetic:
-            if fasta is not None:
+            if fasta:
                 raise GoatDNAError("give either a FASTA file or --synthetic, not both")
+            if source_names is not None:
+                raise GoatDNAError(
+                    "--source-names needs FASTA files: it does not apply to --synthetic"
+                )
             config = SyntheticGenomeConfig(
                 total_length=synthetic_length, n_contigs=synthetic_contigs, seed=seed
             )
             genome = prepare_synthetic(out, config, options, reporter)
         else:
-            if fasta is None:
+            if not fasta:
                 raise GoatDNAError("missing FASTA argument: pass a FASTA file, or --synthetic")
             genome = prepare_genome(fasta, out, options, reporter)
     finally:

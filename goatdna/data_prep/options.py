@@ -25,6 +25,9 @@ class PrepareOptions:
     split_bed: BED file (chrom, start, end, split) whose intervals become the records.
     workers: parallel processes (None: up to 4, bounded by the CPU count).
     chunk_bases: bases read, translated and hashed per step.
+    source_names: one name per FASTA file of a multi-source run (None: from the file names).
+        With several sources, contig lists take ``source:contig`` for one source, a bare name
+        for every source holding it, and the split options apply to each source on its own.
     """
 
     contigs: list[str] | None = None
@@ -41,3 +44,4 @@ class PrepareOptions:
     chunk_bases: int = 1 << 24
     cache_dir: Path | None = None
     progress: bool = True
+    source_names: list[str] | None = None

@@ -4,6 +4,8 @@ How a run is laid out on disk, so that it can be killed at any moment and resume
 
 * ``DIR/.prepare/plan.json`` fixes the records and their offsets before any base is written;
   ``--resume`` refuses to continue a plan made from another source or other options.
+* Several FASTA files (`goatdna.data_prep.sources`) are planned one by one and their records
+  laid out one source after the other in the same split files.
 * Each split is written into ``DIR/.prepare/{split}.bin.partial``, preallocated to its final
   length; a worker writes a record at its offset with ``pwrite``, so records are independent.
 * When a record is complete, ``DIR/.prepare/done/{index}.json`` (its counts and sha256) appears,
@@ -53,6 +55,13 @@ from goatdna.data_prep.shards import (
     split_file_name,
     token_table_manifest,
 )
+from goatdna.data_prep.sources import (
+    bed_contig_resolver,
+    check_contig_lists,
+    options_for_source,
+    source_names,
+    unique_names,
+)
 from goatdna.data_prep.splits import SPLITS, PlannedRecord, plan_splits, select_contigs
 from goatdna.data_prep.synthetic import (
     SyntheticGenomeConfig,
@@ -74,8 +83,22 @@ _bases_written_here = 0
 @dataclass(frozen=True)
 class RecordTask:
     index: int
-    record: PlannedRecord
+    record: PlannedRecord  # named as the contig is in its FASTA
     offset: int
+    source: int  # index of its FASTA in the run's sources
+    name: str  # the record's name in the dataset (source:contig when renamed)
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """One FASTA of the run: its name, what was kept of it and how it is split."""
+
+    name: str
+    fasta: Path
+    reader: FastaSource
+    mode: str
+    records: tuple[PlannedRecord, ...]
+    renamed: dict[str, str]  # contig -> record name, for contigs other sources also have
 
 
 @dataclass(frozen=True)
@@ -219,7 +242,7 @@ def process_record(
             soft_count += soft
             gc_count += gc
             if advance is not None:
-                advance(task.record.name, end - pos)
+                advance(task.name, end - pos)
             pos = end
     finally:
         os.close(fd)
@@ -281,24 +304,47 @@ def _worker_process(source, task, partial, chunk_bases) -> tuple[int, RecordStat
 # ---------------------------------------------------------------------------------------------
 
 
-def _plan_tasks(records: Sequence[PlannedRecord]) -> tuple[list[RecordTask], dict[str, int]]:
+def _plan_tasks(plans: Sequence[SourcePlan]) -> tuple[list[RecordTask], dict[str, int]]:
     offsets = dict.fromkeys(SPLITS, 0)
-    tasks = []
-    for i, rec in enumerate(records):
-        tasks.append(RecordTask(i, rec, offsets[rec.split]))
-        offsets[rec.split] += rec.length
+    tasks: list[RecordTask] = []
+    for source, plan in enumerate(plans):
+        for rec in plan.records:
+            name = plan.renamed.get(rec.name, rec.name)
+            tasks.append(RecordTask(len(tasks), rec, offsets[rec.split], source, name))
+            offsets[rec.split] += rec.length
     return tasks, offsets
 
 
-def _plan_document(source: Path, mode: str, tasks: Sequence[RecordTask]) -> dict:
-    stat = source.stat()
+def _plan_document(plans: Sequence[SourcePlan], multi: bool, tasks: Sequence[RecordTask]) -> dict:
+    records = [[t.name, t.record.split, t.record.start, t.record.end, t.offset] for t in tasks]
+    if not multi:
+        stat = plans[0].fasta.stat()
+        return {
+            "format_version": FORMAT_VERSION,
+            "source": {
+                "name": plans[0].fasta.name,
+                "size": stat.st_size,
+                "mtime_ns": stat.st_mtime_ns,
+            },
+            "split_mode": plans[0].mode,
+            "records": records,
+        }
+    sources = []
+    for plan in plans:
+        stat = plan.fasta.stat()
+        sources.append(
+            {
+                "name": plan.name,
+                "file": plan.fasta.name,
+                "size": stat.st_size,
+                "mtime_ns": stat.st_mtime_ns,
+                "split_mode": plan.mode,
+            }
+        )
     return {
         "format_version": FORMAT_VERSION,
-        "source": {"name": source.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
-        "split_mode": mode,
-        "records": [
-            [t.record.name, t.record.split, t.record.start, t.record.end, t.offset] for t in tasks
-        ],
+        "sources": sources,
+        "records": [[*row, t.source] for row, t in zip(records, tasks, strict=True)],
     }
 
 
@@ -317,25 +363,44 @@ def _remove_dataset(out_dir: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _same_dataset(
-    existing: dict,
-    source_name: str,
-    source_size: int,
-    sha: str,
-    mode: str,
-    tasks: Sequence[RecordTask],
-) -> bool:
+def _source_identities(existing: dict) -> list[tuple]:
+    """(name, file, size, sha256, split mode) of each source a manifest was made from."""
+    if "sources" in existing:
+        return [
+            (s.get("name"), s.get("file"), s.get("size"), s.get("sha256"), s.get("split_mode"))
+            for s in existing["sources"]
+        ]
     src = existing.get("source", {})
-    if (src.get("name"), src.get("size"), src.get("sha256")) != (source_name, source_size, sha):
+    return [(None, src.get("name"), src.get("size"), src.get("sha256"), existing.get("split_mode"))]
+
+
+def _same_dataset(
+    existing: dict, plans: Sequence[SourcePlan], shas: Sequence[str], multi: bool, tasks
+) -> bool:
+    new_sources = [
+        (p.name if multi else None, p.fasta.name, p.fasta.stat().st_size, sha, p.mode)
+        for p, sha in zip(plans, shas, strict=True)
+    ]
+    if _source_identities(existing) != new_sources:
         return False
-    if existing.get("split_mode") != mode:
-        return False
-    old = [(r["name"], r["split"], r["start"], r["end"]) for r in existing.get("records", [])]
-    new = [(t.record.name, t.record.split, t.record.start, t.record.end) for t in tasks]
+    old = [
+        (r["name"], r["split"], r["start"], r["end"], r.get("source"))
+        for r in existing.get("records", [])
+    ]
+    new = [
+        (
+            t.name,
+            t.record.split,
+            t.record.start,
+            t.record.end,
+            plans[t.source].name if multi else None,
+        )
+        for t in tasks
+    ]
     return old == new
 
 
-def _check_out_dir(out_dir: Path, options: PrepareOptions, fasta: Path) -> str:
+def _check_out_dir(out_dir: Path, options: PrepareOptions, fastas: Sequence[Path]) -> str:
     """Classify DIR: 'new', 'complete' (has a manifest) or 'interrupted' (has .prepare)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise GoatDNAError(f"--out {out_dir} exists and is not a directory: choose another path")
@@ -353,8 +418,9 @@ def _check_out_dir(out_dir: Path, options: PrepareOptions, fasta: Path) -> str:
             )
         return "interrupted"
     allowed = {"cache"}
-    if fasta.parent.resolve() == out_dir.resolve():  # e.g. prepare_synthetic's synthetic.fa
-        allowed |= {fasta.name, fasta.name + ".fai", fasta.name + ".gzi"}
+    for fasta in fastas:
+        if fasta.parent.resolve() == out_dir.resolve():  # e.g. prepare_synthetic's synthetic.fa
+            allowed |= {fasta.name, fasta.name + ".fai", fasta.name + ".gzi"}
     stray = sorted(p.name for p in out_dir.iterdir() if p.name not in allowed)
     if stray:
         raise GoatDNAError(
@@ -365,21 +431,24 @@ def _check_out_dir(out_dir: Path, options: PrepareOptions, fasta: Path) -> str:
 
 
 def prepare_genome(
-    fasta: Path,
+    fasta: Path | Sequence[Path],
     out_dir: Path,
     options: PrepareOptions | None = None,
     reporter: Reporter | None = None,
 ) -> ShardedGenome:
-    """Turn ``fasta`` into ``out_dir/{train,val,test}.bin`` + ``manifest.json``; return the reader.
+    """Turn ``fasta`` (one FASTA, or several: see `goatdna.data_prep.sources`) into
+    ``out_dir/{train,val,test}.bin`` + ``manifest.json``; return the reader.
 
     Raises GoatDNAError for any input the user must fix; never leaves a half-written output.
     """
     options = options or PrepareOptions()
-    fasta = Path(fasta)
+    fastas = [Path(fasta)] if isinstance(fasta, (str, Path)) else [Path(f) for f in fasta]
+    if not fastas:
+        raise GoatDNAError("missing FASTA argument: pass one or more FASTA files")
     out_dir = Path(out_dir)
     check_output_dir(out_dir, "--out")
     with folder_lock(out_dir, "--out"):
-        return _prepare_locked(fasta, out_dir, options, reporter)
+        return _prepare_locked(fastas, out_dir, options, reporter)
 
 
 def _index_files(fasta: Path) -> list[Path]:
@@ -387,16 +456,16 @@ def _index_files(fasta: Path) -> list[Path]:
 
 
 def _prepare_locked(
-    fasta: Path, out_dir: Path, options: PrepareOptions, reporter: Reporter | None
+    fastas: list[Path], out_dir: Path, options: PrepareOptions, reporter: Reporter | None
 ) -> ShardedGenome:
     own_reporter = reporter is None
     reporter = reporter or Reporter(enabled=options.progress)
     created_out = not out_dir.exists()
     fresh_work = options.force or not (out_dir / WORK_DIR_NAME).exists()
-    new_indexes = [p for p in _index_files(fasta) if not p.exists()]
+    new_indexes = [p for f in fastas for p in _index_files(f) if not p.exists()]
     try:
         try:
-            return _prepare(fasta, out_dir, options, reporter)
+            return _prepare(fastas, out_dir, options, reporter)
         except OSError as err:  # e.g. the gzip cache or an index filling the disk
             if is_disk_full(err):
                 where = err.filename or out_dir
@@ -423,33 +492,34 @@ def _prepare_locked(
 
 
 def _prepare(
-    fasta: Path, out_dir: Path, options: PrepareOptions, reporter: Reporter
+    fastas: list[Path], out_dir: Path, options: PrepareOptions, reporter: Reporter
 ) -> ShardedGenome:
     if options.chunk_bases < 1:
         raise GoatDNAError("chunk_bases must be >= 1")
-    state = _check_out_dir(out_dir, options, fasta)
-    if state == "complete" and not fasta.is_file():
-        raise GoatDNAError(f"FASTA file {fasta} does not exist: check the path")
+    multi = len(fastas) > 1 or options.source_names is not None
+    names = source_names(fastas, options.source_names)
+    state = _check_out_dir(out_dir, options, fastas)
     if state == "complete":
+        for fasta in fastas:
+            if not fasta.is_file():
+                raise GoatDNAError(f"FASTA file {fasta} does not exist: check the path")
         existing = json.loads((out_dir / MANIFEST_NAME).read_text())
-        src = existing.get("source", {})
-        if src.get("name") != fasta.name or src.get("size") != fasta.stat().st_size:
+        files = [(i[1], i[2]) for i in _source_identities(existing)]
+        if files != [(f.name, f.stat().st_size) for f in fastas]:
             raise GoatDNAError(
-                f"--out {out_dir} already holds a different dataset (from {src.get('name')}): "
-                "add --force to overwrite it, or choose another directory"
+                f"--out {out_dir} already holds a different dataset (from "
+                f"{', '.join(str(f[0]) for f in files)}): add --force to overwrite it, or "
+                "choose another directory"
             )
     cache_dir = options.cache_dir or (out_dir / "cache")
-    source = open_fasta(fasta, cache_dir, reporter.message, reporter.bytes_progress)
-    kept = select_contigs(source.contigs, options, reporter.message)
-    plan = plan_splits(kept, source.contigs, options, reporter.message)
-    tasks, split_lengths = _plan_tasks(plan.records)
-    plan_doc = _plan_document(fasta, plan.mode, tasks)
+    plans = _plan_sources(fastas, names, multi, options, cache_dir, reporter)
+    tasks, split_lengths = _plan_tasks(plans)
+    plan_doc = _plan_document(plans, multi, tasks)
     work = out_dir / WORK_DIR_NAME
 
     if state == "complete":
-        existing = json.loads((out_dir / MANIFEST_NAME).read_text())
-        sha = _SourceHasher(fasta, None).get()
-        if _same_dataset(existing, fasta.name, fasta.stat().st_size, sha, plan.mode, tasks):
+        shas = [_SourceHasher(p.fasta, None).get() for p in plans]
+        if _same_dataset(existing, plans, shas, multi, tasks):
             if work.exists():
                 shutil.rmtree(work)
             reporter.message(f"{out_dir} already holds this dataset: nothing to do")
@@ -485,12 +555,76 @@ def _prepare(
         _allocate_partials(work, split_lengths)
         _atomic_write(work / "plan.json", json.dumps(plan_doc).encode())
 
-    hasher = _SourceHasher(fasta, work / "source_sha256.json")
-    stats = _run_tasks(source, tasks, work, options, reporter, hasher.start)
-    source_sha = hasher.get()
-    manifest = _manifest(fasta, source, source_sha, plan.mode, tasks, stats, split_lengths)
+    hashers = [
+        _SourceHasher(
+            p.fasta, work / (f"source_sha256.{i}.json" if multi else "source_sha256.json")
+        )
+        for i, p in enumerate(plans)
+    ]
+
+    def start_hashers() -> None:
+        for hasher in hashers:
+            hasher.start()
+
+    stats = _run_tasks([p.reader for p in plans], tasks, work, options, reporter, start_hashers)
+    shas = [h.get() for h in hashers]
+    manifest = _manifest(plans, shas, multi, tasks, stats, split_lengths)
     _finalize(out_dir, work, manifest)
     return ShardedGenome(out_dir)
+
+
+def _plan_sources(
+    fastas: list[Path],
+    names: list[str],
+    multi: bool,
+    options: PrepareOptions,
+    cache_dir: Path,
+    reporter: Reporter,
+) -> list[SourcePlan]:
+    """Open every FASTA and plan its records; contig lists and hold-outs apply per source."""
+    readers = [
+        open_fasta(
+            fasta,
+            cache_dir / name if multi else cache_dir,
+            reporter.message,
+            reporter.bytes_progress,
+        )
+        for fasta, name in zip(fastas, names, strict=True)
+    ]
+    if not multi:
+        kept = select_contigs(readers[0].contigs, options, reporter.message)
+        plan = plan_splits(kept, readers[0].contigs, options, reporter.message)
+        return [SourcePlan(names[0], fastas[0], readers[0], plan.mode, plan.records, {})]
+    contigs = {name: {c.name for c in r.contigs} for name, r in zip(names, readers, strict=True)}
+    check_contig_lists(options, contigs)
+    planned = []
+    for name, fasta, reader in zip(names, fastas, readers, strict=True):
+        scoped = options_for_source(options, name, contigs)
+        resolver = bed_contig_resolver(name, contigs) if options.split_bed else None
+
+        def message(text: str, where: str = f"{name} ({fasta.name})") -> None:
+            reporter.message(f"{where}: {text}")
+
+        try:
+            kept = select_contigs(reader.contigs, scoped, message)
+            plan = plan_splits(kept, reader.contigs, scoped, message, resolver)
+        except GoatDNAError as err:
+            raise GoatDNAError(f"source {name} ({fasta}): {err}") from None
+        planned.append((name, fasta, reader, plan))
+    renamed = unique_names({name: plan.records for name, _, _, plan in planned})
+    clashes = sorted({c for names_ in renamed.values() for c in names_})
+    if clashes:
+        shown = ", ".join(clashes[:5]) + (
+            f", ... ({len(clashes)} in all)" if len(clashes) > 5 else ""
+        )
+        reporter.message(
+            f"contig names found in more than one FASTA are stored as source:contig "
+            f"(e.g. {names[0]}:{clashes[0]}): {shown}"
+        )
+    return [
+        SourcePlan(name, fasta, reader, plan.mode, plan.records, renamed[name])
+        for name, fasta, reader, plan in planned
+    ]
 
 
 def _allocate_partials(work: Path, split_lengths: dict[str, int]) -> None:
@@ -526,7 +660,7 @@ def _load_done(work: Path, tasks: Sequence[RecordTask]) -> dict[int, RecordStats
 
 
 def _run_tasks(
-    source: FastaSource,
+    sources: Sequence[FastaSource],
     tasks: Sequence[RecordTask],
     work: Path,
     options: PrepareOptions,
@@ -542,9 +676,9 @@ def _run_tasks(
     totals: dict[str, int] = {}
     completed: dict[str, int] = {}
     for t in tasks:
-        totals[t.record.name] = totals.get(t.record.name, 0) + t.record.length
+        totals[t.name] = totals.get(t.name, 0) + t.record.length
         if t.index in done:
-            completed[t.record.name] = completed.get(t.record.name, 0) + t.record.length
+            completed[t.name] = completed.get(t.name, 0) + t.record.length
 
     def begin() -> None:  # threads (hashing, progress refresh) only after the pool has forked
         start_threads()
@@ -571,16 +705,16 @@ def _run_tasks(
         begin()
         for task in pending:
             stat = process_record(
-                source, task, partial(task), options.chunk_bases, reporter.advance
+                sources[task.source], task, partial(task), options.chunk_bases, reporter.advance
             )
             mark_done(task, stat)
     else:
-        _run_pool(source, pending, workers, options, reporter, partial, mark_done, begin)
+        _run_pool(sources, pending, workers, options, reporter, partial, mark_done, begin)
     reporter.stop_contigs()
     return done
 
 
-def _run_pool(source, pending, workers, options, reporter, partial, mark_done, begin) -> None:
+def _run_pool(sources, pending, workers, options, reporter, partial, mark_done, begin) -> None:
     import multiprocessing as mp
     import queue as queue_mod
 
@@ -594,7 +728,7 @@ def _run_pool(source, pending, workers, options, reporter, partial, mark_done, b
         initargs=(progress_queue, os.getpid()),
     ) as pool:
         futures = {
-            pool.submit(_worker_process, source, t, partial(t), options.chunk_bases)
+            pool.submit(_worker_process, sources[t.source], t, partial(t), options.chunk_bases)
             for t in pending
         }
         begin()  # with "fork", every worker process exists after the first submit
@@ -622,10 +756,9 @@ def _drain(progress_queue, reporter: Reporter, queue_mod) -> None:
 
 
 def _manifest(
-    fasta: Path,
-    source: FastaSource,
-    source_sha: str,
-    mode: str,
+    plans: Sequence[SourcePlan],
+    shas: Sequence[str],
+    multi: bool,
     tasks: Sequence[RecordTask],
     stats: dict[int, RecordStats],
     split_lengths: dict[str, int],
@@ -635,7 +768,7 @@ def _manifest(
         s = stats[t.index]
         records.append(
             Record(
-                name=t.record.name,
+                name=t.name,
                 split=t.record.split,
                 start=t.record.start,
                 end=t.record.end,
@@ -645,6 +778,7 @@ def _manifest(
                 softmask_count=s.softmask_count,
                 gc_count=s.gc_count,
                 sha256=s.sha256,
+                source=plans[t.source].name if multi else "",
             ).to_dict()
         )
     splits = {}
@@ -658,18 +792,35 @@ def _manifest(
             "softmask_count": sum(r["softmask_count"] for r in recs),
             "gc_count": sum(r["gc_count"] for r in recs),
         }
+    described = [
+        {
+            "name": p.name,
+            "file": p.fasta.name,
+            "size": p.fasta.stat().st_size,
+            "sha256": sha,
+            "compression": p.reader.compression,
+            "split_mode": p.mode,
+            "renamed": p.renamed,
+        }
+        for p, sha in zip(plans, shas, strict=True)
+    ]
+    modes = {p.mode for p in plans}
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "created_by": f"goatdna {__version__}",
-        "source": {
-            "name": fasta.name,
-            "size": fasta.stat().st_size,
-            "sha256": source_sha,
-            "compression": source.compression,
-        },
+        **(
+            {"sources": described}
+            if multi
+            else {
+                "source": {
+                    "name": described[0]["file"],
+                    **{k: described[0][k] for k in ("size", "sha256", "compression")},
+                }
+            }
+        ),
         "token_table": token_table_manifest(),
-        "split_mode": mode,
+        "split_mode": modes.pop() if len(modes) == 1 else "per-source",
         "splits": splits,
         "records": records,
     }
@@ -720,7 +871,7 @@ def _prepare_synthetic_locked(
             "or size): add --force to overwrite it, or choose another directory"
         )
     write_bytes_if_changed(fasta, data)
-    return _prepare_locked(fasta, out_dir, options, reporter)
+    return _prepare_locked([fasta], out_dir, options, reporter)
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:

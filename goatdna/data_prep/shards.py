@@ -4,13 +4,18 @@ A dataset directory holds one flat ``{split}.bin`` per split (one uint8 per base
 and ``manifest.json`` describing the source, the token table, every record's place in its split
 file with its base counts and sha256, and each split's total length. Files are written to a
 temporary name and renamed, so a ``.bin`` or manifest that exists is complete.
+
+A dataset prepared from several FASTA files (``goatdna prepare a.fa b.fa --source-names x,y``)
+lists them under ``sources`` (instead of the one-file ``source``), and each of its records names
+its ``source``. A manifest without ``sources`` reads as one source, named after its FASTA file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,13 +59,26 @@ class Record:
     softmask_count: int
     gc_count: int
     sha256: str
+    source: str = ""
+    """Name of the FASTA source it came from ("" in a one-file manifest: see `ShardedGenome`)."""
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not self.source:
+            del data["source"]  # one-file manifests keep their original shape
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Record:
-        return cls(**{f: data[f] for f in cls.__dataclass_fields__})
+        return cls(**{f: data[f] for f in cls.__dataclass_fields__ if f in data})
+
+
+_FASTA_SUFFIXES = re.compile(r"(\.(fa|fasta|fna|fas|seq))?(\.(gz|bgz|bgzf))?$", re.IGNORECASE)
+
+
+def default_source_name(file_name: str) -> str:
+    """A source's name from its FASTA file name: ``hg38.fa.gz`` -> ``hg38``."""
+    return _FASTA_SUFFIXES.sub("", file_name) or file_name
 
 
 def manifest_bytes(manifest: dict) -> bytes:
@@ -90,12 +108,7 @@ def check_manifest(manifest: dict, path: Path) -> None:
     damaged manifest never reaches `info`, `--verify` or `train` as a traceback, and a manifest
     that describes no bases is never "verified".
     """
-    source = manifest.get("source")
-    if not isinstance(source, dict):
-        raise _bad(path, "source", "is missing or not an object")
-    for key, kind in (("name", str), ("size", int), ("sha256", str), ("compression", str)):
-        if not isinstance(source.get(key), kind):
-            raise _bad(path, f"source.{key}", f"is missing or not a {kind.__name__}")
+    source_names = _check_sources(manifest, path)
     if not isinstance(manifest.get("split_mode"), str):
         raise _bad(path, "split_mode", "is missing or not a string")
     splits = manifest.get("splits")
@@ -131,6 +144,8 @@ def check_manifest(manifest: dict, path: Path) -> None:
         for key in _RECORD_INTS:
             if not _count(rec.get(key)):
                 raise _bad(path, f"{where}.{key}", "is missing or not a count (int >= 0)")
+        if source_names is not None and rec.get("source") not in source_names:
+            raise _bad(path, f"{where}.source", "is missing or not one of the sources listed")
         sha = rec.get("sha256")
         if not isinstance(sha, str) or len(sha) != 64:
             raise _bad(path, f"{where}.sha256", "is missing or not a sha256 hex digest")
@@ -145,6 +160,33 @@ def check_manifest(manifest: dict, path: Path) -> None:
             raise _bad(
                 path, f"splits.{name}", "does not add up to its records (length or record count)"
             )
+
+
+def _check_sources(manifest: dict, path: Path) -> set[str] | None:
+    """Check ``source`` (one FASTA) or ``sources`` (several); the names of the latter."""
+    fields = (("size", int), ("sha256", str), ("compression", str))
+    if "sources" not in manifest:
+        source = manifest.get("source")
+        if not isinstance(source, dict):
+            raise _bad(path, "source", "is missing or not an object")
+        for key, kind in (("name", str), *fields):
+            if not isinstance(source.get(key), kind):
+                raise _bad(path, f"source.{key}", f"is missing or not a {kind.__name__}")
+        return None
+    sources = manifest["sources"]
+    if not isinstance(sources, list) or not sources:
+        raise _bad(path, "sources", "is not a non-empty list")
+    names: set[str] = set()
+    for i, source in enumerate(sources):
+        if not isinstance(source, dict):
+            raise _bad(path, f"sources[{i}]", "is not an object")
+        for key, kind in (("name", str), ("file", str), *fields):
+            if not isinstance(source.get(key), kind):
+                raise _bad(path, f"sources[{i}].{key}", f"is missing or not a {kind.__name__}")
+        if source["name"] in names:
+            raise _bad(path, f"sources[{i}].name", "repeats another source's name")
+        names.add(source["name"])
+    return names
 
 
 class ShardedGenome:
@@ -180,6 +222,9 @@ class ShardedGenome:
         self.manifest: dict = manifest
         self.manifest_sha256: str = hashlib.sha256(raw).hexdigest()
         self._records = [Record.from_dict(r) for r in manifest["records"]]
+        if "sources" not in manifest:  # one FASTA: every record is from that one source
+            only = default_source_name(manifest["source"]["name"])
+            self._records = [replace(r, source=only) for r in self._records]
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{s}={self.split_length(s):,}" for s in self.split_names())
@@ -190,6 +235,18 @@ class ShardedGenome:
             raise GoatDNAError(
                 f"unknown split {split!r} in {self.root}: choose one of {', '.join(SPLITS)}"
             )
+
+    def sources(self) -> list[dict]:
+        """One entry per FASTA source: ``name``, ``file``, ``size``, ``sha256``, ``compression``
+        (and, in a multi-source manifest, ``split_mode`` and the ``renamed`` contigs)."""
+        if "sources" in self.manifest:
+            return [dict(s) for s in self.manifest["sources"]]
+        src = self.manifest["source"]
+        return [{**src, "name": default_source_name(src["name"]), "file": src["name"]}]
+
+    def source_names(self) -> list[str]:
+        """Names of the FASTA sources, in the order they were prepared."""
+        return [s["name"] for s in self.sources()]
 
     def split_names(self) -> list[str]:
         """Splits holding at least one base, in train/val/test order."""

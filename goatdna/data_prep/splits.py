@@ -52,7 +52,7 @@ class SplitPlan:
     records: tuple[PlannedRecord, ...]
 
 
-def _is_regex(pattern: str) -> bool:
+def is_regex(pattern: str) -> bool:
     return any(ch in _REGEX_CHARS for ch in pattern)
 
 
@@ -79,7 +79,7 @@ def select_contigs(
                 exact.add(item)
                 chosen.add(item)
                 continue
-            if not _is_regex(item):
+            if not is_regex(item):
                 raise GoatDNAError(
                     f"--contigs: contig {item!r} is not in the FASTA (it has {_few(names)})"
                 )
@@ -129,14 +129,15 @@ def plan_splits(
     all_contigs: Sequence[ContigInfo],
     options: PrepareOptions,
     message: Callable[[str], None],
+    contig_of: Callable[[str], str | None] | None = None,
 ) -> SplitPlan:
-    """Decide the records and their splits (see module docstring)."""
+    """Decide the records and their splits (see module docstring); ``contig_of`` as in
+    `read_split_bed`."""
     if options.split_bed is not None:
         if options.val_contigs is not None or options.test_contigs is not None:
             raise GoatDNAError("--split-bed cannot be combined with --val-contigs/--test-contigs")
-        return SplitPlan(
-            "bed", tuple(read_split_bed(Path(options.split_bed), kept, all_contigs, message))
-        )
+        records = read_split_bed(Path(options.split_bed), kept, all_contigs, message, contig_of)
+        return SplitPlan("bed", tuple(records))
     kept_names = [c.name for c in kept]
     all_names = {c.name for c in all_contigs}
     explicit = options.val_contigs is not None or options.test_contigs is not None
@@ -216,8 +217,13 @@ def read_split_bed(
     kept: Sequence[ContigInfo],
     all_contigs: Sequence[ContigInfo],
     message: Callable[[str], None],
+    contig_of: Callable[[str], str | None] | None = None,
 ) -> list[PlannedRecord]:
-    """Parse a ``chrom start end split`` BED; unknown contigs and overlaps are errors."""
+    """Parse a ``chrom start end split`` BED; unknown contigs and overlaps are errors.
+
+    ``contig_of`` maps a BED chrom to a contig of this FASTA, or to None for a line that belongs
+    to another FASTA of a multi-source run (the line is skipped here).
+    """
     if not path.is_file():
         raise GoatDNAError(f"--split-bed: {path} does not exist")
     lengths = {c.name: c.length for c in all_contigs}
@@ -232,6 +238,11 @@ def read_split_bed(
         if len(fields) < 4:
             raise GoatDNAError(f"{where}: expected 4 columns (chrom start end split)")
         chrom, start_s, end_s, split_s = fields[:4]
+        if contig_of is not None:
+            mapped = contig_of(chrom)
+            if mapped is None:
+                continue
+            chrom = mapped
         try:
             start, end = int(start_s), int(end_s)
         except ValueError:  # headers start with '#', 'track' or 'browser' (skipped above)
