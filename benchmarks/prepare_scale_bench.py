@@ -8,7 +8,8 @@ For each genome size (default 0.3 and 3.1 Gbp, hg38's size) the benchmark, in a 
    generator's (the bases repeat; prepare's work does not depend on their variety);
 2. measures the read+LUT floor: read the file in 16 MiB blocks and map it through the token table
    with one ``bytes.translate`` (line breaks deleted), single process, page cache warm;
-3. runs `prepare_genome` in a fresh process (default workers) and reports wall time, Mbp/s, the
+3. builds the `.fai` index (timed apart: once per FASTA), then runs `prepare_genome` in a fresh
+   process (default workers) and reports wall time, Mbp/s, the
    ratio to the floor and the peak RSS of the main process and of the largest worker;
 4. in another fresh process builds the training window index over train.bin
    (`build_window_index`, ``--seq-len`` + 1 bases, no N) and reports its time, its arrays' size
@@ -38,21 +39,38 @@ H200_TOKENS_PER_S = 400_000
 READ_BLOCK = 1 << 24
 LINE = 60
 
-_PREPARE_CHILD = """
+# Peak RSS of a process is VmHWM (its own address space since exec); getrusage's ru_maxrss
+# would also carry the high-water mark of the benchmark process that forked it.
+_HWM = """
+def hwm_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+"""
+
+_PREPARE_CHILD = (
+    _HWM
+    + """
 import json, resource, sys, time
 from pathlib import Path
 from goatdna.data_prep import PrepareOptions, prepare_genome
+from goatdna.data_prep.fasta import open_fasta
 fasta, out = Path(sys.argv[1]), Path(sys.argv[2])
+t0 = time.perf_counter()
+open_fasta(fasta, out / "cache", lambda m: None)
+fai = time.perf_counter() - t0
 t0 = time.perf_counter()
 prepare_genome(fasta, out, PrepareOptions(progress=False))
 wall = time.perf_counter() - t0
-own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(json.dumps({"wall": wall, "rss_main_kib": own, "rss_worker_kib": workers}))
+print(json.dumps({"fai": fai, "wall": wall, "rss_main_kib": hwm_kib(), "rss_worker_kib": workers}))
 """
+)
 
-_WINDOWS_CHILD = """
-import json, resource, sys, time
+_WINDOWS_CHILD = (
+    _HWM
+    + """
+import json, sys, time
 import numpy as np
 from goatdna.data_prep import ShardedGenome
 from goatdna.training.windows import WindowSampler, build_window_index, read_windows
@@ -60,11 +78,11 @@ out, seq_len, batch, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), in
 genome = ShardedGenome(out)
 tokens = genome.tokens("train")
 records = [(r.offset, r.length) for r in genome.records("train")]
-rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss_imports = hwm_kib()
 t0 = time.perf_counter()
 index = build_window_index(tokens, records, seq_len + 1)
 build = time.perf_counter() - t0
-rss_index = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss_index = hwm_kib()
 arrays = index.starts.nbytes + index.counts.nbytes + index.cum_counts.nbytes
 sampler = WindowSampler(index, seed=0, batch_size=batch)
 t0 = time.perf_counter()
@@ -76,9 +94,10 @@ print(json.dumps({
     "build": build, "bases": int(tokens.size), "windows": index.total,
     "intervals": int(index.starts.size), "index_bytes": arrays, "rss_index_kib": rss_index, "rss_imports_kib": rss_imports,
     "windows_per_s": steps * batch / draw,
-    "rss_end_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    "rss_end_kib": hwm_kib(),
 }))
 """
+)
 
 
 def synthetic_block(block_bases: int, seed: int) -> bytes:
@@ -141,6 +160,7 @@ def run_size(gbp: float, root: Path, block: bytes, block_bases: int, args) -> di
         "contigs": contigs,
         "write_s": write_s,
         "floor_mbps": mbp / floor_s,
+        "fai_s": prep["fai"],
         "prepare_s": prep["wall"],
         "prepare_mbps": mbp / prep["wall"],
         "ratio": floor_s / prep["wall"],
@@ -180,14 +200,14 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
     print()
     print(
-        "| genome | contigs | prepare wall | prepare Mbp/s | read+LUT floor Mbp/s | ratio | "
+        "| genome | contigs | .fai build | prepare wall | prepare Mbp/s | read+LUT floor Mbp/s | ratio | "
         "peak RSS main / worker | index build | index arrays | index peak RSS (after imports) | "
         f"random windows/s (B={args.batch}) | vs H200 need ({need:.0f}/s) |"
     )
-    print("|" + " --- |" * 12)
+    print("|" + " --- |" * 13)
     for r in rows:
         print(
-            f"| {r['gbp']:g} Gbp | {r['contigs']} | {r['prepare_s']:.1f} s | "
+            f"| {r['gbp']:g} Gbp | {r['contigs']} | {r['fai_s']:.1f} s | {r['prepare_s']:.1f} s | "
             f"{r['prepare_mbps']:.0f} | {r['floor_mbps']:.0f} | {r['ratio']:.2f} | "
             f"{r['rss_main_mib']:.0f} / {r['rss_worker_mib']:.0f} MiB | {r['index_s']:.1f} s | "
             f"{r['index_mib']:.2f} MiB ({r['intervals']:,} intervals) | "

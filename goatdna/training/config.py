@@ -48,6 +48,10 @@ class DataConfig:
     """DataLoader worker processes per device (0: load in the training process)."""
     verify: bool = True
     """Re-hash every shard record against the manifest before training starts."""
+    source_weights: dict[str, float] | None = None
+    """Share of training windows drawn from each FASTA source of a multi-source dataset (e.g.
+    ``{human: 0.7, mouse: 0.3}``, normalised; 0 leaves a source out). None: every valid window
+    equally likely, so sources count in proportion to their windows."""
 
     def __post_init__(self) -> None:
         _positive(self, "seq_len", "micro_batch_size", "val_max_windows", "val_batch_size")
@@ -57,6 +61,8 @@ class DataConfig:
             raise ValueError(f"rc_prob must be in [0, 1], got {self.rc_prob}")
         if self.num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        if self.source_weights is not None:
+            _check_weights(self.source_weights)
 
 
 @dataclass
@@ -148,6 +154,17 @@ class RunConfig:
     def tokens_per_micro_batch(self) -> int:
         """Model input tokens in one device's micro-batch."""
         return self.data.micro_batch_size * self.data.seq_len
+
+
+def _check_weights(weights: dict[str, float]) -> None:
+    for name, weight in weights.items():
+        ok = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+        if not isinstance(name, str) or not name or not ok or not 0 <= weight < float("inf"):
+            raise ValueError(
+                f"source_weights: {name!r}: {weight!r} is not a finite number >= 0 for a source name"
+            )
+    if not any(w > 0 for w in weights.values()):
+        raise ValueError("source_weights: at least one source needs a weight > 0")
 
 
 def _positive(obj: Any, *names: str) -> None:

@@ -2,15 +2,16 @@
 
 A training sample is a window of ``seq_len + 1`` bases (inputs plus the shifted targets) that
 lies inside one record (a window never joins two contigs) and holds at most ``max_n`` N bases.
-hg38 has ~3e9 start positions, so the index keeps *intervals* of consecutive valid starts, found
-chunk by chunk with cumulative sums of the N indicator, and a uniform draw over all valid starts
-is a draw of a rank ``u`` in ``[0, total)`` mapped to its interval with a binary search.
+hg38 has ~3e9 start positions, so the index keeps *intervals* of consecutive valid starts (found
+by `goatdna.data_prep.window_search`), and a uniform draw over all valid starts is a draw of a
+rank ``u`` in ``[0, total)`` mapped to its interval with a binary search.
 
 Sampling is a pure function of ``(seed, micro_step, rank, index in batch)``: every micro-step
 draws one global batch (all ranks together, without replacement) from a Philox generator keyed by
 ``(seed, micro_step)``, and rank ``r`` takes rows ``r*B .. r*B + B - 1``. A resumed run therefore
 sees exactly the batches the uninterrupted run would have seen, and ranks never share a window
-within a step.
+within a step. With ``data.source_weights`` each row first draws its FASTA source with those
+weights, then a window of that source uniformly, from the same generator.
 """
 
 from __future__ import annotations
@@ -23,17 +24,20 @@ import numpy as np
 
 from goatdna.data_prep import ShardedGenome
 from goatdna.data_prep.heldout import heldout_window_starts
-from goatdna.data_prep.tokens import COMPLEMENT, REPEAT_FLAG, TOKEN_MASK, N
+from goatdna.data_prep.tokens import COMPLEMENT, REPEAT_FLAG, TOKEN_MASK
+from goatdna.data_prep.window_search import SEARCH_CHUNK, valid_start_intervals
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import DataConfig
-
-INDEX_CHUNK = 1 << 24
-"""Start positions examined per vectorised pass (bounds the index builder's memory)."""
 
 
 @dataclass(frozen=True)
 class WindowIndex:
-    """Valid window starts of one split as intervals ``[starts[i], starts[i] + counts[i])``."""
+    """Valid window starts of one split as intervals ``[starts[i], starts[i] + counts[i])``.
+
+    With source weights (`plan_windows`), the intervals are grouped by FASTA source: group ``g``
+    holds ranks ``[group_ends[g-1], group_ends[g])`` and is drawn with probability
+    ``group_probs[g]``; without them every valid start is equally likely.
+    """
 
     window: int
     """Bases per window (seq_len + 1)."""
@@ -42,6 +46,10 @@ class WindowIndex:
     starts: np.ndarray  # (I,) int64 offsets into the split's .bin
     counts: np.ndarray  # (I,) int64 number of consecutive valid starts
     cum_counts: np.ndarray  # (I,) int64 inclusive prefix sums of counts
+    groups: tuple[str, ...] = ()
+    """Source names of the rank groups (empty: one ungrouped index)."""
+    group_ends: np.ndarray | None = None  # (G,) int64 exclusive end rank of each group
+    group_probs: np.ndarray | None = None  # (G,) float64 probability of drawing from each group
 
     @property
     def total(self) -> int:
@@ -49,7 +57,7 @@ class WindowIndex:
         return int(self.cum_counts[-1]) if self.cum_counts.size else 0
 
     def start_of_rank(self, ranks: np.ndarray) -> np.ndarray:
-        """Map ranks ``u`` in ``[0, total)`` (the u-th valid start in split order) to offsets."""
+        """Map ranks ``u`` in ``[0, total)`` (the u-th valid start in index order) to offsets."""
         ranks = np.asarray(ranks, dtype=np.int64)
         interval = np.searchsorted(self.cum_counts, ranks, side="right")
         first_rank = self.cum_counts[interval] - self.counts[interval]
@@ -65,56 +73,41 @@ def build_window_index(
     records: Iterable[tuple[int, int]],
     window: int,
     max_n: int = 0,
-    chunk: int = INDEX_CHUNK,
+    chunk: int = SEARCH_CHUNK,
 ) -> WindowIndex:
     """Intervals of starts ``s`` with ``[s, s + window)`` inside one record and <= max_n N bases.
 
     ``tokens`` is a split's raw bytes (flag included); ``records`` are ``(offset, length)`` pairs
-    in that split. Work is vectorised per chunk of ``chunk`` starts, so memory stays bounded.
+    in that split (`goatdna.data_prep.window_search`, chunks of ``chunk`` starts).
     """
-    if window <= 0:
-        raise ValueError(f"window must be > 0, got {window}")
-    starts: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
-    for offset, length in records:
-        last_start = offset + length - window  # inclusive
-        c0 = offset
-        while c0 <= last_start:
-            c1 = min(c0 + chunk, last_start + 1)  # starts [c0, c1)
-            n_starts = c1 - c0
-            is_n = (np.asarray(tokens[c0 : c1 - 1 + window]) & TOKEN_MASK) == N
-            if not is_n.any():  # the common case on real genomes: every start is valid
-                starts.append(np.array([c0], dtype=np.int64))
-                counts.append(np.array([n_starts], dtype=np.int64))
-                c0 = c1
-                continue
-            cum = np.zeros(is_n.size + 1, dtype=np.int32)  # chunk < 2**31: int32 is exact
-            np.cumsum(is_n, out=cum[1:], dtype=np.int32)
-            n_in_window = cum[window : window + n_starts] - cum[:n_starts]  # (n_starts,)
-            padded = np.zeros(n_starts + 2, dtype=np.int8)
-            padded[1:-1] = n_in_window <= max_n
-            edges = np.flatnonzero(padded[1:] != padded[:-1])  # alternating run begin / end
-            run_begin, run_end = edges[0::2], edges[1::2]
-            starts.append(run_begin.astype(np.int64) + c0)
-            counts.append((run_end - run_begin).astype(np.int64))
-            c0 = c1
-    if starts:
-        s, c = _merge_adjacent(np.concatenate(starts), np.concatenate(counts))
-    else:
-        s = np.zeros(0, dtype=np.int64)
-        c = np.zeros(0, dtype=np.int64)
+    s, c = valid_start_intervals(tokens, records, window, max_n, chunk)
     return WindowIndex(window=window, max_n=max_n, starts=s, counts=c, cum_counts=np.cumsum(c))
 
 
-def _merge_adjacent(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Join intervals that continue each other (split only by a chunk edge)."""
-    if starts.size < 2:
-        return starts, counts
-    continues = starts[1:] == starts[:-1] + counts[:-1]
-    group = np.concatenate(([0], np.cumsum(~continues)))  # interval -> merged interval id
-    merged_starts = starts[np.concatenate(([True], ~continues))]
-    merged_counts = np.bincount(group, weights=counts).astype(np.int64)
-    return merged_starts, merged_counts
+def build_weighted_index(
+    tokens: np.ndarray,
+    records: dict[str, list[tuple[int, int]]],
+    window: int,
+    max_n: int,
+    weights: dict[str, float],
+) -> WindowIndex:
+    """One index whose rank groups are the sources of ``records`` (source -> its records), each
+    drawn with its share of ``weights`` (normalised; every source of ``records`` has one)."""
+    parts = [valid_start_intervals(tokens, recs, window, max_n) for recs in records.values()]
+    starts = np.concatenate([p[0] for p in parts])
+    counts = np.concatenate([p[1] for p in parts])
+    totals = np.array([int(p[1].sum()) for p in parts], dtype=np.int64)
+    probs = np.array([float(weights[name]) for name in records], dtype=np.float64)
+    return WindowIndex(
+        window=window,
+        max_n=max_n,
+        starts=starts,
+        counts=counts,
+        cum_counts=np.cumsum(counts),
+        groups=tuple(records),
+        group_ends=np.cumsum(totals),
+        group_probs=probs / probs.sum(),
+    )
 
 
 def max_n_for(window: int, max_n_fraction: float) -> int:
@@ -139,11 +132,30 @@ class WindowSampler:
         seq = np.random.SeedSequence(entropy=self.seed, spawn_key=(micro_step,))
         rng = np.random.Generator(np.random.Philox(seq))
         n_global = self.batch_size * self.world_size
-        total = self.index.total
-        ranks = rng.choice(total, size=n_global, replace=n_global > total)  # (world*B,)
+        if self.index.group_probs is None:
+            total = self.index.total
+            ranks = rng.choice(total, size=n_global, replace=n_global > total)  # (world*B,)
+        else:
+            ranks = self._weighted_ranks(rng, n_global)
         flips = rng.random(n_global) < self.rc_prob  # (world*B,)
         rows = slice(rank * self.batch_size, (rank + 1) * self.batch_size)
         return self.index.start_of_rank(ranks[rows]), flips[rows]
+
+    def _weighted_ranks(self, rng: np.random.Generator, n_global: int) -> np.ndarray:
+        """Each row's source drawn with the index's group probabilities, then a window of that
+        source uniformly (without replacement within the step while the source has enough)."""
+        index = self.index
+        assert index.group_probs is not None and index.group_ends is not None
+        group = rng.choice(index.group_probs.size, size=n_global, p=index.group_probs)
+        ranks = np.empty(n_global, dtype=np.int64)  # (world*B,)
+        begin = 0
+        for g, end in enumerate(index.group_ends.tolist()):
+            rows = np.flatnonzero(group == g)
+            if rows.size:
+                size = end - begin
+                ranks[rows] = begin + rng.choice(size, size=rows.size, replace=rows.size > size)
+            begin = end
+        return ranks
 
 
 def read_windows(
@@ -177,6 +189,40 @@ class SplitWindows:
     val_starts: np.ndarray  # (n_val,) offsets of the held-out validation windows in val.bin
 
 
+def _weighted_sources(
+    genome: ShardedGenome, weights: dict[str, float]
+) -> dict[str, list[tuple[int, int]]]:
+    """Sources with a weight > 0, in the dataset's order; names checked against the data."""
+    names = genome.source_names()
+    for name in weights:
+        if name not in names:
+            raise GoatDNAError(
+                f"data.source_weights: unknown source {name!r}; {genome.root} has the sources "
+                f"{', '.join(names)} (see `goatdna info`)"
+            )
+    for name in names:
+        if name not in weights:
+            raise GoatDNAError(
+                f"data.source_weights gives no weight to source {name!r} of {genome.root}: "
+                f"give every source ({', '.join(names)}) a weight (0 leaves it out)"
+            )
+    return {name: [] for name in names if weights[name] > 0}
+
+
+def _check_weighted(
+    genome: ShardedGenome, index: WindowIndex, weights: dict[str, float], window: int, max_n: int
+) -> None:
+    assert index.group_ends is not None
+    sizes = np.diff(index.group_ends, prepend=0)
+    for name, size in zip(index.groups, sizes.tolist(), strict=True):
+        if size == 0:
+            raise GoatDNAError(
+                f"{genome.root}: source {name!r} has weight {weights[name]} in "
+                f"data.source_weights but no train window of {window} bases with at most "
+                f"{max_n} N bases; give it weight 0, or lower data.seq_len"
+            )
+
+
 def plan_windows(genome: ShardedGenome, config: DataConfig) -> SplitWindows:
     """Index the train split and take the val split's held-out windows; a clear error when
     nothing fits.
@@ -193,9 +239,17 @@ def plan_windows(genome: ShardedGenome, config: DataConfig) -> SplitWindows:
                 "validation split (goatdna prepare --val-contigs / --val-fraction)"
             )
     records = genome.records("train")
-    train_index = build_window_index(
-        genome.tokens("train"), [(r.offset, r.length) for r in records], window, max_n
-    )
+    tokens = genome.tokens("train")
+    if config.source_weights is None:
+        train_index = build_window_index(
+            tokens, [(r.offset, r.length) for r in records], window, max_n
+        )
+    else:
+        by_source = _weighted_sources(genome, config.source_weights)
+        for rec in records:
+            by_source[rec.source].append((rec.offset, rec.length))
+        train_index = build_weighted_index(tokens, by_source, window, max_n, config.source_weights)
+        _check_weighted(genome, train_index, config.source_weights, window, max_n)
     if train_index.total == 0:
         longest = max((r.length for r in records), default=0)
         raise GoatDNAError(

@@ -1,0 +1,126 @@
+"""Where a window of ``window`` bases fits: inside one record, with at most ``max_n`` N bases.
+
+The one N-aware window search of goatdna: training indexes every valid start of its split with
+it (`goatdna.training.windows`) and the GC study draws its N-free prompts from it
+(`goatdna.analysis.prompts`). hg38 has ~3e9 start positions, so the answer is kept as
+*intervals* of consecutive valid starts, found chunk by chunk:
+
+* ``max_n == 0`` (the default everywhere): the N-free runs of the chunk come from the edges of
+  its N indicator, and a run of ``r >= window`` bases holds ``r - window + 1`` valid starts;
+* ``max_n > 0``: cumulative sums of the N indicator count the N bases of every window.
+
+A split read through a memmap is read chunk by chunk with ``pread`` instead, so that the pages
+of a 3 GB split never accumulate in the process's resident memory.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterable
+
+import numpy as np
+
+from goatdna.data_prep.tokens import TOKEN_MASK, N
+
+SEARCH_CHUNK = 1 << 24
+"""Start positions examined per vectorised pass (bounds the search's memory)."""
+
+
+class _Reader:
+    """Byte ranges of a split: ``pread`` from its file when it is a whole-file memmap."""
+
+    def __init__(self, tokens: np.ndarray) -> None:
+        self.tokens = tokens
+        self.fd: int | None = None
+        if isinstance(tokens, np.memmap) and isinstance(tokens.base, mmap.mmap):
+            self.fd = os.open(tokens.filename, os.O_RDONLY)
+            self.offset = int(tokens.offset)
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        if self.fd is None:
+            return np.asarray(self.tokens[lo:hi])
+        return np.frombuffer(os.pread(self.fd, hi - lo, self.offset + lo), dtype=np.uint8)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def valid_start_intervals(
+    tokens: np.ndarray,
+    records: Iterable[tuple[int, int]],
+    window: int,
+    max_n: int = 0,
+    chunk: int = SEARCH_CHUNK,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Maximal intervals ``[starts[i], starts[i] + counts[i])`` of starts ``s`` such that
+    ``[s, s + window)`` lies inside one record and holds at most ``max_n`` N bases.
+
+    ``tokens`` is a split's raw bytes (repeat flag included); ``records`` are ``(offset,
+    length)`` pairs in that split, in file order. Returns int64 ``(starts, counts)``, ascending.
+    """
+    if window <= 0:
+        raise ValueError(f"window must be > 0, got {window}")
+    if chunk <= 0:
+        raise ValueError(f"chunk must be > 0, got {chunk}")
+    starts: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    reader = _Reader(tokens)
+    try:
+        for offset, length in records:
+            last_start = offset + length - window  # inclusive
+            c0 = offset
+            while c0 <= last_start:
+                c1 = min(c0 + chunk, last_start + 1)  # starts [c0, c1)
+                is_n = (reader.read(c0, c1 - 1 + window) & TOKEN_MASK) == N
+                if not is_n.any():  # the common case on real genomes: every start is valid
+                    begin = np.array([0], dtype=np.int64)
+                    end = np.array([c1 - c0], dtype=np.int64)
+                elif max_n == 0:
+                    begin, end = _n_free_starts(is_n, window)
+                else:
+                    begin, end = _n_poor_starts(is_n, window, max_n, c1 - c0)
+                starts.append(begin + c0)
+                counts.append(end - begin)
+                c0 = c1
+    finally:
+        reader.close()
+    if not starts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return _merge_adjacent(np.concatenate(starts), np.concatenate(counts))
+
+
+def _n_free_starts(is_n: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local [begin, end) runs of starts whose window holds no N, from the N-free base runs."""
+    padded = np.ones(is_n.size + 2, dtype=bool)  # an N before and after the chunk
+    padded[1:-1] = is_n
+    edges = np.flatnonzero(padded[1:] != padded[:-1])  # alternating N-free run begin / end
+    run_begin, run_end = edges[0::2], edges[1::2] - window + 1  # last start + 1
+    keep = run_end > run_begin
+    return run_begin[keep].astype(np.int64), run_end[keep].astype(np.int64)
+
+
+def _n_poor_starts(
+    is_n: np.ndarray, window: int, max_n: int, n_starts: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Local [begin, end) runs of starts whose window holds at most ``max_n`` N bases."""
+    cum = np.zeros(is_n.size + 1, dtype=np.int32)  # chunk < 2**31: int32 is exact
+    np.cumsum(is_n, out=cum[1:], dtype=np.int32)
+    n_in_window = cum[window : window + n_starts] - cum[:n_starts]  # (n_starts,)
+    padded = np.zeros(n_starts + 2, dtype=np.int8)
+    padded[1:-1] = n_in_window <= max_n
+    edges = np.flatnonzero(padded[1:] != padded[:-1])  # alternating run begin / end
+    return edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
+
+
+def _merge_adjacent(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Join intervals that continue each other (split only by a chunk edge)."""
+    if starts.size < 2:
+        return starts, counts
+    continues = starts[1:] == starts[:-1] + counts[:-1]
+    group = np.concatenate(([0], np.cumsum(~continues)))  # interval -> merged interval id
+    merged_starts = starts[np.concatenate(([True], ~continues))]
+    merged_counts = np.bincount(group, weights=counts).astype(np.int64)
+    return merged_starts, merged_counts
