@@ -8,12 +8,14 @@ shards, so GOAT and RoPE are always compared on the same prompts.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from goatdna.data_prep.tokens import TOKEN_MASK, N, decode
+from goatdna.data_prep.tokens import TOKEN_MASK, decode
+from goatdna.data_prep.window_search import start_of_rank, valid_start_intervals
 from goatdna.errors import GoatDNAError
 
 
@@ -26,10 +28,6 @@ class Prompt:
     reference: str
 
 
-def _record_windows(length: int, window: int) -> int:
-    return max(0, length - window + 1)
-
-
 def draw_prompts(
     genome: Any,
     split: str = "test",
@@ -40,9 +38,10 @@ def draw_prompts(
 ) -> list[Prompt]:
     """Draw ``n_prompts`` non-overlapping N-free windows from ``split`` of a ShardedGenome.
 
-    Start positions are drawn uniformly over all valid window starts of all records (so a long
-    contig gets proportionally more prompts). Raises GoatDNAError when the split cannot supply
-    that many windows.
+    Start positions are drawn uniformly over all N-free window starts of all records (found by
+    `goatdna.data_prep.window_search`, so a long contig gets proportionally more prompts); a
+    start whose window overlaps one already chosen is drawn again. Raises GoatDNAError when the
+    split cannot supply that many windows.
     """
     if n_prompts < 1 or prompt_length < 1 or continuation_length < 1:
         raise GoatDNAError(
@@ -51,35 +50,35 @@ def draw_prompts(
         )
     window = prompt_length + continuation_length
     tokens = genome.tokens(split)  # (split_length,) uint8 with the repeat flag
-    records = [r for r in genome.records(split) if r.length >= window]
-    if not records:
+    records = genome.records(split)
+    if not any(r.length >= window for r in records):
         raise GoatDNAError(
             f"split '{split}' of {genome.root} has no record of at least {window} bases "
             f"for {prompt_length}-nt prompts with {continuation_length}-nt continuations; "
             "prepare a larger genome or shorten the prompts"
         )
-    counts = np.array([_record_windows(r.length, window) for r in records], dtype=np.int64)
-    cumulative = np.cumsum(counts)
-    total = int(cumulative[-1])
+    starts, counts = valid_start_intervals(tokens, [(r.offset, r.length) for r in records], window)
+    cum_counts = np.cumsum(counts)
+    total = int(cum_counts[-1]) if cum_counts.size else 0
+    record_offsets = np.array([r.offset for r in records], dtype=np.int64)
 
     rng = np.random.default_rng(seed)
     chosen: list[Prompt] = []
-    taken: dict[int, list[int]] = {}  # record index -> chosen local starts
+    taken: list[int] = []  # chosen offsets, sorted
     attempts = 0
     max_attempts = 200 * n_prompts + 1000
-    while len(chosen) < n_prompts and attempts < max_attempts:
+    while total and len(chosen) < n_prompts and attempts < max_attempts:
         attempts += 1
-        flat = int(rng.integers(total))
-        rec_idx = int(np.searchsorted(cumulative, flat, side="right"))
-        local = flat - (int(cumulative[rec_idx - 1]) if rec_idx else 0)
-        if any(abs(local - s) < window for s in taken.get(rec_idx, [])):
+        offset = int(start_of_rank(starts, counts, cum_counts, rng.integers(total)))
+        at = bisect.bisect_left(taken, offset)
+        if (at < len(taken) and taken[at] - offset < window) or (
+            at and offset - taken[at - 1] < window
+        ):
             continue
-        rec = records[rec_idx]
-        piece = np.asarray(tokens[rec.offset + local : rec.offset + local + window]) & TOKEN_MASK
-        if (piece == N).any():
-            continue
-        taken.setdefault(rec_idx, []).append(local)
-        text = decode(piece)
+        taken.insert(at, offset)
+        rec = records[int(np.searchsorted(record_offsets, offset, side="right")) - 1]
+        local = offset - rec.offset
+        text = decode(np.asarray(tokens[offset : offset + window]) & TOKEN_MASK)
         chosen.append(
             Prompt(
                 region=f"{rec.name}:{rec.start + local + 1}-{rec.start + local + window}",

@@ -92,6 +92,17 @@ def valid_start_intervals(
     return _merge_adjacent(np.concatenate(starts), np.concatenate(counts))
 
 
+def start_of_rank(
+    starts: np.ndarray, counts: np.ndarray, cum_counts: np.ndarray, ranks: np.ndarray
+) -> np.ndarray:
+    """The ``u``-th valid start (in interval order) for each rank ``u`` in ``[0, counts.sum())``;
+    ``cum_counts`` is ``np.cumsum(counts)``."""
+    ranks = np.asarray(ranks, dtype=np.int64)
+    interval = np.searchsorted(cum_counts, ranks, side="right")
+    first_rank = cum_counts[interval] - counts[interval]
+    return starts[interval] + (ranks - first_rank)
+
+
 def _n_free_starts(is_n: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """Local [begin, end) runs of starts whose window holds no N, from the N-free base runs."""
     padded = np.ones(is_n.size + 2, dtype=bool)  # an N before and after the chunk

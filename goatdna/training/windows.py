@@ -25,7 +25,7 @@ import numpy as np
 from goatdna.data_prep import ShardedGenome
 from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.data_prep.tokens import COMPLEMENT, REPEAT_FLAG, TOKEN_MASK
-from goatdna.data_prep.window_search import SEARCH_CHUNK, valid_start_intervals
+from goatdna.data_prep.window_search import SEARCH_CHUNK, start_of_rank, valid_start_intervals
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import DataConfig
 
@@ -58,10 +58,7 @@ class WindowIndex:
 
     def start_of_rank(self, ranks: np.ndarray) -> np.ndarray:
         """Map ranks ``u`` in ``[0, total)`` (the u-th valid start in index order) to offsets."""
-        ranks = np.asarray(ranks, dtype=np.int64)
-        interval = np.searchsorted(self.cum_counts, ranks, side="right")
-        first_rank = self.cum_counts[interval] - self.counts[interval]
-        return self.starts[interval] + (ranks - first_rank)
+        return start_of_rank(self.starts, self.counts, self.cum_counts, ranks)
 
     def all_starts(self) -> np.ndarray:
         """Every valid start (tests and small splits only: this is ``total`` integers)."""
