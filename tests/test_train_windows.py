@@ -13,6 +13,7 @@ from goatdna.errors import GoatDNAError
 from goatdna.training.config import DataConfig
 from goatdna.training.windows import (
     WindowSampler,
+    build_weighted_index,
     build_window_index,
     max_n_for,
     plan_windows,
@@ -146,3 +147,123 @@ def test_seq_len_longer_than_every_record_is_a_clear_error(synthetic_shards: Pat
     with pytest.raises(GoatDNAError, match="no train window of seq_len \\+ 1") as err:
         plan_windows(genome, DataConfig(seq_len=longest))
     assert "longest train record" in str(err.value)
+
+
+def test_unweighted_draws_are_a_uniform_choice_over_every_valid_start() -> None:
+    """Without source weights the stream is exactly one rng.choice over all starts per step."""
+    sampler = _sampler(world_size=2, seed=9)
+    for step in (0, 3):
+        rng = np.random.Generator(
+            np.random.Philox(np.random.SeedSequence(entropy=9, spawn_key=(step,)))
+        )
+        ranks = rng.choice(sampler.index.total, size=16, replace=False)
+        starts = sampler.index.start_of_rank(ranks)
+        np.testing.assert_array_equal(sampler.draw(step, 1)[0], starts[8:])
+
+
+def _weighted_sampler(weights: dict[str, float], world_size: int = 2) -> WindowSampler:
+    tokens = _random_split(seed=2, length=30_000, n_rate=0.001)
+    records = {"big": [(0, 20_000), (20_000, 6_000)], "small": [(26_000, 4_000)]}
+    index = build_weighted_index(tokens, records, window=65, max_n=0, weights=weights)
+    return WindowSampler(index, seed=5, batch_size=8, world_size=world_size)
+
+
+def test_source_weights_are_respected_within_binomial_error() -> None:
+    # "small" holds ~13% of the windows but is asked for 70% of the draws
+    sampler = _weighted_sampler({"big": 0.3, "small": 0.7})
+    steps = 1500
+    starts = np.concatenate([sampler.draw(s, r)[0] for s in range(steps) for r in range(2)])
+    n = starts.size
+    from_small = int(np.count_nonzero(starts >= 26_000))
+    sigma = np.sqrt(n * 0.7 * 0.3)
+    assert abs(from_small - 0.7 * n) < 4 * sigma, (from_small, n)
+    assert abs(np.count_nonzero(starts < 26_000) - 0.3 * n) < 4 * sigma
+    valid = set(sampler.index.all_starts().tolist())
+    assert set(starts.tolist()) <= valid  # every draw is a valid window of its source
+    index = sampler.index
+    assert index.groups == ("big", "small") and index.group_probs.tolist() == [0.3, 0.7]
+
+
+def test_weighted_draws_are_deterministic_and_disjoint_across_ranks() -> None:
+    a = _weighted_sampler({"big": 1.0, "small": 3.0})
+    b = _weighted_sampler({"big": 1.0, "small": 3.0})
+    for step in (0, 1, 999):
+        for rank in (0, 1):
+            np.testing.assert_array_equal(a.draw(step, rank)[0], b.draw(step, rank)[0])
+            np.testing.assert_array_equal(a.draw(step, rank)[1], b.draw(step, rank)[1])
+        both = np.concatenate([a.draw(step, 0)[0], a.draw(step, 1)[0]])
+        assert np.unique(both).size == 16  # no window shared within a step
+    assert not np.array_equal(a.draw(0, 0)[0], a.draw(1, 0)[0])
+
+
+@pytest.fixture(scope="module")
+def two_source_shards(tmp_path_factory) -> Path:
+    from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig, prepare_genome
+    from goatdna.data_prep.synthetic import write_synthetic_fasta
+
+    root = tmp_path_factory.mktemp("two_sources")
+    human = write_synthetic_fasta(
+        root / "h.fa", SyntheticGenomeConfig(total_length=60_000, n_contigs=3, seed=1)
+    )
+    mouse = write_synthetic_fasta(
+        root / "m.fa", SyntheticGenomeConfig(total_length=20_000, n_contigs=2, seed=2)
+    )
+    options = PrepareOptions(workers=1, progress=False, source_names=["human", "mouse"])
+    prepare_genome([human, mouse], root / "out", options)
+    return root / "out"
+
+
+def test_plan_windows_weights_the_sources_of_a_multi_source_dataset(two_source_shards) -> None:
+    genome = ShardedGenome(two_source_shards)
+    plain = plan_windows(genome, DataConfig(seq_len=64, val_max_windows=10))
+    assert plain.train_index.group_probs is None  # today's draw: proportional to windows
+    config = DataConfig(seq_len=64, val_max_windows=10, source_weights={"human": 1, "mouse": 1})
+    weighted = plan_windows(genome, config).train_index
+    assert weighted.groups == ("human", "mouse") and weighted.total == plain.train_index.total
+    mouse = {r.offset for r in genome.records("train") if r.source == "mouse"}
+    first_mouse = min(mouse)
+    sampler = WindowSampler(weighted, seed=1, batch_size=16)
+    starts = np.concatenate([sampler.draw(s, 0)[0] for s in range(300)])
+    share = np.count_nonzero(starts >= first_mouse) / starts.size
+    assert abs(share - 0.5) < 4 * np.sqrt(0.25 / starts.size)
+    only_human = DataConfig(seq_len=64, source_weights={"human": 1.0, "mouse": 0})
+    index = plan_windows(genome, only_human).train_index
+    assert index.groups == ("human",) and index.all_starts().max() < first_mouse
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"human": 1.0, "rat": 1.0}, "unknown source 'rat'"),
+        ({"human": 1.0}, "no weight to source 'mouse'"),
+    ],
+)
+def test_source_weights_must_name_the_data_sources(two_source_shards, weights, message) -> None:
+    genome = ShardedGenome(two_source_shards)
+    with pytest.raises(GoatDNAError, match=message):
+        plan_windows(genome, DataConfig(seq_len=64, source_weights=weights))
+
+
+def test_a_weighted_source_without_windows_is_a_clear_error(two_source_shards) -> None:
+    genome = ShardedGenome(two_source_shards)
+    longest_mouse = max(r.length for r in genome.records("train") if r.source == "mouse")
+    config = DataConfig(seq_len=longest_mouse, source_weights={"human": 1.0, "mouse": 1.0})
+    with pytest.raises(GoatDNAError, match="source 'mouse' has weight 1.0"):
+        plan_windows(genome, config)
+
+
+def test_single_source_data_has_one_source_named_after_its_fasta(synthetic_shards) -> None:
+    genome = ShardedGenome(synthetic_shards)
+    config = DataConfig(seq_len=128, source_weights={"synthetic": 1.0})
+    assert plan_windows(genome, config).train_index.groups == ("synthetic",)
+
+
+@pytest.mark.parametrize(
+    "weights", [{"a": -1.0}, {"a": 0.0}, {"a": True}, {"a": float("nan")}, {"": 1.0}]
+)
+def test_bad_source_weights_are_config_errors(weights) -> None:
+    from goatdna.configfile import ConfigKeyError
+    from goatdna.training.config import run_config_from_dict
+
+    with pytest.raises(ConfigKeyError, match="source_weights"):
+        run_config_from_dict({"data": {"source_weights": weights}})

@@ -244,7 +244,8 @@ def plan_windows(genome: ShardedGenome, config: DataConfig) -> SplitWindows:
     else:
         by_source = _weighted_sources(genome, config.source_weights)
         for rec in records:
-            by_source[rec.source].append((rec.offset, rec.length))
+            if rec.source in by_source:  # weight 0: left out
+                by_source[rec.source].append((rec.offset, rec.length))
         train_index = build_weighted_index(tokens, by_source, window, max_n, config.source_weights)
         _check_weighted(genome, train_index, config.source_weights, window, max_n)
     if train_index.total == 0:
