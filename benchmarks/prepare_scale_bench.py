@@ -187,7 +187,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the files")
     args = parser.parse_args()
     block_bases = int(args.block_mbp * 1e6) // LINE * LINE
+    t0 = time.perf_counter()
     block = synthetic_block(block_bases, seed=0)
+    print(f"synthetic generator: {block_bases / 1e6:.1f} Mbp in {time.perf_counter() - t0:.1f} s")
     root = Path(tempfile.mkdtemp(prefix="goatdna-scale-", dir=args.dir))
     need = H200_TOKENS_PER_S / args.seq_len
     rows = []

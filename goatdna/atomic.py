@@ -118,6 +118,27 @@ def atomic_path(
             tmp.unlink(missing_ok=True)
 
 
+def commit_file(
+    done: str | Path, path: str | Path, *, then: str = "rerun the command", durable: bool = True
+) -> Path:
+    """Rename ``done`` (a finished file written in place over time, e.g. a resumable partial
+    output in the same filesystem) to ``path``: fsynced first, so the name never points at
+    bytes still in flight, and the folder fsynced after, so the rename itself is durable."""
+    done, path = Path(done), Path(path)
+    try:
+        if durable:
+            with open(done, "rb") as handle:
+                os.fsync(handle.fileno())
+        os.replace(done, path)
+        if durable:
+            _fsync_dir(path.parent)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full_error(path, None, then) from None
+        raise
+    return path
+
+
 def atomic_write_bytes(
     path: str | Path, data: bytes, *, then: str = "rerun the command", durable: bool = True
 ) -> Path:
