@@ -24,6 +24,7 @@ Usage: python benchmarks/prepare_scale_bench.py [--sizes 0.3,3.1] [--dir D] [--k
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -133,6 +134,18 @@ def read_lut_floor(path: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, bases
 
 
+def read_hash_floor(path: Path) -> float:
+    """Seconds to read ``path`` and sha256 it twice (prepare hashes each record's tokens and the
+    source file): the share of prepare's work that is integrity, not translation."""
+    first, second = hashlib.sha256(), hashlib.sha256()
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as handle:
+        while block := handle.read(READ_BLOCK):
+            first.update(block)
+            second.update(block)
+    return time.perf_counter() - t0
+
+
 def child(code: str, *args: str) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
@@ -148,6 +161,7 @@ def run_size(gbp: float, root: Path, block: bytes, block_bases: int, args) -> di
     contigs = write_genome(fasta, int(gbp * 1e9), block, block_bases, int(args.contig_mbp * 1e6))
     write_s = time.perf_counter() - t0
     floor_s, floor_bases = read_lut_floor(fasta)
+    hash_s = read_hash_floor(fasta)
     prep = child(_PREPARE_CHILD, str(fasta), str(folder / "out"))
     win = child(
         _WINDOWS_CHILD, str(folder / "out"), str(args.seq_len), str(args.batch), str(args.steps)
@@ -160,6 +174,7 @@ def run_size(gbp: float, root: Path, block: bytes, block_bases: int, args) -> di
         "contigs": contigs,
         "write_s": write_s,
         "floor_mbps": mbp / floor_s,
+        "hash_mbps": mbp / hash_s,
         "fai_s": prep["fai"],
         "prepare_s": prep["wall"],
         "prepare_mbps": mbp / prep["wall"],
@@ -203,14 +218,16 @@ def main() -> None:
     print()
     print(
         "| genome | contigs | .fai build | prepare wall | prepare Mbp/s | read+LUT floor Mbp/s | ratio | "
+        "read+2x sha256 Mbp/s | "
         "peak RSS main / worker | index build | index arrays | index peak RSS (after imports) | "
         f"random windows/s (B={args.batch}) | vs H200 need ({need:.0f}/s) |"
     )
-    print("|" + " --- |" * 13)
+    print("|" + " --- |" * 14)
     for r in rows:
         print(
             f"| {r['gbp']:g} Gbp | {r['contigs']} | {r['fai_s']:.1f} s | {r['prepare_s']:.1f} s | "
             f"{r['prepare_mbps']:.0f} | {r['floor_mbps']:.0f} | {r['ratio']:.2f} | "
+            f"{r['hash_mbps']:.0f} | "
             f"{r['rss_main_mib']:.0f} / {r['rss_worker_mib']:.0f} MiB | {r['index_s']:.1f} s | "
             f"{r['index_mib']:.2f} MiB ({r['intervals']:,} intervals) | "
             f"{r['index_rss_mib']:.0f} MiB ({r['imports_rss_mib']:.0f}) | "

@@ -69,7 +69,7 @@ def draw_prompts(
     max_attempts = 200 * n_prompts + 1000
     while total and len(chosen) < n_prompts and attempts < max_attempts:
         attempts += 1
-        offset = int(start_of_rank(starts, counts, cum_counts, rng.integers(total)))
+        offset = int(start_of_rank(starts, counts, cum_counts, int(rng.integers(total))))
         at = bisect.bisect_left(taken, offset)
         if (at < len(taken) and taken[at] - offset < window) or (
             at and offset - taken[at - 1] < window

@@ -136,8 +136,8 @@ def plan_splits(
     if options.split_bed is not None:
         if options.val_contigs is not None or options.test_contigs is not None:
             raise GoatDNAError("--split-bed cannot be combined with --val-contigs/--test-contigs")
-        records = read_split_bed(Path(options.split_bed), kept, all_contigs, message, contig_of)
-        return SplitPlan("bed", tuple(records))
+        bed = read_split_bed(Path(options.split_bed), kept, all_contigs, message, contig_of)
+        return SplitPlan("bed", tuple(bed))
     kept_names = [c.name for c in kept]
     all_names = {c.name for c in all_contigs}
     explicit = options.val_contigs is not None or options.test_contigs is not None

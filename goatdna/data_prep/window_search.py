@@ -33,6 +33,7 @@ class _Reader:
     def __init__(self, tokens: np.ndarray) -> None:
         self.tokens = tokens
         self.fd: int | None = None
+        self.offset = 0
         if isinstance(tokens, np.memmap) and isinstance(tokens.base, mmap.mmap):
             self.fd = os.open(tokens.filename, os.O_RDONLY)
             self.offset = int(tokens.offset)
@@ -93,7 +94,7 @@ def valid_start_intervals(
 
 
 def start_of_rank(
-    starts: np.ndarray, counts: np.ndarray, cum_counts: np.ndarray, ranks: np.ndarray
+    starts: np.ndarray, counts: np.ndarray, cum_counts: np.ndarray, ranks: np.ndarray | int
 ) -> np.ndarray:
     """The ``u``-th valid start (in interval order) for each rank ``u`` in ``[0, counts.sum())``;
     ``cum_counts`` is ``np.cumsum(counts)``."""
