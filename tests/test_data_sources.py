@@ -189,3 +189,34 @@ def test_killed_multi_source_run_resumes_to_identical_bytes(fastas, multi, tmp_p
     again = _cli("prepare", *args)
     assert again.exit_code == 0 and "nothing to do" in again.stderr
     assert json.loads((out / "manifest.json").read_text())["sources"][0]["name"] == "human"
+
+
+def test_split_bed_names_contigs_per_source(fastas, tmp_path):
+    bed = tmp_path / "split.bed"
+    bed.write_text(
+        "human:syn1\t0\t5000\ttrain\nhuman:syn1\t5000\t6000\tval\nsyn3\t0\t4000\ttest\n"
+        "mouse:syn2\t100\t3000\ttrain\n"
+    )
+    out = tmp_path / "out"
+    args = [fastas["human"], fastas["mouse"], "--source-names", "human,mouse", "--out", out]
+    result = _cli("prepare", *args, "--split-bed", bed, "--workers", "1")
+    assert result.exit_code == 0, result.output
+    got = [(r.source, r.name, r.split, r.start, r.end) for r in ShardedGenome(out).records()]
+    assert got == [
+        ("human", "human:syn1", "train", 0, 5000), ("human", "human:syn1", "val", 5000, 6000),
+        ("human", "syn3", "test", 0, 4000), ("mouse", "mouse:syn2", "train", 100, 3000),
+    ]  # fmt: skip
+    bed.write_text("syn1\t0\t100\ttrain\n")  # in both FASTA files: which one?
+    ambiguous = _cli("prepare", *args[:-1], tmp_path / "o2", "--split-bed", bed)
+    assert ambiguous.exit_code == 2 and "write it as source:contig" in ambiguous.stderr
+
+
+def test_contigs_option_selects_per_source(fastas, tmp_path):
+    out = tmp_path / "out"
+    result = _cli(
+        "prepare", fastas["human"], fastas["fly"], "--source-names", "human,fly",
+        "--contigs", "human:syn3,fly1", "--out", out, "--workers", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    names = {(r.source, r.name) for r in ShardedGenome(out).records()}
+    assert names == {("human", "syn3"), ("fly", "fly1")}

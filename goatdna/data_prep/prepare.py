@@ -613,7 +613,7 @@ def _plan_sources(
         except GoatDNAError as err:
             raise GoatDNAError(f"source {name} ({fasta}): {err}") from None
         planned.append((name, fasta, reader, plan))
-    renamed = unique_names({name: plan.records for name, _, _, plan in planned})
+    renamed = unique_names(contigs, {name: plan.records for name, _, _, plan in planned})
     clashes = sorted({c for names_ in renamed.values() for c in names_})
     if clashes:
         shown = ", ".join(clashes[:5]) + (

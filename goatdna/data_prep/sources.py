@@ -152,17 +152,20 @@ def bed_contig_resolver(name: str, sources: Mapping[str, set[str]]) -> Callable[
     return contig_of
 
 
-def unique_names(plans: Mapping[str, Sequence[PlannedRecord]]) -> dict[str, dict[str, str]]:
-    """Per source, the contigs renamed ``source:contig`` because another source has them too."""
+def unique_names(
+    sources: Mapping[str, set[str]], plans: Mapping[str, Sequence[PlannedRecord]]
+) -> dict[str, dict[str, str]]:
+    """Per source, its kept contigs renamed ``source:contig`` because another FASTA has a contig
+    of that name too (kept or not: a name never means two things across the dataset's files)."""
     holders: dict[str, list[str]] = {}
-    for source, records in plans.items():
-        for contig in dict.fromkeys(r.name for r in records):
+    for source, contigs in sources.items():
+        for contig in contigs:
             holders.setdefault(contig, []).append(source)
-    renamed: dict[str, dict[str, str]] = {s: {} for s in plans}
-    for contig, where in holders.items():
-        if len(where) > 1:
-            for source in where:
-                renamed[source][contig] = f"{source}{SEPARATOR}{contig}"
+    clash = {contig for contig, where in holders.items() if len(where) > 1}
+    renamed = {  # in record order, so the manifest's bytes never depend on set order
+        source: {r.name: f"{source}{SEPARATOR}{r.name}" for r in records if r.name in clash}
+        for source, records in plans.items()
+    }
     plain = {contig for contig, where in holders.items() if len(where) == 1}
     taken = sorted({new for names in renamed.values() for new in names.values()} & plain)
     if taken:  # a contig literally named like a renamed one ("mouse:chr1")
