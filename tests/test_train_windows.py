@@ -267,3 +267,13 @@ def test_bad_source_weights_are_config_errors(weights) -> None:
 
     with pytest.raises(ConfigKeyError, match="source_weights"):
         run_config_from_dict({"data": {"source_weights": weights}})
+
+
+def test_source_weights_from_set_overrides() -> None:
+    from goatdna.configfile import apply_overrides
+    from goatdna.training.config import run_config_from_dict
+
+    raw = apply_overrides({}, ["data.source_weights.human=0.7", "data.source_weights.mouse=0.3"])
+    assert run_config_from_dict(raw).data.source_weights == {"human": 0.7, "mouse": 0.3}
+    raw = apply_overrides({}, ["data.source_weights={human: 2, mouse: 1}"])
+    assert run_config_from_dict(raw).data.source_weights == {"human": 2, "mouse": 1}
