@@ -25,7 +25,7 @@ from goatdna.atomic import atomic_path
 REFERENCE_COLOR = "#222222"
 _PALETTE = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
 DPI = 110
-STYLE = {
+STYLE: dict[Any, Any] = {  # rcParams while a figure is drawn (matplotlib types keys as Literals)
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,

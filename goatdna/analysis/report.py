@@ -34,9 +34,7 @@ from goatdna.analysis.evaluate import Evaluation, default_context_lengths, evalu
 from goatdna.analysis.report_figures import draw_figures, draw_priors
 from goatdna.analysis.report_frames import (
     SUMMARY_COLUMNS,
-    SUMMARY_FORMATS,
     evaluation_frame,
-    formatted,
     recall_table,
     summary_frame,
 )
@@ -93,14 +91,13 @@ REPORT_PATTERNS = ("prior_curves_*.png", "prior_heatmap_*.png")
 
 @dataclass
 class ReportResult:
+    """What a report wrote. ``summary`` is the summary table as a DataFrame; for the strings
+    report.md shows, `report_frames.formatted(summary, report_frames.SUMMARY_FORMATS)`."""
+
     out_dir: Path
     summary: Any  # DataFrame with SUMMARY_COLUMNS
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-    def summary_rows(self) -> list[list[str]]:
-        """The summary table as strings (header first), numbers formatted as in report.md."""
-        return formatted(self.summary, SUMMARY_FORMATS)
 
 
 # ----------------------------------------------------------------------------- checks
