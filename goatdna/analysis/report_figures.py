@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from goatdna.analysis.report_options import ReportOptions
-from goatdna.analysis.report_render import PriorImages
 from goatdna.analysis.report_runs import RunData, file_safe, prior_layer
+
+
+@dataclass(frozen=True)
+class PriorImages:
+    """The two figures of one GOAT run's prior at one layer."""
+
+    name: str
+    layer: int
+    curves: Path
+    heatmap: Path
 
 
 def draw_figures(

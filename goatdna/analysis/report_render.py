@@ -23,6 +23,7 @@ from string import Template
 from typing import Any
 from urllib.parse import unquote
 
+from goatdna.analysis.report_figures import PriorImages
 from goatdna.analysis.report_frames import (
     EXTRAPOLATION_FORMATS,
     GC_FORMATS,
@@ -40,16 +41,6 @@ from goatdna.analysis.report_options import ReportOptions
 from goatdna.analysis.report_runs import RunData
 
 TEMPLATES = "report_templates"
-
-
-@dataclass(frozen=True)
-class PriorImages:
-    """The two figures of one GOAT run's prior at one layer."""
-
-    name: str
-    layer: int
-    curves: Path
-    heatmap: Path
 
 
 @dataclass
