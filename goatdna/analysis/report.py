@@ -257,7 +257,7 @@ def _write_report(
     out.result.warnings.extend(manifest_warnings(runs, genome.manifest_sha256, options.data_dir))
     _evaluate(options, genome, runs, out, say)
     gc_rows, gc_table, gc_summaries = _gc_study(options, genome, runs, out, say)
-    recall_summaries = _recall_probe(options, recall, runs, genome, out, say)
+    recall_summaries, recall_summary = _recall_probe(options, recall, runs, genome, out, say)
     summary = summary_frame(runs, gc_summaries)
     out.result.summary = summary
     out.csv("summary.csv", summary)
@@ -272,7 +272,7 @@ def _write_report(
         manifest_sha256=genome.manifest_sha256,
         summary=summary,
         gc_table=gc_table,
-        recall=recall_table(recall_summaries) if recall_summaries else None,
+        recall=recall_summary,
         images=images,
         priors=priors,
         warnings=out.result.warnings,
@@ -361,14 +361,17 @@ def _recall_probe(
     genome: Any,
     out: _Writer,
     say: Callable[[str], None],
-) -> dict[str, Any]:
-    """Score every run on the same recall trials; write recall_trials.csv / recall_summary.csv."""
+) -> tuple[dict[str, Any], Any | None]:
+    """Score every run on the same recall trials; write recall_trials.csv / recall_summary.csv.
+
+    Returns each model's summary (for the figure) and their table (None: the probe was skipped).
+    """
     import pandas as pd
 
     from goatdna.analysis.recall import recall_frame, score_recall, summarize_recall
 
     if plan is None:
-        return {}
+        return {}, None
     say(f"recall probe: {len(plan.trials)} trials at distances {plan.distances}")
     tokens = genome.tokens(options.gc_split)
     frames, summaries = [], {}
@@ -381,5 +384,6 @@ def _recall_probe(
         summaries[run.name] = summarize_recall(frame, run.train_length, options.recall_segment)
         frames.append(frame.assign(model=run.name))
     out.csv("recall_trials.csv", pd.concat(frames, ignore_index=True))
-    out.csv("recall_summary.csv", recall_table(summaries))
-    return summaries
+    table = recall_table(summaries)
+    out.csv("recall_summary.csv", table)
+    return summaries, table
