@@ -196,3 +196,165 @@ def test_recall_probe_too_long_for_the_split_fails_before_any_work(
     assert res.exit_code == 2, res.output
     assert "no record of at least" in res.output
     assert not out.exists()
+
+
+SECTIONS_TWO_RUNS = [
+    "Summary",
+    "The paper's DNA numbers beside ours",
+    "NLL vs context length (extrapolation)",
+    "Repeats vs unique sequence",
+    "Training curves",
+    "GC% of continuations",
+    "Long-range recall (DNA passkey probe)",
+    "GOAT prior of goat, layer 1",
+    "Masked, normalised prior of goat, layer 1",
+]
+
+
+def _headings(md: str, html_text: str) -> list[str]:
+    """The ## headings of report.md, checked to be the <h2>s of report.html in the same order."""
+    import html as html_lib
+    import re
+
+    in_md = re.findall(r"^## (.*)$", md, flags=re.M)
+    in_html = [html_lib.unescape(h) for h in re.findall(r"<h2>(.*?)</h2>", html_text)]
+    assert in_html == in_md
+    return in_md
+
+
+def test_each_section_once(tiny_report: Path) -> None:
+    md = (tiny_report / "report.md").read_text()
+    headings = _headings(md, (tiny_report / "report.html").read_text())
+    assert headings == SECTIONS_TWO_RUNS
+    assert md.count("# goatdna report: goat vs rope\n") == 1
+    assert md.count("| model | distance | nll_first |") == 1  # the recall table once
+
+
+def _fake_run(source: Path, dest: Path, **model_changes) -> Path:
+    """A copy of a trained run whose checkpoint says ``model_changes`` (weights re-initialised
+    when the positional scheme changes), recorded as trained on other shards."""
+    import copy
+    import shutil
+
+    import torch
+
+    from goatdna.checkpoint import load_checkpoint, save_checkpoint
+    from goatdna.configfile import from_dict
+    from goatdna.model import DNADecoder, ModelConfig
+
+    shutil.copytree(source, dest)
+    model, config = load_checkpoint(source / "checkpoints" / "best.ckpt")
+    config = copy.deepcopy(config)
+    config["model"].update(model_changes)
+    fresh = DNADecoder(from_dict(ModelConfig, dict(config["model"]), "model"))
+    if "positional" in model_changes:
+        torch.manual_seed(0)
+        model = fresh
+    else:
+        fresh.load_state_dict(model.state_dict())
+        model = fresh
+    summary = json.loads((dest / "summary.json").read_text())
+    summary["params"] = model.num_params()
+    if "positional" in model_changes:
+        config["data_manifest_sha256"] = summary["data_manifest_sha256"] = "f" * 64
+    (dest / "summary.json").write_text(json.dumps(summary))
+    save_checkpoint(dest / "checkpoints" / "best.ckpt", model, config)
+    (dest / "checkpoints" / "last.ckpt").unlink(missing_ok=True)
+    return dest
+
+
+MANY = ["goat", "rope", "alibi", "rope-ntk"]
+
+
+@pytest.fixture(scope="module")
+def many_runs_report(
+    tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path_factory
+) -> tuple[Path, dict[str, set[str]]]:
+    """A report over four runs (GOAT, RoPE, an ALiBi run and RoPE with NTK extension) and the
+    legend entries of each figure it drew."""
+    import goatdna.analysis.plots as plots
+
+    root = tmp_path_factory.mktemp("many")
+    runs = {
+        "goat": tiny_runs["goat"],
+        "rope": tiny_runs["rope"],
+        "alibi": _fake_run(tiny_runs["rope"], root / "alibi", positional="alibi"),
+        "rope-ntk": _fake_run(tiny_runs["rope"], root / "ntk", rope_extension="ntk"),
+    }
+    legends: dict[str, set[str]] = {}
+
+    def legend_only(fig, path):  # what each figure shows, without rendering PNGs
+        legends[Path(path).stem] = {
+            t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()
+        }
+        Path(path).write_bytes(b"\x89PNG\r\n\x1a\n")
+        return Path(path)
+
+    out = root / "report"
+    args = ["report", "--data", str(synthetic_shards), "--out", str(out), "--context-lengths",
+            CONTEXTS, "--max-eval-tokens", "2048", "--prompts", "2", "--recall-trials", "4"]  # fmt: skip
+    for name in MANY:
+        args += ["--run", str(runs[name]), "--name", name]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "_save", legend_only)
+        res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    return out, legends
+
+
+def test_report_shows_every_run(many_runs_report: tuple[Path, dict[str, set[str]]]) -> None:
+    out, legends = many_runs_report
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["model"].tolist() == MANY
+    assert summary["positional"].tolist() == ["goat", "rope", "alibi", "rope"]
+    evaluation = pd.read_csv(out / "evaluation.csv")
+    assert sorted(set(evaluation["model"])) == sorted(MANY)
+    nll = evaluation.set_index(["model", "context_length"])["nll"]
+    # NTK-aware extension changes nothing within the training length, and acts beyond it.
+    assert nll["rope-ntk", 128] == pytest.approx(nll["rope", 128], rel=1e-6)
+    assert nll["rope-ntk", 256] != pytest.approx(nll["rope", 256], rel=1e-6)
+    for table in ("gc_continuations.csv", "gc_summary.csv", "recall_summary.csv",
+                  "recall_trials.csv"):  # fmt: skip
+        assert sorted(set(pd.read_csv(out / table)["model"])) == sorted(MANY), table
+
+    md = (out / "report.md").read_text()
+    headings = _headings(md, (out / "report.html").read_text())
+    assert len(headings) == len(set(headings))
+    assert headings[0] == "Warnings" and "run alibi was trained on shards" in md
+    assert "Ours: `rope` (RoPE) -> `goat` (GOAT)" in md  # the paper table: plain RoPE vs GOAT
+    assert "`rope-ntk` = rope+ntk" in md
+    columns = " | ".join(f"{name} nll | {name} bits/base" for name in MANY)
+    assert md.count(f"| context_length | x_train_length | {columns} |") == 1
+    for name in MANY:
+        assert md.count(f"\n| {name} | {name.split('-')[0]} | ") == 1, name  # summary row
+        assert md.count(f"\n| {name} | 128 |") == 1, name  # repeat-table row
+        assert md.count(f"\n| {name} | 2 |") == 1, name  # GC-table row (2 samples)
+        for distance in (7, 29, 512):  # recall-table rows
+            assert md.count(f"\n| {name} | {distance} |") == 1, (name, distance)
+    for figure in ("nll_vs_context", "training_curves", "gc_trajectories", "recall"):
+        for name in MANY:
+            assert any(label.startswith(name) for label in legends[figure]), (figure, name)
+    assert [p for p in legends if p.startswith("prior")] == [
+        "prior_curves_goat_layer1", "prior_heatmap_goat_layer1"
+    ]  # fmt: skip
+
+
+def test_report_markdown_reads_literally_in_html(tmp_path: Path) -> None:
+    """Names full of Markdown and HTML syntax come out of report.html as written."""
+    from goatdna.analysis.report_render import code, html_document, markdown_table
+
+    name = "*bold* <b>x</b> | _y_ [z](w) \\"
+    md = "\n\n".join([
+        markdown_table([["model", "x_train_length"], [name, "1x"]]),
+        "Run " + code("a `b` c") + ".",
+        "![plot](<figure.png>)",
+    ]) + "\n"  # fmt: skip
+    (tmp_path / "figure.png").write_bytes(b"\x89PNG fake")
+    page = html_document(md, "title <t>", tmp_path)
+    assert "<td>*bold* &lt;b&gt;x&lt;/b&gt; | _y_ [z](w) \\</td>" in page
+    assert "<th>x_train_length</th>" in page
+    assert "<code>a `b` c</code>" in page
+    assert "<title>title &lt;t&gt;</title>" in page
+    assert 'src="data:image/png;base64,iVBORyBmYWtl"' in page  # b64 of the file's bytes
+    with pytest.raises(ValueError, match="not a file name"):
+        html_document("![x](<../figure.png>)\n", "t", tmp_path)

@@ -1,50 +1,66 @@
-"""The report's figures (matplotlib, Agg backend, PNG).
+"""The report's figures (matplotlib, PNG), drawn without touching matplotlib's global state.
 
 Each function takes plain data (DataFrames, arrays, a model) and a path, draws one figure with
 labelled axes and units, writes it atomically and returns the path. Colours are fixed per model
-name so GOAT and RoPE look the same in every figure.
+name so GOAT and RoPE look the same in every figure. Figures are explicit
+`matplotlib.figure.Figure` objects (no pyplot, so no backend switch and no figure registry) and
+the house style applies through `matplotlib.rc_context` while a figure is drawn and saved, so a
+notebook that imports these functions keeps its backend and rcParams.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 import numpy as np
 
 from goatdna.analysis.gc import TRAJECTORY_WINDOW, gc_trajectory
+from goatdna.atomic import atomic_path
 
 REFERENCE_COLOR = "#222222"
 _PALETTE = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
 DPI = 110
+STYLE: dict[Any, Any] = {  # rcParams while a figure is drawn (matplotlib types keys as Literals)
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+P = ParamSpec("P")
 
 
-def _plt() -> Any:
-    import matplotlib
+def styled(draw: Callable[P, Path]) -> Callable[P, Path]:
+    """Run a drawing function under the house style, restoring rcParams afterwards."""
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    @functools.wraps(draw)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Path:
+        import matplotlib
 
-    plt.rcParams.update(
-        {
-            "font.size": 10,
-            "axes.titlesize": 11,
-            "axes.labelsize": 10,
-            "legend.fontsize": 9,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-        }
-    )
-    return plt
+        with matplotlib.rc_context(STYLE):
+            return draw(*args, **kwargs)
+
+    return wrapper
+
+
+def new_figure(**kwargs: Any) -> Any:
+    """A `matplotlib.figure.Figure` outside pyplot (nothing to close, no backend needed)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def model_colors(names: Sequence[str]) -> dict[str, str]:
     """A stable colour per model: GOAT runs orange, RoPE runs green, others from the palette."""
     colors: dict[str, str] = {}
-    rest = iter(_PALETTE[2:] + _PALETTE)
+    rest = itertools.cycle(_PALETTE[2:] + _PALETTE[:2])
     for name in names:
         low = name.lower()
         if "goat" in low and _PALETTE[0] not in colors.values():
@@ -57,16 +73,13 @@ def model_colors(names: Sequence[str]) -> dict[str, str]:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    plt = _plt()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    """Write ``fig`` as PNG through a temporary file beside ``path`` (goatdna.atomic)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight")
+    return Path(path)
 
 
+@styled
 def plot_nll_vs_context(
     evaluations: Mapping[str, Any], train_lengths: Mapping[str, int], path: Path
 ) -> Path:
@@ -74,9 +87,9 @@ def plot_nll_vs_context(
 
     ``evaluations[name]`` is a DataFrame with ``context_length`` and ``nll`` columns.
     """
-    plt = _plt()
     colors = model_colors(list(evaluations))
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig = new_figure(figsize=(6.4, 4.0))
+    ax = fig.subplots()
     for name, frame in evaluations.items():
         frame = frame.sort_values("context_length")
         ax.plot(frame["context_length"], frame["nll"], "o-", color=colors[name], label=name, lw=2)
@@ -100,6 +113,7 @@ def plot_nll_vs_context(
     return _save(fig, path)
 
 
+@styled
 def plot_recall(
     summaries: Mapping[str, Any], train_lengths: Mapping[str, int], segment_length: int, path: Path
 ) -> Path:
@@ -108,9 +122,9 @@ def plot_recall(
     ``summaries[name]`` is `recall.summarize_recall`'s frame. The dashed line marks the distance
     at which the probe sequence (2S + d - 1 inputs) outgrows the training length.
     """
-    plt = _plt()
     colors = model_colors(list(summaries))
-    fig, (gain_ax, acc_ax) = plt.subplots(1, 2, figsize=(10.0, 3.8))
+    fig = new_figure(figsize=(10.0, 3.8))
+    gain_ax, acc_ax = fig.subplots(1, 2)
     for name, frame in summaries.items():
         frame = frame.sort_values("distance")
         x = frame["distance"].clip(lower=1)
@@ -138,15 +152,16 @@ def plot_recall(
     return _save(fig, path)
 
 
+@styled
 def plot_training_curves(metrics: Mapping[str, Any], path: Path) -> Path:
     """Training loss (lines) and validation loss (markers) against step, per model.
 
     ``metrics[name]`` is a DataFrame read from the run's metrics.csv (columns step, train_loss,
     val_loss; empty cells where a value was not logged).
     """
-    plt = _plt()
     colors = model_colors(list(metrics))
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig = new_figure(figsize=(6.4, 4.0))
+    ax = fig.subplots()
     for name, frame in metrics.items():
         for column, style, label in (
             ("train_loss", "-", "train"),
@@ -175,6 +190,7 @@ def plot_training_curves(metrics: Mapping[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
+@styled
 def plot_gc_trajectories(
     rows: Any, path: Path, n_prompts: int = 3, window: int = TRAJECTORY_WINDOW
 ) -> Path:
@@ -182,18 +198,11 @@ def plot_gc_trajectories(
 
     ``rows`` is the gc_continuations table (columns model, region, reference, continuation).
     """
-    plt = _plt()
     regions = list(dict.fromkeys(rows["region"]))[:n_prompts]
     models = list(dict.fromkeys(rows["model"]))
     colors = model_colors(models)
-    fig, axes = plt.subplots(
-        len(regions),
-        1,
-        figsize=(7.5, 2.3 * len(regions) + 0.6),
-        sharex=True,
-        squeeze=False,
-        layout="constrained",
-    )
+    fig = new_figure(figsize=(7.5, 2.3 * len(regions) + 0.6), layout="constrained")
+    axes = fig.subplots(len(regions), 1, sharex=True, squeeze=False)
     for ax, region in zip(axes[:, 0], regions, strict=True):
         subset = rows[rows["region"] == region]
         reference = subset["reference"].iloc[0]
@@ -246,14 +255,17 @@ def prior_attention(prior: Any, length: int) -> np.ndarray:
         return torch.softmax(logits, dim=-1).cpu().numpy()
 
 
+@styled
 def plot_prior_curves(prior: Any, train_length: int, layer: int, path: Path) -> Path:
     """Per head: the key-only term u_h(j) and the relative term K_rel(d), out to 2x training length."""
-    plt = _plt()
+    import matplotlib
+
     span = 2 * train_length
     u, k_rel = prior_curves(prior, span)
     heads = u.shape[0]
-    cmap = plt.get_cmap("viridis")
-    fig, (ax_u, ax_k) = plt.subplots(1, 2, figsize=(11.0, 4.0))
+    cmap = matplotlib.colormaps["viridis"]
+    fig = new_figure(figsize=(11.0, 4.0))
+    ax_u, ax_k = fig.subplots(1, 2)
     x = np.arange(span)
     for h in range(heads):
         color = cmap(h / max(heads - 1, 1))
@@ -282,22 +294,17 @@ def plot_prior_curves(prior: Any, train_length: int, layer: int, path: Path) -> 
     return _save(fig, path)
 
 
+@styled
 def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) -> Path:
     """Per head: the causally masked, row-normalised prior exp(K_ij)/sum_j<=i exp(K_ij), log scale."""
-    plt = _plt()
     from matplotlib.colors import LogNorm
 
     probs = prior_attention(prior, length)  # (H, L, L)
     heads = probs.shape[0]
     cols = min(heads, 4)
     rows = math.ceil(heads / cols)
-    fig, axes = plt.subplots(
-        rows,
-        cols,
-        figsize=(3.1 * cols + 1.0, 3.0 * rows + 0.4),
-        squeeze=False,
-        layout="constrained",
-    )
+    fig = new_figure(figsize=(3.1 * cols + 1.0, 3.0 * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
     positive = probs[probs > 0]
     vmin = max(float(positive.min()), 1e-6)
     norm = LogNorm(vmin=vmin, vmax=1.0)
@@ -316,41 +323,4 @@ def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) ->
     fig.suptitle(f"Layer {layer}: masked, normalised prior softmax_j\u2264i(K_ij)")
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="prior probability")
-    return _save(fig, path)
-
-
-def plot_report_preview(report_dir: Path, path: Path, width_px: int = 1400) -> Path:
-    """A one-image overview of a report directory (summary table + the main figures).
-
-    Used for the README's picture of the demo report; reads only files the report wrote.
-    """
-    import pandas as pd
-
-    plt = _plt()
-    report_dir = Path(report_dir)
-    summary = pd.read_csv(report_dir / "summary.csv")
-    figures = [
-        report_dir / "nll_vs_context.png",
-        report_dir / "training_curves.png",
-        next(iter(sorted(report_dir.glob("prior_curves_*.png"))), None),
-        report_dir / "gc_trajectories.png",
-    ]
-    figures = [f for f in figures if f is not None and f.is_file()]
-    fig = plt.figure(figsize=(width_px / DPI, width_px / DPI * 0.78), layout="constrained")
-    grid = fig.add_gridspec(3, 2, height_ratios=[0.5, 2, 2])
-    table_ax = fig.add_subplot(grid[0, :])
-    table_ax.axis("off")
-    shown = summary[["model", "positional", "params", "val_nll", "bits_per_base", "gc_mae",
-                     "gc_pearson", "base_accuracy"]]  # fmt: skip
-    cells = [[f"{v:,}" if isinstance(v, (int, np.integer)) else (f"{v:.4f}" if isinstance(v, float) else str(v))
-              for v in row] for row in shown.itertuples(index=False)]  # fmt: skip
-    table = table_ax.table(cellText=cells, colLabels=list(shown.columns), loc="center")
-    table.auto_set_font_size(False)
-    table.set_fontsize(10)
-    table.scale(1.0, 1.4)
-    table_ax.set_title("goatdna report: summary.csv (val NLL in nats/base; GC as fractions)")
-    for i, image_path in enumerate(figures[:4]):
-        ax = fig.add_subplot(grid[1 + i // 2, i % 2])
-        ax.imshow(plt.imread(image_path))
-        ax.axis("off")
     return _save(fig, path)

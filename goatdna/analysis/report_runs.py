@@ -1,0 +1,167 @@
+"""The runs a report compares: loading them, naming them, checking them against the shards.
+
+A run is a directory written by `goatdna train` (best checkpoint, summary.json, metrics.csv);
+the report reads it through the checkpoint contract (`goatdna.checkpoint`), never through
+`goatdna.training`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from goatdna.analysis.evaluate import ContextResult, Evaluation, evaluate_context
+from goatdna.analysis.generate import model_device
+from goatdna.checkpoint import best_checkpoint, load_checkpoint, read_summary, train_length_of
+from goatdna.errors import GoatDNAError
+
+MANIFEST_KEY = "data_manifest_sha256"  # written by `goatdna train` to config.yaml and summary.json
+
+
+@dataclass
+class RunData:
+    """One run as the report sees it."""
+
+    name: str
+    run_dir: Path
+    checkpoint: Path
+    model: Any
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    metrics: Any  # DataFrame or None
+    train_length: int
+    evaluation: Evaluation | None = None
+    validation: ContextResult | None = None  # training length, the run's validation windows
+
+    @property
+    def positional(self) -> str:
+        return str(self.config["model"].get("positional", ""))
+
+    @property
+    def rope_extension(self) -> str:
+        """RoPE's stretch beyond the training length ('none', 'linear', 'ntk'); '' for others."""
+        if self.positional != "rope":
+            return ""
+        return str(self.config["model"].get("rope_extension", "none"))
+
+    @property
+    def scheme(self) -> str:
+        """The positional scheme as a reader names it: 'rope' or 'rope+ntk', 'goat', ..."""
+        extension = self.rope_extension
+        return f"rope+{extension}" if extension not in ("", "none") else self.positional
+
+    def evaluated(self) -> Evaluation:
+        if self.evaluation is None:
+            raise RuntimeError(f"run {self.name} has not been evaluated yet")
+        return self.evaluation
+
+
+def load_run(run_dir: Path, name: str, device: str = "cpu") -> RunData:
+    """Read a run directory: best checkpoint, config, summary.json, metrics.csv."""
+    import pandas as pd
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise GoatDNAError(f"{run_dir}: run directory not found (train one with `goatdna train`)")
+    checkpoint = best_checkpoint(run_dir)
+    summary = read_summary(run_dir)
+    model, config = load_checkpoint(checkpoint, device=device)
+    metrics_path = run_dir / "metrics.csv"
+    metrics = pd.read_csv(metrics_path) if metrics_path.is_file() else None
+    return RunData(
+        name=name,
+        run_dir=run_dir,
+        checkpoint=checkpoint,
+        model=model,
+        config=config,
+        summary=summary,
+        metrics=metrics,
+        train_length=train_length_of(config),
+    )
+
+
+def unique_names(
+    runs: Sequence[Path], names: Sequence[str] | None, positionals: Sequence[str]
+) -> list[str]:
+    """Model names: given ones, else run directory names, else the positional schemes
+    (runs/x/goat and runs/y/goat-like layouts), else directory names with a counter."""
+    if names is not None:
+        if len(names) != len(runs):
+            raise GoatDNAError(f"--name given {len(names)} times for {len(runs)} runs")
+        if len(set(names)) != len(names):
+            raise GoatDNAError("model names must be distinct")
+        return list(names)
+    dir_names = [Path(run).resolve().name or "run" for run in runs]
+    if len(set(dir_names)) == len(dir_names):
+        return dir_names
+    if len(set(positionals)) == len(positionals):
+        return list(positionals)
+    out: list[str] = []
+    for base in dir_names:
+        name, i = base, 2
+        while name in out:
+            name, i = f"{base}-{i}", i + 1
+        out.append(name)
+    return out
+
+
+def file_safe(name: str) -> str:
+    """A model name as a file-name piece: letters, digits, '.', '_' and '-' only."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return safe or "model"
+
+
+def manifest_warnings(runs: Sequence[RunData], manifest_sha256: str, data_dir: Path) -> list[str]:
+    """One warning per run trained on other shards than the ones the report evaluates."""
+    warnings = []
+    for run in runs:
+        recorded = {
+            value
+            for value in (run.config.get(MANIFEST_KEY), run.summary.get(MANIFEST_KEY))
+            if isinstance(value, str) and value
+        }
+        if recorded and manifest_sha256 not in recorded:
+            warnings.append(
+                f"run {run.name} was trained on shards with manifest sha256 "
+                f"{sorted(recorded)[0][:12]}..., but the report evaluates {data_dir} "
+                f"({manifest_sha256[:12]}...)"
+            )
+    return warnings
+
+
+def validation_nll(run: RunData, genome: Any, split: str, batch_tokens: int) -> ContextResult:
+    """NLL at the training length over the run's validation windows of ``split``.
+
+    The held-out windows (`goatdna.data_prep.heldout`) at L = seq_len capped at the run's
+    ``data.val_max_windows``: on the val split, the windows `goatdna train` validated on, so this
+    is summary.json's ``best_val_loss`` recomputed from best.ckpt (same definition, same windows).
+    """
+    data = run.config.get("data") or {}
+    cap = data.get("val_max_windows") if isinstance(data, dict) else None
+    length = run.train_length
+    return evaluate_context(
+        run.model,
+        genome.tokens(split),
+        genome.records(split),
+        length,
+        length,
+        max_tokens=cap * length if isinstance(cap, int) else None,
+        batch_tokens=batch_tokens,
+        device=model_device(run.model),
+    )
+
+
+def prior_layer(layer: int | None, run: RunData) -> int:
+    """The GOAT layer whose prior is drawn for ``run`` (default: the last)."""
+    n_layers = len(run.model.blocks)
+    if layer is None:
+        return n_layers - 1
+    if not 0 <= layer < n_layers:
+        raise GoatDNAError(
+            f"--prior-layer {layer}: {run.name} has layers 0..{n_layers - 1}; choose one "
+            "of those (default: the last)"
+        )
+    return layer
