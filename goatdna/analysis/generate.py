@@ -307,7 +307,7 @@ def read_prompt_fasta(path: str | Path, region: str | None = None) -> tuple[str,
                 f"{path}: no record named {name!r} (records: {', '.join(names[:5])})"
             )
         length = len(fasta[name])
-        if first is None:
+        if first is None or last is None:
             first, last = 1, length
         if last > length:
             raise GoatDNAError(

@@ -249,7 +249,7 @@ class ShardedGenome:
                 digest = hashlib.sha256()
                 for lo in range(rec.offset, rec.offset + rec.length, HASH_BLOCK):
                     hi = min(rec.offset + rec.length, lo + HASH_BLOCK)
-                    digest.update(data[lo:hi])
+                    digest.update(data[lo:hi].data)
                 if digest.hexdigest() != rec.sha256:
                     raise GoatDNAError(
                         f"verify: record {rec.name}:{rec.start}-{rec.end} in {path.name} "

@@ -75,6 +75,9 @@ class SequenceHead(nn.Module):
     probe barely moves at ordinary learning rates.
     """
 
+    center: Tensor  # buffers, declared for the type checker
+    scale: Tensor
+
     def __init__(self, d_model: int, n_outputs: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.register_buffer("center", torch.zeros(d_model))
