@@ -13,6 +13,8 @@ import numpy as np
 from goatdna.errors import GoatDNAError
 
 A, C, G, T, N = 0, 1, 2, 3, 4
+NUM_BASES = 4
+"""A C G T are the tokens below NUM_BASES (= N): ``token < NUM_BASES`` means a known base."""
 BASES = "ACGTN"
 VOCAB_SIZE = 5
 TOKEN_MASK = 0x7F
