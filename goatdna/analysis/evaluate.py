@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from goatdna.analysis.output import atomic_write_text
+from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError

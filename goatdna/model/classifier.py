@@ -18,11 +18,12 @@ import torch
 from torch import Tensor, nn
 
 from .transformer import DNADecoder
+from .vocab import COMPLEMENT, N
 
-PAD_TOKEN = 4
+PAD_TOKEN = N
 """Padding is N (a token the backbone knows); causal attention keeps it out of real positions."""
 
-COMPLEMENT_TOKENS = (3, 2, 1, 0, 4)
+COMPLEMENT_TOKENS = COMPLEMENT
 
 
 def pad_sequences(sequences: Sequence[Any]) -> tuple[Tensor, Tensor]:
