@@ -77,7 +77,8 @@ def _new_temp_file(path: Path) -> Path:
 
     The writer creates it (with the umask's usual mode; ``mkstemp`` would make it 0600). Not
     creating it here matters on ext4: a file created empty and then reopened with truncation
-    is flushed specially on close, and 4,000 such files took 100x longer to delete.
+    is flushed specially on close, which makes deleting many of them slow (benchmarks/README.md,
+    "Crash-safe writes").
     """
     # pid + 48 random bits: no other writer picks the same name (no existence check needed)
     return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp")
