@@ -383,7 +383,7 @@ class RawReader:
         self._bgzf = bool(getattr(faidx, "_bgzf", False))
         self._fd = None if self._bgzf else os.open(faidx.filename, os.O_RDONLY)
         # BGZF block starts in uncompressed bytes, for the bisect of every read
-        self._ustarts = [b.ustart for b in faidx.gzi_index] if self._bgzf else []
+        self._ustarts = [b.ustart for b in faidx.gzi_index or ()] if self._bgzf else []
 
     def _plain_fd(self) -> int:
         if self._fd is None:
