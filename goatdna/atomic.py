@@ -44,11 +44,14 @@ def free_bytes(path: str | Path) -> int | None:
 
 
 def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} bytes"  # pragma: no cover
+    if n < 1024:
+        return f"{n:,} bytes"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TiB"
 
 
 def disk_full_error(what: str | Path, needed: int | None, then: str) -> DiskFullError:
@@ -77,7 +80,8 @@ def _new_temp_file(path: Path) -> Path:
 
     The writer creates it (with the umask's usual mode; ``mkstemp`` would make it 0600). Not
     creating it here matters on ext4: a file created empty and then reopened with truncation
-    is flushed specially on close, and 4,000 such files took 100x longer to delete.
+    is flushed specially on close, which makes deleting many of them slow (benchmarks/README.md,
+    "Crash-safe writes").
     """
     # pid + 48 random bits: no other writer picks the same name (no existence check needed)
     return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp")

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from goatdna.atomic import atomic_path
 from goatdna.configfile import from_dict
 from goatdna.errors import GoatDNAError
 
@@ -240,16 +241,12 @@ def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Pat
     run-config dict with at least a ``"model"`` entry (``configfile.to_dict(ModelConfig)``).
     Written to a temporary name and renamed.
     """
-    import os
-
     import torch
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {MODEL_PREFIX + k: v.detach().cpu() for k, v in model.state_dict().items()}
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save({"state_dict": state, "hyper_parameters": {"config": config}}, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save({"state_dict": state, "hyper_parameters": {"config": config}}, tmp)
     return path
 
 

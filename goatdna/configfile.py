@@ -18,7 +18,10 @@ import yaml
 
 from goatdna.errors import GoatDNAError
 
-T = TypeVar("T")
+if typing.TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -94,7 +97,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigKeyError(where, f"config key '{where}' must be a mapping, got {value!r}")
         return from_dict(tp, value, where)
@@ -110,14 +113,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _coerce(value, arg, where)
-            except ConfigKeyError as err:
-                errors.append(str(err))
+            except ConfigKeyError:
+                continue
         raise ConfigKeyError(
             where, f"config key '{where}' has wrong type: expected {_type_name(tp)}, got {value!r}"
         )

@@ -27,3 +27,20 @@ def test_invalid_characters_name_the_position(bad):
 
 def test_reverse_complement():
     assert decode(reverse_complement_tokens(encode("AACGTN"))) == "NACGTT"
+
+
+def test_model_vocabulary_is_the_shards_vocabulary() -> None:
+    """The ids are written twice, once per side of the torch boundary (see goatdna/model/vocab.py)."""
+    from goatdna.data_prep import tokens
+    from goatdna.hf.tokenization_goatdna import VOCAB
+    from goatdna.model import IGNORE_TARGET, ModelConfig, vocab
+    from goatdna.model.classifier import COMPLEMENT_TOKENS, PAD_TOKEN
+
+    ids = ("A", "C", "G", "T", "N")
+    assert [getattr(vocab, b) for b in ids] == [getattr(tokens, b) for b in ids]
+    assert vocab.BASES == tokens.BASES
+    assert vocab.VOCAB_SIZE == tokens.VOCAB_SIZE == ModelConfig().vocab_size
+    assert vocab.NUM_BASES == tokens.NUM_BASES
+    assert list(vocab.COMPLEMENT) == tokens.COMPLEMENT.tolist() == list(COMPLEMENT_TOKENS)
+    assert IGNORE_TARGET == PAD_TOKEN == tokens.N
+    assert VOCAB == tokens.TOKEN_TABLE

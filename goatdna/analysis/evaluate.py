@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from goatdna.analysis.output import atomic_write_text
+from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
@@ -142,7 +142,7 @@ def evaluate_context(
         )
     batch_size = max(1, batch_tokens // context_length)
     s = score_windows(model, tokens, starts, context_length, batch_size, device, progress)
-    rep_n, non_n = s["repeat_count"], s["nonrepeat_count"]
+    rep_n, non_n = int(s["repeat_count"]), int(s["nonrepeat_count"])
     total_n = rep_n + non_n
     nll = _mean(s["repeat_sum"] + s["nonrepeat_sum"], total_n)
     rep = _mean(s["repeat_sum"], rep_n)

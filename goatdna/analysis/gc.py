@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from goatdna.data_prep.tokens import BYTE_LUT, INVALID, TOKEN_MASK
+from goatdna.data_prep import kmers
+from goatdna.data_prep.tokens import BYTE_LUT, INVALID, NUM_BASES, TOKEN_MASK, C, G
 from goatdna.errors import GoatDNAError
 
 TRAJECTORY_WINDOW = 25
 KMER_SIZES = (1, 2, 3, 4, 5, 6)
 
-_GC_TOKENS = (1, 2)  # C, G
-_BASE_TOKENS = (0, 1, 2, 3)  # A, C, G, T
+_GC_TOKENS = (C, G)
 
 
 def as_tokens(seq: str | np.ndarray) -> np.ndarray:
@@ -52,7 +52,7 @@ def gc_fraction(seq: str | np.ndarray) -> float:
     """(G+C)/(A+C+G+T), N removed; 0.0 when there is no A/C/G/T (Biopython's convention)."""
     tokens = as_tokens(seq)
     gc = int(np.isin(tokens, _GC_TOKENS).sum())
-    bases = int((tokens < 4).sum())
+    bases = int((tokens < NUM_BASES).sum())
     return gc / bases if bases else 0.0
 
 
@@ -67,7 +67,7 @@ def gc_trajectory(seq: str | np.ndarray, window: int = TRAJECTORY_WINDOW) -> np.
     if tokens.size < window:
         return np.zeros(0, dtype=np.float64)
     is_gc = np.isin(tokens, _GC_TOKENS).astype(np.int64)
-    is_base = (tokens < 4).astype(np.int64)
+    is_base = (tokens < NUM_BASES).astype(np.int64)
     gc_sum = np.convolve(is_gc, np.ones(window, dtype=np.int64), mode="valid")  # (len-window+1,)
     base_sum = np.convolve(is_base, np.ones(window, dtype=np.int64), mode="valid")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -110,15 +110,9 @@ def kmer_counts(seqs: Iterable[str | np.ndarray], k: int) -> np.ndarray:
     """Counts of the 4^k k-mers (index = base-4 number, A=0..T=3) over all sequences, N skipped."""
     if not 1 <= k <= 12:
         raise ValueError(f"k must be in 1..12, got {k}")
-    counts = np.zeros(4**k, dtype=np.int64)
+    counts = np.zeros(NUM_BASES**k, dtype=np.int64)
     for seq in seqs:
-        tokens = as_tokens(seq).astype(np.int64)
-        if tokens.size < k:
-            continue
-        windows = np.lib.stride_tricks.sliding_window_view(tokens, k)  # (n-k+1, k)
-        valid = (windows < 4).all(axis=1)
-        codes = windows[valid] @ (4 ** np.arange(k - 1, -1, -1, dtype=np.int64))
-        counts += np.bincount(codes, minlength=4**k)
+        counts += kmers.kmer_counts(as_tokens(seq), k)
     return counts
 
 

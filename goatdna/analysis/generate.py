@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from goatdna.data_prep.tokens import BASES, TOKEN_MASK, N, encode
+from goatdna.data_prep.tokens import BASES, NUM_BASES, TOKEN_MASK, N, encode
 from goatdna.errors import GoatDNAError
 
-SAMPLED_CLASSES = 4  # A C G T: the sampler never emits N
+SAMPLED_CLASSES = NUM_BASES  # A C G T: the sampler never emits N
 MAX_NEW_TOKENS = 100_000
 """Most bases one sample may add: the KV cache and the per-row random numbers grow with it
 (1e9 would allocate tens of GiB). Longer sequences: generate in pieces, feeding each output back
@@ -224,7 +224,7 @@ def generate_continuations(
                         on_step,
                     )
                     new_np = new.cpu().numpy().astype(np.uint8)  # (B, T), values 0..3
-                    if (new_np == N).any():  # cannot happen: class 4 is never sampled
+                    if (new_np == N).any():  # cannot happen: class N is never sampled
                         raise AssertionError("sampler produced N")
                     for (i, s), toks in zip(chunk, new_np, strict=True):
                         results[i][s] = letters[toks].tobytes().decode("ascii")
@@ -307,7 +307,7 @@ def read_prompt_fasta(path: str | Path, region: str | None = None) -> tuple[str,
                 f"{path}: no record named {name!r} (records: {', '.join(names[:5])})"
             )
         length = len(fasta[name])
-        if first is None:
+        if first is None or last is None:
             first, last = 1, length
         if last > length:
             raise GoatDNAError(

@@ -237,9 +237,8 @@ def probe_recall(
 ) -> Any:
     """Run the probe on one checkpoint and write ``recall_trials.csv``, ``recall_summary.csv``
     and ``recall.png`` into ``out_dir``; returns the summary DataFrame."""
-    from goatdna.analysis.output import atomic_write_text
     from goatdna.analysis.plots import plot_recall
-    from goatdna.atomic import check_output_dir
+    from goatdna.atomic import atomic_write_text, check_output_dir
     from goatdna.checkpoint import load_checkpoint, train_length_of
     from goatdna.data_prep import ShardedGenome
 

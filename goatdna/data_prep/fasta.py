@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.data_prep.tokens import BYTE_LUT, INVALID
 from goatdna.errors import GoatDNAError
 
@@ -151,9 +152,13 @@ def _decompress_to_cache(
         f"decompressing it once to {target} (bgzip input avoids this copy)"
     )
     advance = progress(f"decompress {path.name}", stat.st_size) if progress else None
-    tmp = target.with_name(target.name + ".tmp")
     try:
-        with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as src, open(tmp, "wb") as dst:
+        with (
+            atomic_path(target) as tmp,
+            open(path, "rb") as raw,
+            gzip.GzipFile(fileobj=raw) as src,
+            open(tmp, "wb") as dst,
+        ):
             last = 0
             while True:
                 block = src.read(1 << 22)
@@ -165,13 +170,11 @@ def _decompress_to_cache(
                     advance(pos - last)
                     last = pos
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as err:
-        tmp.unlink(missing_ok=True)
         raise GoatDNAError(
             f"cannot decompress {path}: the gzip file is truncated or corrupt ({err}); "
             "download or compress it again"
         ) from None
-    os.replace(tmp, target)
-    stamp_path.write_text(json.dumps(stamp))
+    atomic_write_text(stamp_path, json.dumps(stamp))
     return target
 
 
@@ -379,10 +382,17 @@ class RawReader:
         self._faidx = faidx
         self._bgzf = bool(getattr(faidx, "_bgzf", False))
         self._fd = None if self._bgzf else os.open(faidx.filename, os.O_RDONLY)
+        # BGZF block starts in uncompressed bytes, for the bisect of every read
+        self._ustarts = [b.ustart for b in faidx.gzi_index or ()] if self._bgzf else []
+
+    def _plain_fd(self) -> int:
+        if self._fd is None:
+            raise ValueError("RawReader is closed")
+        return self._fd
 
     def size(self) -> int:
         if not self._bgzf:
-            return os.fstat(self._fd).st_size
+            return os.fstat(self._plain_fd()).st_size
         last = self._faidx.gzi_index[-1] if self._faidx.gzi_index else None
         # Past the last block start, read to the end to learn the total uncompressed size.
         from Bio.bgzf import make_virtual_offset
@@ -401,13 +411,11 @@ class RawReader:
         if hi <= lo:
             return b""
         if not self._bgzf:
-            data = os.pread(self._fd, hi - lo, lo)
-            return data
+            return os.pread(self._plain_fd(), hi - lo, lo)
         from Bio.bgzf import make_virtual_offset
 
         blocks = self._faidx.gzi_index
-        ustarts = [b.ustart for b in blocks]
-        i = max(0, bisect.bisect_right(ustarts, lo) - 1)
+        i = max(0, bisect.bisect_right(self._ustarts, lo) - 1)
         block = blocks[i]
         self._faidx.file.seek(make_virtual_offset(block.cstart, lo - block.ustart))
         return self._faidx.file.read(hi - lo)
@@ -427,9 +435,6 @@ class ContigReader:
             source.read_path, source.index_path, rebuild=False, build_index=False
         )
         self._raw = RawReader(self._faidx)
-        self._ustarts = (
-            [b.ustart for b in self._faidx.gzi_index] if source.compression == "bgzip" else None
-        )
 
     def read_tokens(self, contig: ContigInfo, start: int, end: int) -> bytes:
         """Token bytes of bases [start, end) of ``contig`` (0-based, half-open).

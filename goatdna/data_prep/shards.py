@@ -268,7 +268,7 @@ class ShardedGenome:
         return self.root / self.manifest["splits"][split]["file"]
 
     def tokens(self, split: str) -> np.memmap:
-        """The split's bytes, shape (split_length,), uint8 with the 0x80 repeat flag."""
+        """The split's bytes, shape (split_length,), uint8 with the repeat flag (`REPEAT_FLAG`)."""
         length = self.split_length(split)
         if length == 0:
             raise GoatDNAError(

@@ -22,15 +22,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.shards import ShardedGenome
-from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, N
+from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
 from goatdna.errors import GoatDNAError
 
 TASK_SPLITS = ("train", "val", "test")
@@ -148,17 +148,11 @@ def make_window_task(
     }
     out.mkdir(parents=True, exist_ok=True)
     for split in TASK_SPLITS:
-        _atomic_write(out / f"{split}.csv", texts[split])
-    _atomic_write(out / "task.json", json.dumps(info, indent=2) + "\n")
+        atomic_write_text(out / f"{split}.csv", texts[split])
+    atomic_write_text(out / "task.json", json.dumps(info, indent=2) + "\n")
     return info
 
 
 def _gc(block: np.ndarray) -> np.ndarray:
     tokens = block & TOKEN_MASK
-    return ((tokens == 1) | (tokens == 2)).mean(axis=1)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    return ((tokens == C) | (tokens == G)).mean(axis=1)

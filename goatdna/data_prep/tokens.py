@@ -4,6 +4,10 @@ On-disk contract (see README): the low 7 bits of a byte are the token, ``A=0, C=
 N=4``; IUPAC ambiguity codes (R Y K M S W B D H V) are stored as N. Bit ``0x80`` marks a base
 that was lowercase (soft-masked repeat) in the source FASTA, so ``byte & 0x7F`` is the token and
 ``byte & 0x80`` the repeat flag. Anything else is not DNA and is rejected.
+
+The ids are the model's vocabulary too (`goatdna.model.vocab`, where `IGNORE_TARGET` is N). This
+module cannot import that one (any goatdna.model import loads torch; data_prep is numpy-only), so
+the ids are written in both places and ``tests/test_tokens.py`` pins them equal.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import numpy as np
 from goatdna.errors import GoatDNAError
 
 A, C, G, T, N = 0, 1, 2, 3, 4
+NUM_BASES = N
+"""A C G T are the tokens below NUM_BASES (= N): ``token < NUM_BASES`` means a known base."""
 BASES = "ACGTN"
 VOCAB_SIZE = 5
 TOKEN_MASK = 0x7F

@@ -11,7 +11,7 @@
       tokenizer_config.json    GoatDNATokenizer (A C G T N = 0..4, the shards' ids) + auto_map
       vocab.json
       configuration_goatdna.py, modeling_goatdna.py, tokenization_goatdna.py
-      config.py cache.py goat.py alibi.py rope.py attention.py transformer.py scoring.py
+      config.py cache.py goat.py alibi.py rope.py attention.py transformer.py scoring.py vocab.py
                                goatdna/model's files, verbatim: trust_remote_code needs torch and
                                transformers only
       README.md                the model card
@@ -49,6 +49,7 @@ MODEL_SOURCES = (
     "attention.py",
     "transformer.py",
     "scoring.py",
+    "vocab.py",
 )
 """goatdna/model files the transformers wrapper imports (directly or through each other)."""
 HF_SOURCES = ("configuration_goatdna.py", "modeling_goatdna.py", "tokenization_goatdna.py")
@@ -109,6 +110,7 @@ def _write_folder(
     from safetensors.torch import save_file
 
     from goatdna import model as model_package
+    from goatdna.model.scoring import IGNORE_TARGET
 
     from .tokenization_goatdna import VOCAB
 
@@ -123,7 +125,7 @@ def _write_folder(
     os.chmod(folder / WEIGHTS_FILE, 0o666 & ~umask)  # safetensors writes 0600; share like the rest
     _write_json(
         folder / "generation_config.json",
-        {"suppress_tokens": [4], "use_cache": True, "_from_model_config": False},
+        {"suppress_tokens": [IGNORE_TARGET], "use_cache": True, "_from_model_config": False},
     )
     _write_json(
         folder / "tokenizer_config.json",

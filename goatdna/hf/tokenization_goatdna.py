@@ -3,8 +3,8 @@
 Lowercase (soft-masked) bases are read as their uppercase token and IUPAC ambiguity codes as N,
 exactly as `goatdna prepare` stores them; any other character is an error naming it, because a
 silently mapped character would change what the model scores. There are no special tokens: a
-goatdna model reads bare sequences. This file ships verbatim inside exported folders and needs
-transformers only.
+goatdna model reads bare sequences. This file ships inside exported folders (its import of
+goatdna/model's dependency-free ``vocab.py`` becomes a relative one) and needs transformers only.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from typing import Any
 
 from transformers import PreTrainedTokenizer
 
-VOCAB: dict[str, int] = {"A": 0, "C": 1, "G": 2, "T": 3, "N": 4}
-"""Token ids, identical to ``goatdna.data_prep.tokens.TOKEN_TABLE`` (tests check it)."""
+from goatdna.model.vocab import BASES
+
+VOCAB: dict[str, int] = {letter: i for i, letter in enumerate(BASES)}
+"""Token ids, the model's vocabulary (`goatdna.model.vocab`, equal to the shards' ids)."""
 
 IUPAC_AMBIGUOUS = "RYKMSWBDHV"
 VOCAB_FILE = "vocab.json"

@@ -33,11 +33,11 @@ def slopes_on(num_heads: int, device: torch.device) -> Tensor:
     H - c interleaved extra heads; slope = 2^-exponent.
     """
     c = 2 ** math.floor(math.log2(num_heads))
-    f64 = {"dtype": torch.float64, "device": device}
+    f64 = torch.float64
     exponents = torch.cat(
         [
-            8 * torch.arange(1, c + 1, **f64) / c,
-            4 * (2 * torch.arange(0, num_heads - c, **f64) + 1) / c,
+            8 * torch.arange(1, c + 1, dtype=f64, device=device) / c,
+            4 * (2 * torch.arange(0, num_heads - c, dtype=f64, device=device) + 1) / c,
         ]
     )
     return torch.exp2(-exponents)

@@ -18,11 +18,12 @@ import torch
 from torch import Tensor, nn
 
 from .transformer import DNADecoder
+from .vocab import COMPLEMENT, N
 
-PAD_TOKEN = 4
+PAD_TOKEN = N
 """Padding is N (a token the backbone knows); causal attention keeps it out of real positions."""
 
-COMPLEMENT_TOKENS = (3, 2, 1, 0, 4)
+COMPLEMENT_TOKENS = COMPLEMENT
 
 
 def pad_sequences(sequences: Sequence[Any]) -> tuple[Tensor, Tensor]:
@@ -74,6 +75,9 @@ class SequenceHead(nn.Module):
     ``scale``: buffers, saved with the head) before the linear layer; without that a linear
     probe barely moves at ordinary learning rates.
     """
+
+    center: Tensor  # buffers, declared for the type checker
+    scale: Tensor
 
     def __init__(self, d_model: int, n_outputs: int, dropout: float = 0.1) -> None:
         super().__init__()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .vocab import VOCAB_SIZE
+
 
 @dataclass
 class ModelConfig:
@@ -23,7 +25,7 @@ class ModelConfig:
     d_model: int = 768
     n_heads: int = 12
     mlp_hidden: int = 2048
-    vocab_size: int = 5
+    vocab_size: int = VOCAB_SIZE
     padded_vocab_size: int = 8
     train_length: int = 1024
     norm_eps: float = 1e-5

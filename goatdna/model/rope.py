@@ -30,9 +30,11 @@ def _cos_sin(
     evaluation serves training too.
     """
     with torch.inference_mode(False), torch.no_grad():
-        f64 = {"dtype": torch.float64, "device": device}
-        theta = base ** (-torch.arange(0, head_dim, 2, **f64) / head_dim)  # (d/2,)
-        positions = torch.arange(pos.start, pos.stop, pos.step, **f64) / divisor
+        f64 = torch.float64
+        theta = base ** (
+            -torch.arange(0, head_dim, 2, dtype=f64, device=device) / head_dim
+        )  # (d/2,)
+        positions = torch.arange(pos.start, pos.stop, pos.step, dtype=f64, device=device) / divisor
         angles = positions[:, None] * theta[None, :]  # (L, d/2)
         angles = torch.cat([angles, angles], dim=-1)  # (L, d)
         return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)

@@ -12,7 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-IGNORE_TARGET = 4
+from .vocab import N
+
+IGNORE_TARGET = N
 """Target id that is never scored: the N token (unknown base)."""
 
 

@@ -76,6 +76,7 @@ class DNADecoder(nn.Module):
         if self.head is not None:
             nn.init.normal_(self.head.weight, std=std)
         for block in self.blocks:
+            assert isinstance(block, Block)  # ModuleList items are typed as Module
             nn.init.normal_(block.attn.qkv.weight, std=std)
             nn.init.normal_(block.mlp.gate_up.weight, std=std)
             nn.init.normal_(block.attn.out.weight, std=residual_std)
