@@ -78,7 +78,7 @@ OPTION_HELP: dict[str, str] = {
     "temperature": "Softmax temperature of sampling; 0 = greedy.",
     "top_k": "Sample among the k most likely bases (1..4).",
     "seed": "Random seed; equal seeds give equal results.",
-    "threads": "torch CPU threads while the command decodes, restored afterwards (default: "
+    "threads": "torch CPU threads for scoring and decoding, restored afterwards (default: "
     "torch's setting; 1 is often fastest for tiny models on a busy CPU).",
     "device": "torch device, e.g. cpu or cuda.",
     "accelerator": "auto | cpu | gpu (cuda) | mps.",
