@@ -127,7 +127,7 @@ def test_format_cell_follows_report_md() -> None:
 def test_frame_table_renders_every_cell_with_its_format() -> None:
     frame = pd.DataFrame(
         {
-            "model": ["goat", "rope"],
+            "model": ["goat", "[red]rope[/x]"],
             "params": [1_234_567, 89],
             "val_nll": [1.234567, float("nan")],
             "tokens_per_s": [12345.6, 7.0],
@@ -135,11 +135,11 @@ def test_frame_table_renders_every_cell_with_its_format() -> None:
         }
     )
     table = frame_table(frame, "summary", {"tokens_per_s": ",.0f"})
-    assert [c.header for c in table.columns] == list(frame.columns)
+    assert [str(c.header) for c in table.columns] == list(frame.columns)
     assert [c.justify for c in table.columns] == ["left", "right", "right", "right", "left"]
-    cells = [list(c.cells) for c in table.columns]
+    cells = [[str(cell) for cell in c.cells] for c in table.columns]
     assert cells == [
-        ["goat", "rope"],
+        ["goat", "[red]rope[/x]"],
         ["1,234,567", "89"],
         ["1.2346", "n/a"],
         ["12,346", "7"],
@@ -149,6 +149,7 @@ def test_frame_table_renders_every_cell_with_its_format() -> None:
     print_frame(frame, "summary", {"tokens_per_s": ",.0f"}, console)
     text = console.export_text()
     assert "1,234,567" in text and "12,346" in text and "summary" in text
+    assert "[red]rope[/x]" in text  # names are shown as written, not read as markup
     assert "NaN" not in text and "nan" not in text
 
 

@@ -193,16 +193,18 @@ def frame_table(
     formatted by `format_cell` (per-column format specs in ``formats``, as in report.md)."""
     from pandas.api.types import is_numeric_dtype
     from rich.table import Table
+    from rich.text import Text
 
     formats = formats or {}
-    table = Table(title=title)
+    table = Table(title=Text(title) if title else None)
     for column in frame.columns:
         numeric = is_numeric_dtype(frame[column]) and frame[column].dtype != bool
-        table.add_column(str(column), justify="right" if numeric else "left")
+        table.add_column(Text(str(column)), justify="right" if numeric else "left")
     for row in frame.itertuples(index=False):
+        # Text, not str: a run name like "[red]x" is shown as written, never read as markup
         table.add_row(
             *(
-                format_cell(value, formats.get(str(column)))
+                Text(format_cell(value, formats.get(str(column))))
                 for column, value in zip(frame.columns, row, strict=True)
             )
         )
