@@ -230,9 +230,7 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
 
     monkeypatch.setattr(GenomeLM, "training_step", step_then_signal)
     run = tmp_path / "run"
-    line = _one_line(
-        _cli_train("--data", synthetic_shards, "--out", run), "interrupted: ", code
-    )
+    line = _one_line(_cli_train("--data", synthetic_shards, "--out", run), "interrupted: ", code)
     assert signal.Signals(signum).name in line
     assert "last.ckpt holds step 6 (stopped after writing it)" in line
     assert f"goatdna train --run-dir {run} --data {synthetic_shards} --resume" in line

@@ -59,9 +59,7 @@ def assert_user_error(result, *fragments: str) -> str:
     ],
 )
 def test_bad_config_names_the_key(tmp_path: Path, override: str, fragments: list[str]) -> None:
-    result = run_train(
-        "--data", str(tmp_path), "--out", str(tmp_path / "run"), "--set", override
-    )
+    result = run_train("--data", str(tmp_path), "--out", str(tmp_path / "run"), "--set", override)
     assert_user_error(result, *fragments)
     assert not (tmp_path / "run").exists()
 
@@ -120,9 +118,7 @@ def test_run_dir_with_a_different_config(tmp_path: Path, synthetic_shards: Path)
 
 
 def test_resume_without_checkpoint(tmp_path: Path, synthetic_shards: Path) -> None:
-    result = run_train(
-        "--data", str(synthetic_shards), "--out", str(tmp_path / "run"), "--resume"
-    )
+    result = run_train("--data", str(synthetic_shards), "--out", str(tmp_path / "run"), "--resume")
     assert_user_error(result, "--resume", "no checkpoint")
     run = _occupied_run_dir(tmp_path, synthetic_shards)  # config but no checkpoint
     result = run_train("--data", str(synthetic_shards), "--out", str(run.root), "--resume")
