@@ -135,7 +135,7 @@ def default_of(owner: Any, name: str) -> Any:
                     return field.default
                 if field.default_factory is not dataclasses.MISSING:
                     return field.default_factory()
-        raise KeyError(f"{owner.__name__}.{name} has no default")
+        raise KeyError(f"{getattr(owner, '__name__', owner)}.{name} has no default")
     default = inspect.signature(owner).parameters[name].default
     if default is inspect.Parameter.empty:
         raise KeyError(f"{owner.__name__}({name}) has no default")
@@ -191,14 +191,13 @@ def frame_table(
 ) -> Any:
     """A pandas DataFrame as a rich `Table`: text columns left-aligned, numbers right-aligned and
     formatted by `format_cell` (per-column format specs in ``formats``, as in report.md)."""
-    from pandas.api.types import is_numeric_dtype
     from rich.table import Table
     from rich.text import Text
 
     formats = formats or {}
     table = Table(title=Text(title) if title else None)
     for column in frame.columns:
-        numeric = is_numeric_dtype(frame[column]) and frame[column].dtype != bool
+        numeric = frame[column].dtype.kind in "iuf"  # integers and floats; not bool or text
         table.add_column(Text(str(column)), justify="right" if numeric else "left")
     for row in frame.itertuples(index=False):
         # Text, not str: a run name like "[red]x" is shown as written, never read as markup

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -96,13 +96,14 @@ def embed(
     options.validate(len(model.blocks))
     length = max_length if max_length is not None else default_max_length(config)
     if runtime is None:
-        vectors = embed_records(model, records, options, length)
+        vectors: list[Any] | None = embed_records(model, records, options, length)
         write = True
     else:
         from goatdna.inference.embed_predict import embed_with_runtime
 
         vectors, write = embed_with_runtime(model, records, options, length, runtime)
     if write:
+        assert vectors is not None  # the writing rank holds every vector
         write_embeddings(out, records, vectors, pool)
         typer.echo(
             f"wrote {len(records)} embedding(s) (layer {layer or 'final norm'}, pool {pool}, "

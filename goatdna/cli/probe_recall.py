@@ -24,7 +24,7 @@ def probe_recall(
             "--distances",
             help="Comma-separated filler lengths between the two copies of the segment.",
         ),
-    ] = ",".join(str(d) for d in DEFAULT_DISTANCES),
+    ] = ",".join(map(str, DEFAULT_DISTANCES)),
     segment: Annotated[
         int, typer.Option("--segment", help="Bases in the segment that is repeated.")
     ] = default_of(run_probe, "segment_length"),

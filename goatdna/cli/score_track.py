@@ -116,7 +116,11 @@ def score_track(
         raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
     if context is not None and context < 2:
         raise GoatDNAError(f"--context {context}: must be >= 2")
-    requested = [parse_region(text) for text in region] if region else read_bed(bed)
+    if region:
+        requested = [parse_region(text) for text in region]
+    else:
+        assert bed is not None  # exactly one of the two, checked above
+        requested = read_bed(bed)
     with Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference:
         regions = resolve_regions(requested, reference)
         model, config = load_checkpoint(checkpoint, device)
