@@ -112,7 +112,7 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 
     ``None`` leaves torch's global setting alone. One thread is the caller's choice for small
     models on a busy CPU, where OpenMP's per-op fork/join costs more than a decoding step of a few
-    dozen small matmuls gains (see benchmarks/README.md, generation); nothing here decides it
+    dozen small matmuls gains (benchmarks/README.md, analysis); nothing here decides it
     behind the caller's back.
     """
     if threads is None:
