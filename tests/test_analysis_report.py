@@ -34,6 +34,7 @@ def tiny_report(tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path_fac
             "report", "--run", str(tiny_runs["goat"]), "--run", str(tiny_runs["rope"]),
             "--data", str(synthetic_shards), "--out", str(out), "--context-lengths", CONTEXTS,
             "--max-eval-tokens", EVAL_TOKENS, "--prompts", str(PROMPTS), "--num-samples", "2",
+            "--threads", "1",
         ],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
