@@ -63,7 +63,7 @@ def main() -> None:
     records = [_Rec(0, tokens.size)]
 
     print(f"generate: {args.rows} rows x {args.new} new bases after 200-nt prompts; "
-          f"torch threads {args.threads} (decoding of small models uses 1)")  # fmt: skip
+          f"torch threads {args.threads}")  # fmt: skip
     print(
         "| model | KV cache (bases/s) | cached time / RoPE's | recompute (bases/s) | cache speed-up |"
     )

@@ -140,7 +140,7 @@ PROMPT=$(python3 -c "import random; r = random.Random(0); print(''.join(r.choice
 for scheme in goat rope; do
   run="$WORK/runs/$scheme"
   step "train_$scheme" "$CAP_TRAIN" "${GOATDNA[@]}" train --config "configs/$scheme-$SIZE.yaml" \
-    --data "$WORK/shards" --run-dir "$run" "${TRAIN[@]}"
+    --data "$WORK/shards" --out "$run" "${TRAIN[@]}"
   mkdir -p "$OUT/train_$scheme"
   for f in config.yaml metrics.csv summary.json; do
     [[ -f "$run/$f" ]] && cp "$run/$f" "$OUT/train_$scheme/"
@@ -148,7 +148,7 @@ for scheme in goat rope; do
   # 4. evaluation at 1x and 4x the training length ----------------------------------------------
   step "evaluate_$scheme" "$CAP_EVAL" "${GOATDNA[@]}" evaluate \
     --checkpoint "$run/checkpoints/last.ckpt" --data "$WORK/shards" \
-    --context-lengths "$SEQ,$((4 * SEQ))" --max-tokens $((64 * SEQ)) \
+    --context-lengths "$SEQ,$((4 * SEQ))" --max-eval-tokens $((64 * SEQ)) \
     --out "$OUT/evaluate_$scheme" --device "$DEVICE"
   # 5. KV-cached generation ---------------------------------------------------------------------
   step "generate_$scheme" "$CAP_GEN" "${GOATDNA[@]}" generate \

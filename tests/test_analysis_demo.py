@@ -13,6 +13,7 @@ from goatdna.cli.app import app
 
 REDUCED = [
     "--steps", "3", "--genome-length", "120000", "--prompts", "3", "--max-eval-tokens", "256",
+    "--threads", "1",
     "--context-lengths", "32,64",
     "--set", "model.n_layers=1", "--set", "model.d_model=32", "--set", "model.n_heads=2",
     "--set", "model.mlp_hidden=64", "--set", "model.goat_modes=2",

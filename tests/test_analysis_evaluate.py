@@ -150,7 +150,7 @@ def test_cli_writes_json_and_csv(
         app,
         [
             "evaluate", "--checkpoint", str(random_checkpoint), "--data", str(synthetic_shards),
-            "--split", "test", "--context-lengths", "32,64", "--max-tokens", "2048",
+            "--split", "test", "--context-lengths", "32,64", "--max-eval-tokens", "2048",
             "--out", str(tmp_path),
         ],
     )  # fmt: skip

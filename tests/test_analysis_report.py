@@ -33,7 +33,8 @@ def tiny_report(tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path_fac
         [
             "report", "--run", str(tiny_runs["goat"]), "--run", str(tiny_runs["rope"]),
             "--data", str(synthetic_shards), "--out", str(out), "--context-lengths", CONTEXTS,
-            "--max-eval-tokens", EVAL_TOKENS, "--prompts", str(PROMPTS), "--samples", "2",
+            "--max-eval-tokens", EVAL_TOKENS, "--prompts", str(PROMPTS), "--num-samples", "2",
+            "--threads", "1",
         ],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -76,7 +77,7 @@ def test_report_files_tables_and_numbers(
             [
                 "evaluate", "--checkpoint", str(tiny_runs[row.model] / "checkpoints" / "best.ckpt"),
                 "--data", str(synthetic_shards), "--split", "val", "--context-lengths", CONTEXTS,
-                "--max-tokens", EVAL_TOKENS, "--out", str(out),
+                "--max-eval-tokens", EVAL_TOKENS, "--out", str(out),
             ],
         )  # fmt: skip
         assert res.exit_code == 0, res.output

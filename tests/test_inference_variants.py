@@ -202,7 +202,7 @@ def test_every_status_on_crafted_records(checkpoints, crafted, tmp_path) -> None
     fasta, vcf = crafted
     out = tmp_path / "crafted.tsv"
     args = ["score-variants", "-c", str(checkpoints["goat"]), "--fasta", str(fasta),
-            "--vcf", str(vcf), "--out", str(out), "--window", "12", "--device", "cpu"]  # fmt: skip
+            "--vcf", str(vcf), "--out", str(out), "--window", "12", "--accelerator", "cpu"]  # fmt: skip
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output + str(res.exception)
     table = pd.read_csv(out, sep="\t", keep_default_na=False, na_values=[""])
@@ -372,7 +372,7 @@ def test_two_processes_give_the_output_of_one(checkpoints, chr20_reference, subs
     )
     cmd = [sys.executable, "-m", "goatdna.cli.app",
            *_args(checkpoints["goat"], chr20_reference, subset_vcf, two),
-           "--device", "cpu", "--devices", "2"]  # fmt: skip
+           "--accelerator", "cpu", "--devices", "2"]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -74,7 +74,7 @@ def test_damaged_manifest_is_one_line_naming_the_field(synthetic_shards, tmp_pat
         assert "verified" not in result.output
     train = _cli(
         "train", "--config", REPO / "configs" / "goat-tiny.yaml", "--data", data,
-        "--run-dir", tmp_path / "run",
+        "--out", tmp_path / "run",
     )  # fmt: skip
     assert field in _one_error(train)
     assert not (tmp_path / "run").exists()
@@ -99,7 +99,7 @@ def test_generate_and_evaluate_check_their_out_paths_first(tiny_runs, synthetic_
     assert "is a file" in _one_error(_cli(*gen, "--out", blocker / "x.fa"))
     if Path("/sys").is_dir():
         assert "cannot write" in _one_error(_cli(*gen, "--out", "/sys/goatdna.fa"))
-    ev = ["evaluate", "--checkpoint", ckpt, "--data", synthetic_shards, "--max-tokens", "256"]
+    ev = ["evaluate", "--checkpoint", ckpt, "--data", synthetic_shards, "--max-eval-tokens", "256"]
     assert "is a file, not a folder" in _one_error(_cli(*ev, "--out", blocker))
     assert "is a file" in _one_error(_cli(*ev, "--out", blocker / "eval"))
 
@@ -124,7 +124,7 @@ def test_evaluate_footnotes_on_data_without_soft_masking(tiny_runs, tmp_path):
     ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
     result = _cli(
         "evaluate", "--checkpoint", ckpt, "--data", tmp_path / "shards",
-        "--context-lengths", "128", "--max-tokens", "1024",
+        "--context-lengths", "128", "--max-eval-tokens", "1024",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "extrapolation" not in result.output  # no row is starred

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from goatdna.cli.app import app
 from goatdna.locking import folder_lock
 
-SMALL = ["--prompts", "1", "--max-eval-tokens", "256", "--context-lengths", "128"]
+SMALL = ["--prompts", "1", "--max-eval-tokens", "256", "--context-lengths", "128", "--threads", "1"]
 
 
 def _report(runs: dict[str, Path], data: Path, out: Path, *extra: str):

@@ -99,7 +99,7 @@ def reference(synthetic_shards, tmp_path_factory) -> Path:
 def test_second_train_on_a_locked_run_dir_fails_at_once(synthetic_shards, tmp_path):
     run = tmp_path / "run"
     with folder_lock(run, "--run-dir"):
-        line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", run))
+        line = _one_line(_cli_train("--data", synthetic_shards, "--out", run))
     assert "--run-dir" in line and "in use by another goatdna process" in line
     assert f"pid {os.getpid()}" in line
     assert not run.exists()
@@ -166,7 +166,7 @@ def test_damaged_last_ckpt_is_one_line_offers_best_and_changes_nothing(
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.rglob("*") if p.is_file()}
     result = CliRunner().invoke(
         app,
-        ["train", "--run-dir", str(run), "--data", str(synthetic_shards), "--resume",
+        ["train", "--out", str(run), "--data", str(synthetic_shards), "--resume",
          "--max-steps", "16"],
     )  # fmt: skip
     line = _one_line(result)
@@ -197,7 +197,7 @@ def test_disk_full_at_a_checkpoint_is_one_line_and_resume_matches(
     sets = [x for item in OVERRIDES for x in ("--set", item)]
     result = CliRunner().invoke(
         app,
-        ["train", "--config", CONFIG, *sets, "--data", str(synthetic_shards), "--run-dir",
+        ["train", "--config", CONFIG, *sets, "--data", str(synthetic_shards), "--out",
          str(run)],
     )  # fmt: skip
     line = _one_line(result)
@@ -230,9 +230,7 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
 
     monkeypatch.setattr(GenomeLM, "training_step", step_then_signal)
     run = tmp_path / "run"
-    line = _one_line(
-        _cli_train("--data", synthetic_shards, "--run-dir", run), "interrupted: ", code
-    )
+    line = _one_line(_cli_train("--data", synthetic_shards, "--out", run), "interrupted: ", code)
     assert signal.Signals(signum).name in line
     assert "last.ckpt holds step 6 (stopped after writing it)" in line
     assert f"goatdna train --run-dir {run} --data {synthetic_shards} --resume" in line
@@ -241,7 +239,7 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
 
     resumed = CliRunner().invoke(
         app,
-        ["train", "--run-dir", str(run), "--data", str(synthetic_shards), "--resume",
+        ["train", "--out", str(run), "--data", str(synthetic_shards), "--resume",
          "--set", "trainer.progress_bar=true"],
     )  # fmt: skip
     assert resumed.exit_code == 0, resumed.output
@@ -265,11 +263,11 @@ def test_bad_devices_leave_the_run_dir_untouched(synthetic_shards, tmp_path, fla
     if "gpu" in flags and torch.cuda.is_available():
         pytest.skip("a GPU is visible")
     run = tmp_path / "run"
-    line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", run, *flags))
+    line = _one_line(_cli_train("--data", synthetic_shards, "--out", run, *flags))
     assert fragment in line
     assert not run.exists()
     if "abc" in flags:  # the corrected command needs no --force
-        fixed = _cli_train("--data", synthetic_shards, "--run-dir", run, "--devices", "1")
+        fixed = _cli_train("--data", synthetic_shards, "--out", run, "--devices", "1")
         assert fixed.exit_code == 0, fixed.output
 
 
@@ -278,7 +276,7 @@ def test_config_without_model_section_is_refused(synthetic_shards, tmp_path):
     empty.write_text("")
     result = CliRunner().invoke(
         app,
-        ["train", "--config", str(empty), "--data", str(synthetic_shards), "--run-dir",
+        ["train", "--config", str(empty), "--data", str(synthetic_shards), "--out",
          str(tmp_path / "run")],
     )  # fmt: skip
     assert "no `model:` section" in _one_line(result)
@@ -300,7 +298,7 @@ def test_large_model_on_cpu_warns(capsys, tmp_path):
     [("optim.betas=[0.9", "not valid YAML"), ("optim.lr=abc", "must be a number")],
 )
 def test_bad_set_value_names_the_argument_not_the_file(tmp_path, override, fragment):
-    result = _cli_train("--data", tmp_path, "--run-dir", tmp_path / "run", "--set", override)
+    result = _cli_train("--data", tmp_path, "--out", tmp_path / "run", "--set", override)
     line = _one_line(result)
     assert line.startswith(f"error: --set '{override}': ") and fragment in line
     assert "goat-tiny.yaml" not in line
@@ -311,7 +309,7 @@ def test_bad_set_value_names_the_argument_not_the_file(tmp_path, override, fragm
 def test_run_dir_below_a_file_is_one_line(synthetic_shards, tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
-    line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", blocker / "run"))
+    line = _one_line(_cli_train("--data", synthetic_shards, "--out", blocker / "run"))
     assert "--run-dir" in line and "is a file" in line
 
 
@@ -322,5 +320,5 @@ def test_disk_full_anywhere_in_training_is_one_line(synthetic_shards, tmp_path, 
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "x"))
 
     monkeypatch.setattr(GenomeLM, "training_step", full)
-    line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", tmp_path / "run"))
+    line = _one_line(_cli_train("--data", synthetic_shards, "--out", tmp_path / "run"))
     assert "disk full while writing" in line and "--resume" in line

@@ -265,7 +265,7 @@ def test_resume_auto_through_the_cli(synthetic_shards: Path, tmp_path: Path) -> 
     """The same command line twice: first it starts, then it continues from last.ckpt."""
     run_dir = tmp_path / "run"
     sets = [x for item in SMALL for x in ("--set", item)]
-    args = ["train", "--config", str(TINY), "--data", str(synthetic_shards), "--run-dir"]
+    args = ["train", "--config", str(TINY), "--data", str(synthetic_shards), "--out"]
     first = CliRunner().invoke(app, [*args, str(run_dir), *sets, "--max-steps", "2", "--resume", "auto"])  # fmt: skip
     assert first.exit_code == 0, (first.output, first.exception)
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 2

@@ -37,7 +37,7 @@ def test_ddp_two_cpu_processes_agree_on_weights(tmp_path: Path, synthetic_shards
     sets = [x for item in OVERRIDES for x in ("--set", item)]
     cmd = [sys.executable, "-m", "goatdna.cli.app", "train",
            "--config", str(REPO / "configs" / "goat-tiny.yaml"),
-           "--data", str(synthetic_shards), "--run-dir", str(run), *sets,
+           "--data", str(synthetic_shards), "--out", str(run), *sets,
            "--max-steps", "3", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1")  # one thread per rank: two ranks, two cores
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)

@@ -59,15 +59,13 @@ def assert_user_error(result, *fragments: str) -> str:
     ],
 )
 def test_bad_config_names_the_key(tmp_path: Path, override: str, fragments: list[str]) -> None:
-    result = run_train(
-        "--data", str(tmp_path), "--run-dir", str(tmp_path / "run"), "--set", override
-    )
+    result = run_train("--data", str(tmp_path), "--out", str(tmp_path / "run"), "--set", override)
     assert_user_error(result, *fragments)
     assert not (tmp_path / "run").exists()
 
 
 def test_data_dir_without_manifest(tmp_path: Path) -> None:
-    result = run_train("--data", str(tmp_path), "--run-dir", str(tmp_path / "run"))
+    result = run_train("--data", str(tmp_path), "--out", str(tmp_path / "run"))
     assert_user_error(result, "manifest")
     assert not (tmp_path / "run").exists()
 
@@ -78,7 +76,7 @@ def test_data_dir_with_failed_checksum(tmp_path: Path, synthetic_shards: Path) -
     blob = bytearray((data / "train.bin").read_bytes())
     blob[1000] = (blob[1000] + 1) % 4
     (data / "train.bin").write_bytes(bytes(blob))
-    result = run_train("--data", str(data), "--run-dir", str(tmp_path / "run"))
+    result = run_train("--data", str(data), "--out", str(tmp_path / "run"))
     assert_user_error(result, "train")
     assert not (tmp_path / "run").exists()
 
@@ -86,7 +84,7 @@ def test_data_dir_with_failed_checksum(tmp_path: Path, synthetic_shards: Path) -
 def test_seq_len_longer_than_every_record(tmp_path: Path, synthetic_shards: Path) -> None:
     n = 400_000  # the synthetic contigs are 375 kbp: their 90% train parts are shorter still
     result = run_train(
-        "--data", str(synthetic_shards), "--run-dir", str(tmp_path / "run"),
+        "--data", str(synthetic_shards), "--out", str(tmp_path / "run"),
         "--set", f"data.seq_len={n}", "--set", f"model.train_length={n}",
     )  # fmt: skip
     assert_user_error(result, "seq_len + 1", "longest train record")
@@ -107,25 +105,23 @@ def test_run_dir_with_a_different_config(tmp_path: Path, synthetic_shards: Path)
     run = _occupied_run_dir(tmp_path, synthetic_shards)
     before = run.config_yaml.read_bytes()
     result = run_train(
-        "--data", str(synthetic_shards), "--run-dir", str(run.root), "--set", "optim.lr=2e-3"
+        "--data", str(synthetic_shards), "--out", str(run.root), "--set", "optim.lr=2e-3"
     )
     assert_user_error(result, "different config", "optim.lr", "--force")
     assert run.config_yaml.read_bytes() == before
     # the same config without --resume is refused too, and says how to continue
     result = run_train(
-        "--data", str(synthetic_shards), "--run-dir", str(run.root), "--set", "optim.lr=1e-3"
+        "--data", str(synthetic_shards), "--out", str(run.root), "--set", "optim.lr=1e-3"
     )
     assert_user_error(result, "already holds a run", "--resume")
     assert run.config_yaml.read_bytes() == before
 
 
 def test_resume_without_checkpoint(tmp_path: Path, synthetic_shards: Path) -> None:
-    result = run_train(
-        "--data", str(synthetic_shards), "--run-dir", str(tmp_path / "run"), "--resume"
-    )
+    result = run_train("--data", str(synthetic_shards), "--out", str(tmp_path / "run"), "--resume")
     assert_user_error(result, "--resume", "no checkpoint")
     run = _occupied_run_dir(tmp_path, synthetic_shards)  # config but no checkpoint
-    result = run_train("--data", str(synthetic_shards), "--run-dir", str(run.root), "--resume")
+    result = run_train("--data", str(synthetic_shards), "--out", str(run.root), "--resume")
     assert_user_error(result, "no checkpoint")
 
 
@@ -134,7 +130,7 @@ def test_resume_with_a_changed_learning_setting(tmp_path: Path, synthetic_shards
     run.checkpoints.mkdir()
     run.last_ckpt.write_bytes(b"placeholder: the config check comes first")
     result = run_train(
-        "--data", str(synthetic_shards), "--run-dir", str(run.root), "--resume",
+        "--data", str(synthetic_shards), "--out", str(run.root), "--resume",
         "--set", "optim.lr=2e-3",
     )  # fmt: skip
     assert_user_error(result, "--resume", "optim.lr")
@@ -146,7 +142,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(
 ) -> None:
     run = tmp_path / "run"
     result = run_train(
-        "--data", str(synthetic_shards), "--run-dir", str(run), "--max-steps", "20",
+        "--data", str(synthetic_shards), "--out", str(run), "--max-steps", "20",
         "--set", "optim.lr=1e30", "--set", "optim.warmup_steps=0", "--set", "optim.grad_clip=0",
         "--set", "trainer.ckpt_every=1", "--set", "trainer.eval_every=100",
     )  # fmt: skip

@@ -68,7 +68,7 @@ def test_sigkill_then_resume_matches_uninterrupted(
     crashed = tmp_path / "crashed"
     sets = [x for item in OVERRIDES for x in ("--set", item)]
     cmd = [sys.executable, "-m", "goatdna.cli.app", "train", "--config", str(CONFIG),
-           "--data", str(synthetic_shards), "--run-dir", str(crashed), *sets]  # fmt: skip
+           "--data", str(synthetic_shards), "--out", str(crashed), *sets]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1", **{KILL_AFTER_CHECKPOINT_ENV: str(KILL_STEP)})
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
@@ -78,7 +78,7 @@ def test_sigkill_then_resume_matches_uninterrupted(
 
     # resume through the CLI without --config: the run directory's config.yaml is used
     result = CliRunner().invoke(
-        app, ["train", "--data", str(synthetic_shards), "--run-dir", str(crashed), "--resume"]
+        app, ["train", "--data", str(synthetic_shards), "--out", str(crashed), "--resume"]
     )
     assert result.exit_code == 0, (result.output, result.exception)
     resumed = json.loads((crashed / "summary.json").read_text())

@@ -5,7 +5,7 @@ For a context length L the split is tiled by the held-out windows of
 a record boundary; an evenly spaced subset when capped): every base of a record except its first
 and the last partial window is scored exactly once, with between 0 and L-1 bases of context.
 That is the standard sliding-free ("non-overlapping windows") evaluation, and the same windows
-`goatdna train` validates on, so at L = seq_len with the run's cap (``--max-tokens`` =
+`goatdna train` validates on, so at L = seq_len with the run's cap (``--max-eval-tokens`` =
 ``data.val_max_windows`` x seq_len) this NLL *is* the run's validation loss. Contexts longer than
 the training length measure length extrapolation (the paper's Fig. 2 for DNA).
 
@@ -250,7 +250,7 @@ def evaluate_model(
             f"{', '.join(genome.split_names())})"
         )
     if max_tokens is not None and max_tokens < 1:
-        raise GoatDNAError(f"--max-tokens must be >= 1, got {max_tokens}")
+        raise GoatDNAError(f"--max-eval-tokens must be >= 1, got {max_tokens}")
     tokens = genome.tokens(split)
     records = genome.records(split)
     device = model_device(model)

@@ -106,25 +106,24 @@ def _pick(logits: Any, uniforms: Any, temperature: float, top_k: int | None) -> 
     return choice
 
 
-SMALL_MODEL_PARAMS = 20_000_000
-
-
 @contextlib.contextmanager
-def decode_threads(model: Any) -> Iterator[None]:
-    """Decode small CPU models on one thread.
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block on ``threads`` torch CPU threads and restore the caller's setting after it.
 
-    A decoding step of a tiny model is a few dozen small matmuls; OpenMP's per-op fork/join costs
-    more than it saves, and on a busy machine (measured here: 4 processes on 2 cores) two threads
-    made each step 8x slower (101 ms vs 12.5 ms). Large models and GPUs keep torch's setting.
+    ``None`` leaves torch's global setting alone. One thread is the caller's choice for small
+    models on a busy CPU, where OpenMP's per-op fork/join costs more than a decoding step of a few
+    dozen small matmuls gains (benchmarks/README.md, analysis); nothing here decides it
+    behind the caller's back.
     """
-    import torch
-
-    small = sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMS
-    if model_device(model).type != "cpu" or not small:
+    if threads is None:
         yield
         return
+    if threads < 1:
+        raise GoatDNAError(f"--threads must be >= 1, got {threads}")
+    import torch
+
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     try:
         yield
     finally:
@@ -178,11 +177,13 @@ def generate_continuations(
     prompts: Sequence[str],
     options: SamplingOptions | None = None,
     on_step: Callable[[int], None] | None = None,
+    threads: int | None = None,
 ) -> list[list[str]]:
     """Continue each prompt ``options.num_samples`` times: result[i][s] is an uppercase string.
 
     Rows of equal prompt length are decoded together in batches of ``options.batch_size``;
-    ``on_step`` follows the decoding (see `sample_batch`).
+    ``on_step`` follows the decoding (see `sample_batch`). ``threads``: torch CPU threads while
+    decoding (`torch_threads`; None keeps torch's setting).
     """
     import torch
 
@@ -204,7 +205,7 @@ def generate_continuations(
     if hasattr(model, "eval"):
         model.eval()
     try:
-        with decode_threads(model):
+        with torch_threads(threads):
             for group in by_length.values():
                 for start in range(0, len(group), options.batch_size):
                     chunk = group[start : start + options.batch_size]
@@ -243,6 +244,7 @@ def generate(
     top_k: int | None = None,
     num_samples: int = 1,
     seed: int = 0,
+    threads: int | None = None,
 ) -> list[str]:
     """Continue one prompt: ``num_samples`` continuations of ``max_new_tokens`` bases each."""
     options = SamplingOptions(
@@ -252,7 +254,7 @@ def generate(
         num_samples=num_samples,
         seed=seed,
     )
-    return generate_continuations(model, [prompt], options)[0]
+    return generate_continuations(model, [prompt], options, threads=threads)[0]
 
 
 def parse_region(region: str) -> tuple[str, int | None, int | None]:

@@ -1,4 +1,4 @@
-"""The Typer application: registers one function per command module.
+"""The Typer application: registers the functions listed in `goatdna.cli.commands`.
 
 Each command lives in its own module under `goatdna.cli` and is wrapped by `user_errors`, so a
 `GoatDNAError` anywhere below prints one line and exits 2.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from goatdna import __version__
+from goatdna.cli.commands import COMMANDS
 from goatdna.cli.common import user_errors
 
 app = typer.Typer(
@@ -39,15 +40,8 @@ def _root(
     """Nucleotide-level language models of the human genome: GOAT attention priors vs RoPE."""
 
 
-def _register() -> None:
-    """Import each command module and add its function to the app (imports stay light)."""
-    from goatdna.cli import commands
-
-    for name, func in commands.all_commands():
-        app.command(name)(user_errors(func))
-
-
-_register()
+for command in COMMANDS:
+    app.command()(user_errors(command))
 
 
 def main() -> None:

@@ -1,15 +1,25 @@
-"""What every command shares: user errors become one line on stderr and exit status 2.
+"""What every command shares: option names, user errors, and how tables are printed.
 
-Command modules import heavy libraries (torch, Lightning) inside their functions, so that
+One concept has one flag across all commands (``-c/--checkpoint`` is always a checkpoint, ``-o/--out``
+always the output, ``-n/--num-samples`` always a sample count ...): every command declares its
+options through `option(concept, help)`, whose names come from `OPTION_NAMES`, and defaults come
+from the library's dataclasses and functions through `default_of`. A user error
+(`GoatDNAError`) becomes one ``error: ...`` line and exit status 2.
+
+Command modules import heavy libraries (torch, Lightning, pandas) inside their functions, so that
 ``goatdna --help`` stays instant.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
+import math
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -18,6 +28,125 @@ from goatdna.errors import GoatDNAError
 F = TypeVar("F", bound=Callable[..., Any])
 
 USER_ERROR_EXIT_CODE = 2
+
+OPTION_NAMES: dict[str, tuple[str, ...]] = {
+    # concept: the flag names every command uses for it
+    "checkpoint": ("--checkpoint", "-c"),
+    "out": ("--out", "-o"),
+    "data": ("--data", "-d"),
+    "config": ("--config",),
+    "fasta": ("--fasta", "-f"),
+    "sequences": ("--sequences", "-s"),
+    "region": ("--region", "-r"),
+    "split": ("--split",),
+    "context_lengths": ("--context-lengths",),
+    "max_eval_tokens": ("--max-eval-tokens",),
+    "batch_size": ("--batch-size",),
+    "batch_tokens": ("--batch-tokens",),
+    "strands": ("--strands",),
+    "num_samples": ("--num-samples", "-n"),
+    "prompts": ("--prompts",),
+    "temperature": ("--temperature",),
+    "top_k": ("--top-k",),
+    "seed": ("--seed",),
+    "threads": ("--threads",),
+    "device": ("--device",),
+    "accelerator": ("--accelerator",),
+    "devices": ("--devices",),
+    "num_nodes": ("--num-nodes",),
+    "strategy": ("--strategy",),
+    "precision": ("--precision",),
+    "overrides": ("--set",),
+    "force": ("--force",),
+    "resume": ("--resume",),
+    "progress": ("--progress/--no-progress",),
+    "cache_dir": ("--cache-dir",),
+}
+
+OPTION_HELP: dict[str, str] = {
+    "checkpoint": "A .ckpt written by `goatdna train` or a `goatdna export` folder.",
+    "data": "Shard directory from `goatdna prepare`.",
+    "fasta": "Reference FASTA (plain, gzip or bgzip); indexed on first use.",
+    "split": "Split to read: train, val or test.",
+    "context_lengths": "Comma-separated context lengths, e.g. 1024,2048,4096,8192 "
+    "(default: training length x 1, 2, 4, 8; longer than training = extrapolation).",
+    "max_eval_tokens": "Score at most this many bases per context length and model "
+    "(max // L held-out windows, evenly spaced over the split; 0 = the whole split).",
+    "batch_tokens": "Tokens per forward pass (batch = this / sequence length).",
+    "num_samples": "Continuations drawn per prompt (and model).",
+    "prompts": "GC study: test-split prompts.",
+    "temperature": "Softmax temperature of sampling; 0 = greedy.",
+    "top_k": "Sample among the k most likely bases (1..4).",
+    "seed": "Random seed; equal seeds give equal results.",
+    "threads": "torch CPU threads for scoring and decoding, restored afterwards (default: "
+    "torch's setting; 1 is often fastest for tiny models on a busy CPU).",
+    "device": "torch device, e.g. cpu or cuda.",
+    "accelerator": "auto | cpu | gpu (cuda) | mps.",
+    "devices": "Devices per node: a count, -1 for all, 'auto', or ids like 0,1.",
+    "num_nodes": "Nodes (torchrun/SLURM).",
+    "strategy": "auto | ddp | fsdp (multi-GPU; under torchrun/SLURM too).",
+    "precision": "auto (bf16-mixed on GPU, 32-true on CPU) | 32-true | bf16-mixed | 16-mixed "
+    "| bf16-true.",
+    "overrides": "Override any config key, e.g. --set optim.lr=3e-4 (repeatable).",
+    "progress": "Show a rich progress bar.",
+    "cache_dir": "Where a plain-gzip FASTA is decompressed once.",
+}
+
+
+def option(concept: str, help: str | None = None, **kwargs: Any) -> Any:
+    """The `typer.Option` of a shared concept: its one set of flag names, and a help text.
+
+    ``help`` replaces the shared text where a command says more (what its output file holds);
+    the default value is the parameter's own default in the command's signature.
+    """
+    text = help if help is not None else OPTION_HELP.get(concept)
+    if text is None:
+        raise KeyError(f"option {concept!r} has no shared help: pass help=")
+    return typer.Option(*OPTION_NAMES[concept], help=text, **kwargs)
+
+
+# The options most commands take word for word.
+CheckpointOpt = Annotated[Path, option("checkpoint")]
+DataOpt = Annotated[Path, option("data")]
+DeviceOpt = Annotated[str, option("device")]
+SeedOpt = Annotated[int, option("seed")]
+SplitOpt = Annotated[str, option("split")]
+ContextLengthsOpt = Annotated[str | None, option("context_lengths")]
+MaxEvalTokensOpt = Annotated[int, option("max_eval_tokens")]
+BatchTokensOpt = Annotated[int, option("batch_tokens")]
+NumSamplesOpt = Annotated[int, option("num_samples")]
+PromptsOpt = Annotated[int, option("prompts")]
+TemperatureOpt = Annotated[float, option("temperature")]
+TopKOpt = Annotated[int | None, option("top_k")]
+ThreadsOpt = Annotated[int | None, option("threads", min=1)]
+AcceleratorOpt = Annotated[str, option("accelerator")]
+DevicesOpt = Annotated[str, option("devices")]
+NumNodesOpt = Annotated[int, option("num_nodes")]
+OverridesOpt = Annotated[list[str] | None, option("overrides")]
+CacheDirOpt = Annotated[Path | None, option("cache_dir")]
+
+
+def default_of(owner: Any, name: str) -> Any:
+    """The library's default of a dataclass field or a function parameter (one source of truth)."""
+    if dataclasses.is_dataclass(owner):
+        for field in dataclasses.fields(owner):
+            if field.name == name:
+                if field.default is not dataclasses.MISSING:
+                    return field.default
+                if field.default_factory is not dataclasses.MISSING:
+                    return field.default_factory()
+        raise KeyError(f"{getattr(owner, '__name__', owner)}.{name} has no default")
+    default = inspect.signature(owner).parameters[name].default
+    if default is inspect.Parameter.empty:
+        raise KeyError(f"{owner.__name__}({name}) has no default")
+    return default
+
+
+def eval_token_cap(value: int) -> int | None:
+    """``--max-eval-tokens``: 0 means the whole split (None to the library); negative is an error."""
+    if value < 0:
+        raise GoatDNAError(f"--max-eval-tokens must be >= 0 (0 = the whole split), got {value}")
+    return value or None
 
 
 def user_errors(func: F) -> F:
@@ -33,3 +162,61 @@ def user_errors(func: F) -> F:
             raise typer.Exit(getattr(err, "exit_code", USER_ERROR_EXIT_CODE)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def format_cell(value: Any, spec: str | None = None) -> str:
+    """One table cell as report.md writes it: booleans yes/no, missing or non-finite numbers n/a,
+    integers with thousands separators, other numbers with ``spec`` (default 4 decimals)."""
+    import numbers
+
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "yes" if value else "no"
+    if value is None:
+        return "n/a"
+    if isinstance(value, numbers.Integral):
+        return format(int(value), spec or ",d")
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
+            return "n/a"
+        return format(number, spec or ".4f")
+    return str(value)
+
+
+def frame_table(
+    frame: Any, title: str | None = None, formats: Mapping[str, str] | None = None
+) -> Any:
+    """A pandas DataFrame as a rich `Table`: text columns left-aligned, numbers right-aligned and
+    formatted by `format_cell` (per-column format specs in ``formats``, as in report.md)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    formats = formats or {}
+    table = Table(title=Text(title) if title else None)
+    for column in frame.columns:
+        numeric = frame[column].dtype.kind in "iuf"  # integers and floats; not bool or text
+        table.add_column(Text(str(column)), justify="right" if numeric else "left")
+    for row in frame.itertuples(index=False):
+        # Text, not str: a run name like "[red]x" is shown as written, never read as markup
+        table.add_row(
+            *(
+                Text(format_cell(value, formats.get(str(column))))
+                for column, value in zip(frame.columns, row, strict=True)
+            )
+        )
+    return table
+
+
+def print_frame(
+    frame: Any,
+    title: str | None = None,
+    formats: Mapping[str, str] | None = None,
+    console: Any = None,
+) -> None:
+    """Print a DataFrame as a rich table (to ``console``, default stdout) at full width."""
+    from rich.console import Console
+
+    (console or Console()).print(frame_table(frame, title, formats))

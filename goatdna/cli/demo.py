@@ -13,14 +13,24 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
+from goatdna.analysis.report import ReportOptions
+from goatdna.cli.common import (
+    ContextLengthsOpt,
+    MaxEvalTokensOpt,
+    NumSamplesOpt,
+    PromptsOpt,
+    ThreadsOpt,
+    default_of,
+    option,
+)
+
 DEFAULT_STEPS = 200
 DEFAULT_GENOME_LENGTH = 2_000_000
-DEFAULT_PROMPTS = 100
-DEFAULT_EVAL_TOKENS = 32_768
+DEFAULT_EVAL_TOKENS = 32_768  # the demo's cap: minutes on a CPU, not the report's default
 MODELS = ("goat", "rope")
 REPORT_STAMP = ".demo_report.json"
 
@@ -113,46 +123,46 @@ def _stamp(runs: list[Path], report_options: dict[str, Any]) -> dict[str, Any]:
 
 
 def demo(
-    out: Path = typer.Option(
-        Path("demo"), "--out", "-o", help="Directory for shards, runs and the report."
+    out: Annotated[Path, option("out", "Directory for shards, runs and the report.")] = Path(
+        "demo"
     ),
-    steps: int = typer.Option(DEFAULT_STEPS, "--steps", help="Training steps per model."),
-    genome_length: int = typer.Option(
-        DEFAULT_GENOME_LENGTH, "--genome-length", help="Synthetic genome size in bases."
-    ),
-    prompts: int = typer.Option(DEFAULT_PROMPTS, "--prompts", help="GC study: test-split prompts."),
-    samples: int = typer.Option(
-        1, "--samples", help="GC study: continuations per prompt and model."
-    ),
-    max_eval_tokens: int = typer.Option(
-        DEFAULT_EVAL_TOKENS, "--max-eval-tokens", help="Bases scored per context length and model."
-    ),
-    context_lengths: str | None = typer.Option(
-        None,
-        "--context-lengths",
-        help="Evaluation context lengths (default: training length x 1, 2, 4, 8).",
-    ),
-    goat_config: Path | None = typer.Option(
-        None, "--goat-config", help="Default: configs/goat-tiny.yaml."
-    ),
-    rope_config: Path | None = typer.Option(
-        None, "--rope-config", help="Default: configs/rope-tiny.yaml."
-    ),
-    set_: list[str] | None = typer.Option(
-        None, "--set", help="Config override for both runs, e.g. --set data.micro_batch_size=8."
-    ),
-    force: bool = typer.Option(False, "--force", help="Redo every stage from scratch."),
+    steps: Annotated[
+        int, typer.Option("--steps", help="Training steps per model.")
+    ] = DEFAULT_STEPS,
+    genome_length: Annotated[
+        int, typer.Option("--genome-length", help="Synthetic genome size in bases.")
+    ] = DEFAULT_GENOME_LENGTH,
+    prompts: PromptsOpt = default_of(ReportOptions, "n_prompts"),
+    num_samples: NumSamplesOpt = default_of(ReportOptions, "samples_per_prompt"),
+    max_eval_tokens: MaxEvalTokensOpt = DEFAULT_EVAL_TOKENS,
+    context_lengths: ContextLengthsOpt = None,
+    goat_config: Annotated[
+        Path | None, typer.Option("--goat-config", help="Default: configs/goat-tiny.yaml.")
+    ] = None,
+    rope_config: Annotated[
+        Path | None, typer.Option("--rope-config", help="Default: configs/rope-tiny.yaml.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        option("overrides", "Config override for both runs, e.g. --set data.micro_batch_size=8."),
+    ] = None,
+    force: Annotated[bool, option("force", "Redo every stage from scratch.")] = False,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Prepare a synthetic genome, train tiny GOAT and RoPE, evaluate, and write the report."""
     from rich.console import Console
 
     from goatdna.analysis.evaluate import parse_context_lengths
-    from goatdna.analysis.report import ReportOptions, build_report
+    from goatdna.analysis.generate import torch_threads
+    from goatdna.analysis.report import build_report
+    from goatdna.cli.common import eval_token_cap
+    from goatdna.cli.report import print_summary
     from goatdna.errors import GoatDNAError
     from goatdna.training import load_run_config
 
-    if steps < 1 or prompts < 1 or samples < 1 or max_eval_tokens < 1:
-        raise GoatDNAError("--steps, --prompts, --samples and --max-eval-tokens must be >= 1")
+    if steps < 1 or prompts < 1 or num_samples < 1:
+        raise GoatDNAError("--steps, --prompts and --num-samples must be >= 1")
+    cap = eval_token_cap(max_eval_tokens)
     console = Console(stderr=True)
     say = console.print
     started = time.perf_counter()
@@ -164,7 +174,7 @@ def demo(
         "goat": goat_config or configs_dir / "goat-tiny.yaml",  # type: ignore[operator]
         "rope": rope_config or configs_dir / "rope-tiny.yaml",  # type: ignore[operator]
     }
-    overrides = [*(set_ or []), f"trainer.max_steps={steps}"]
+    overrides = [*(overrides or []), f"trainer.max_steps={steps}"]
     configs = {name: load_run_config(paths[name], overrides) for name in MODELS}
     lengths = parse_context_lengths(context_lengths) if context_lengths else None
 
@@ -188,14 +198,14 @@ def demo(
         data_dir=genome.root,
         out_dir=report_dir,
         context_lengths=lengths,
-        max_eval_tokens=max_eval_tokens,
+        max_eval_tokens=cap,
         n_prompts=prompts,
-        samples_per_prompt=samples,
+        samples_per_prompt=num_samples,
     )
     stamp = _stamp(
         runs,
-        {"context_lengths": lengths, "max_eval_tokens": max_eval_tokens, "prompts": prompts,
-         "samples": samples, "manifest": genome.manifest_sha256},
+        {"context_lengths": lengths, "max_eval_tokens": cap, "prompts": prompts,
+         "samples": num_samples, "manifest": genome.manifest_sha256},
     )  # fmt: skip
     stamp_path = report_dir / REPORT_STAMP
     current = (
@@ -208,11 +218,12 @@ def demo(
     if current:
         say("  report is up to date with the checkpoints; kept")
     else:
-        result = build_report(options, log=lambda msg: say(f"  {msg}"))
+        with torch_threads(threads):
+            result = build_report(options, log=lambda msg: say(f"  {msg}"))
         from goatdna.analysis.output import atomic_write_text
 
         atomic_write_text(stamp_path, json.dumps(stamp, indent=2) + "\n")
-        console.print(result.summary.to_string(index=False))
+        print_summary(result, console)
     timings["report"] = time.perf_counter() - t
     total = time.perf_counter() - started
     say(

@@ -3,55 +3,72 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
+from goatdna.cli.common import CheckpointOpt, DeviceOpt, default_of, option
 from goatdna.errors import GoatDNAError
+from goatdna.inference.embed import EmbedOptions
 
 
 def embed(
-    checkpoint: Path = typer.Option(
-        ..., "--checkpoint", "-c", help="A .ckpt from `goatdna train` or a `goatdna export` folder."
+    checkpoint: CheckpointOpt,
+    out: Annotated[Path, option("out", "Output: .npz, .parquet or .zarr.")],
+    fasta: Annotated[
+        Path | None,
+        option("fasta", "Reference FASTA (indexed; bgzip if compressed); use with --bed."),
+    ] = None,
+    bed: Annotated[
+        Path | None,
+        typer.Option(
+            "--bed",
+            help="Regions to embed (BED: chrom, 0-based start, end, optional name and strand).",
+        ),
+    ] = None,
+    sequences: Annotated[
+        Path | None,
+        option(
+            "sequences",
+            "FASTA, or CSV/TSV with a 'sequence' column (other columns are carried to --out).",
+        ),
+    ] = None,
+    layer: Annotated[
+        int | None,
+        typer.Option(
+            "--layer", help="1-based block whose output to take (default: the final norm's)."
+        ),
+    ] = None,
+    pool: Annotated[
+        str, typer.Option("--pool", help="mean | last | none (one vector per base).")
+    ] = default_of(EmbedOptions, "pool"),
+    strands: Annotated[
+        str, option("strands", "forward | both (average with the reverse complement).")
+    ] = default_of(EmbedOptions, "strands"),
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            "--max-length",
+            help="Chunk length M (default: 4x training length for GOAT, 1x for RoPE); longer "
+            "sequences are cut into consecutive chunks of M.",
+        ),
+    ] = None,
+    batch_size: Annotated[int, option("batch_size", "Chunks per forward pass.")] = default_of(
+        EmbedOptions, "batch_size"
     ),
-    fasta: Path | None = typer.Option(
-        None, "--fasta", help="Reference FASTA (indexed; bgzip if compressed); use with --bed."
-    ),
-    bed: Path | None = typer.Option(
-        None,
-        "--bed",
-        help="Regions to embed (BED: chrom, 0-based start, end, optional name and strand).",
-    ),
-    sequences: Path | None = typer.Option(
-        None,
-        "--sequences",
-        help="FASTA, or CSV/TSV with a 'sequence' column (other columns are carried to --out).",
-    ),
-    layer: int | None = typer.Option(
-        None, "--layer", help="1-based block whose output to take (default: the final norm's)."
-    ),
-    pool: str = typer.Option("mean", "--pool", help="mean | last | none (one vector per base)."),
-    strands: str = typer.Option(
-        "forward", "--strands", help="forward | both (average with the reverse complement)."
-    ),
-    max_length: int | None = typer.Option(
-        None,
-        "--max-length",
-        help="Chunk length M (default: 4x training length for GOAT, 1x for RoPE); longer "
-        "sequences are cut into consecutive chunks of M.",
-    ),
-    out: Path = typer.Option(..., "--out", "-o", help="Output: .npz, .parquet or .zarr."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Chunks per forward pass."),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
-    devices: str | None = typer.Option(
-        None,
-        "--devices",
-        help="Run Lightning's predict loop on this many devices (e.g. 4, or 0,1); "
-        "the accelerator follows --device.",
-    ),
+    device: DeviceOpt = "cpu",
+    devices: Annotated[
+        str | None,
+        option(
+            "devices",
+            "Run Lightning's predict loop on this many devices (e.g. 4, or 0,1); the "
+            "accelerator follows --device.",
+        ),
+    ] = None,
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
     from goatdna.checkpoint import load_checkpoint
-    from goatdna.inference.embed import EmbedOptions, default_max_length, embed_records
+    from goatdna.inference.embed import default_max_length, embed_records
     from goatdna.inference.embed_io import (
         check_output,
         read_bed_regions,
@@ -79,13 +96,14 @@ def embed(
     options.validate(len(model.blocks))
     length = max_length if max_length is not None else default_max_length(config)
     if runtime is None:
-        vectors = embed_records(model, records, options, length)
+        vectors: list[Any] | None = embed_records(model, records, options, length)
         write = True
     else:
         from goatdna.inference.embed_predict import embed_with_runtime
 
         vectors, write = embed_with_runtime(model, records, options, length, runtime)
     if write:
+        assert vectors is not None  # the writing rank holds every vector
         write_embeddings(out, records, vectors, pool)
         typer.echo(
             f"wrote {len(records)} embedding(s) (layer {layer or 'final norm'}, pool {pool}, "

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
-import typer
+from goatdna.analysis.evaluate import DEFAULT_BATCH_TOKENS
+from goatdna.cli.common import (
+    BatchTokensOpt,
+    CheckpointOpt,
+    ContextLengthsOpt,
+    DataOpt,
+    DeviceOpt,
+    MaxEvalTokensOpt,
+    SplitOpt,
+    eval_token_cap,
+    option,
+)
 
 
 def _bits(value: float) -> str:
@@ -14,33 +26,16 @@ def _bits(value: float) -> str:
 
 
 def evaluate(
-    checkpoint: Path = typer.Option(
-        ...,
-        "--checkpoint",
-        "-c",
-        help="A .ckpt written by `goatdna train` or a `goatdna export` folder.",
-    ),
-    data: Path = typer.Option(..., "--data", "-d", help="Shard directory from `goatdna prepare`."),
-    split: str = typer.Option("val", "--split", help="Split to score: val, test (or train)."),
-    context_lengths: str | None = typer.Option(
-        None,
-        "--context-lengths",
-        help="Comma-separated context lengths, e.g. 1024,2048,4096,8192 "
-        "(default: training length x 1, 2, 4, 8; longer than training = extrapolation).",
-    ),
-    max_tokens: int | None = typer.Option(
-        None,
-        "--max-tokens",
-        help="Score at most this many bases per context length (max-tokens // L held-out windows, "
-        "evenly spaced over the split: the windows training validates on at its own cap).",
-    ),
-    batch_tokens: int = typer.Option(
-        16384, "--batch-tokens", help="Tokens per forward pass (batch = this / context length)."
-    ),
-    out: Path | None = typer.Option(
-        None, "--out", "-o", help="Directory for evaluation.json and evaluation.csv."
-    ),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    checkpoint: CheckpointOpt,
+    data: DataOpt,
+    split: SplitOpt = "val",
+    context_lengths: ContextLengthsOpt = None,
+    max_eval_tokens: MaxEvalTokensOpt = 0,
+    batch_tokens: BatchTokensOpt = DEFAULT_BATCH_TOKENS,
+    out: Annotated[
+        Path | None, option("out", "Directory for evaluation.json and evaluation.csv.")
+    ] = None,
+    device: DeviceOpt = "cpu",
 ) -> None:
     """Mean NLL (nats/base), bits/base and perplexity over non-overlapping windows, per context length."""
     from rich.console import Console
@@ -56,11 +51,12 @@ def evaluate(
 
     if batch_tokens < 1:
         raise GoatDNAError(f"--batch-tokens must be >= 1, got {batch_tokens}")
+    cap = eval_token_cap(max_eval_tokens)
     if out is not None:
         check_output_dir(out, "--out")  # before any work
     lengths = parse_context_lengths(context_lengths) if context_lengths else None
     evaluation = evaluate_checkpoint(
-        checkpoint, data, split, lengths, max_tokens, batch_tokens, device, show_progress=True
+        checkpoint, data, split, lengths, cap, batch_tokens, device, show_progress=True
     )
     table = Table(
         title=f"{evaluation.positional} on {split} (training length {evaluation.train_length}; "

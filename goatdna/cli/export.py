@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from goatdna.cli.common import option
 from goatdna.errors import GoatDNAError
 
 
 def export(
-    checkpoint: Path = typer.Option(
-        ...,
-        "--checkpoint",
-        "-c",
-        help="A .ckpt written by `goatdna train` (or an earlier export folder).",
-    ),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write (must not exist yet)."),
-    force: bool = typer.Option(
-        False, "--force", help="Replace --out when it holds an earlier goatdna export."
-    ),
+    checkpoint: Annotated[
+        Path,
+        option("checkpoint", "A .ckpt written by `goatdna train` (or an earlier export folder)."),
+    ],
+    out: Annotated[Path, option("out", "Folder to write (must not exist yet).")],
+    force: Annotated[
+        bool, option("force", "Replace --out when it holds an earlier goatdna export.")
+    ] = False,
 ) -> None:
     """Write config.json, model.safetensors, tokenizer, transformers code and a model card."""
     from goatdna.checkpoint import checkpoint_provenance, load_checkpoint

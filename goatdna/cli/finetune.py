@@ -4,101 +4,142 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
+from goatdna.cli.common import OverridesOpt, option
 from goatdna.errors import GoatDNAError
 
 
+def _config_key(key: str, text: str) -> str:
+    """Help of a flag that overrides one key of the fine-tuning config (its default lives there)."""
+    return f"{text} (default: config key {key})."
+
+
 def finetune(
-    checkpoint: str | None = typer.Option(
-        None, "--checkpoint", "-c", help="Pretrained backbone: a `goatdna train` .ckpt."
-    ),
-    train: str | None = typer.Option(
-        None,
-        "--train",
-        help="Training table: CSV/TSV/Parquet with sequence,label (or BED + --fasta).",
-    ),
-    val: str | None = typer.Option(
-        None, "--val", help="Validation table (default: hold out --val-fraction of --train)."
-    ),
-    test: str | None = typer.Option(
-        None, "--test", help="Test table, evaluated with the best checkpoint."
-    ),
-    out: Path = typer.Option(
-        ...,
-        "--out",
-        "-o",
-        help="Run directory (config.yaml, checkpoints/, metrics.csv, summary.json).",
-    ),
-    fasta: str | None = typer.Option(None, "--fasta", help="Reference FASTA for BED inputs."),
-    bed_label_column: int | None = typer.Option(
-        None, "--bed-label-column", help="1-based BED column with the label (default 4)."
-    ),
-    sequence_column: str | None = typer.Option(
-        None, "--sequence-column", help="Default: sequence."
-    ),
-    label_column: str | None = typer.Option(None, "--label-column", help="Default: label."),
-    task: str | None = typer.Option(
-        None, "--task", help="auto | classification | regression (auto: from the labels)."
-    ),
-    mode: str | None = typer.Option(
-        None, "--mode", help="full (train everything) | probe (frozen backbone, cached embeddings)."
-    ),
-    pool: str | None = typer.Option(
-        None, "--pool", help="mean | last (hidden state of the last base)."
-    ),
-    rc_augment: bool | None = typer.Option(
-        None, "--rc-augment/--no-rc-augment", help="Train on random strands."
-    ),
-    rc_average: bool | None = typer.Option(
-        None, "--rc-average/--no-rc-average", help="Evaluate/predict with the mean of both strands."
-    ),
-    epochs: int | None = typer.Option(None, "--epochs", help="Default 5."),
-    lr: float | None = typer.Option(None, "--lr", help="Head learning rate (default 1e-3)."),
-    backbone_lr: float | None = typer.Option(
-        None, "--backbone-lr", help="Backbone learning rate in full mode (default 1e-4)."
-    ),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help="Sequences per step over all devices (default 32)."
-    ),
-    max_length: int | None = typer.Option(
-        None, "--max-length", help="Keep the first N bases of longer sequences (default 1024)."
-    ),
-    val_fraction: float | None = typer.Option(
-        None, "--val-fraction", help="Held out of --train when --val is absent (default 0.1)."
-    ),
-    seed: int | None = typer.Option(None, "--seed", help="Default 0."),
-    devices: str | None = typer.Option(
-        None, "--devices", help="Devices per node: a count, 'auto' or '0,1'."
-    ),
-    accelerator: str | None = typer.Option(None, "--accelerator", help="auto | cpu | gpu."),
-    strategy: str | None = typer.Option(None, "--strategy", help="auto | ddp."),
-    num_nodes: int | None = typer.Option(None, "--num-nodes", help="Nodes (torchrun/SLURM)."),
-    precision: str | None = typer.Option(
-        None,
-        "--precision",
-        help="auto (bf16-mixed on GPU, 32-true on CPU) | 32-true | bf16-mixed | 16-mixed.",
-    ),
-    overrides: list[str] = typer.Option(
-        [], "--set", help="Any config key, e.g. --set optim.weight_decay=0.1 (repeatable)."
-    ),
-    progress: bool | None = typer.Option(
-        None, "--progress/--no-progress", help="Rich progress bar."
-    ),
-    resume: bool = typer.Option(
-        False,
-        "--resume",
-        help="Continue RUN_DIR from checkpoints/last.ckpt (options default to its config.yaml).",
-    ),
-    force: bool = typer.Option(
-        False, "--force", help="Start over in a run directory that holds a run."
-    ),
+    out: Annotated[
+        Path, option("out", "Run directory (config.yaml, checkpoints/, metrics.csv, summary.json).")
+    ],
+    checkpoint: Annotated[
+        str | None, option("checkpoint", "Pretrained backbone: a `goatdna train` .ckpt.")
+    ] = None,
+    train: Annotated[
+        str | None,
+        typer.Option(
+            "--train",
+            help="Training table: CSV/TSV/Parquet with sequence,label (or BED + --fasta).",
+        ),
+    ] = None,
+    val: Annotated[
+        str | None,
+        typer.Option(
+            "--val", help="Validation table (default: hold out --val-fraction of --train)."
+        ),
+    ] = None,
+    test: Annotated[
+        str | None, typer.Option("--test", help="Test table, evaluated with the best checkpoint.")
+    ] = None,
+    fasta: Annotated[str | None, option("fasta", "Reference FASTA for BED inputs.")] = None,
+    bed_label_column: Annotated[
+        int | None,
+        typer.Option(
+            "--bed-label-column",
+            help=_config_key("task.bed_label_column", "1-based BED column with the label"),
+        ),
+    ] = None,
+    sequence_column: Annotated[
+        str | None,
+        typer.Option("--sequence-column", help=_config_key("task.sequence_column", "Column")),
+    ] = None,
+    label_column: Annotated[
+        str | None, typer.Option("--label-column", help=_config_key("task.label_column", "Column"))
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="auto | classification | regression (auto: from the labels)."),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode", help="full (train everything) | probe (frozen backbone, cached embeddings)."
+        ),
+    ] = None,
+    pool: Annotated[
+        str | None, typer.Option("--pool", help="mean | last (hidden state of the last base).")
+    ] = None,
+    rc_augment: Annotated[
+        bool | None, typer.Option("--rc-augment/--no-rc-augment", help="Train on random strands.")
+    ] = None,
+    rc_average: Annotated[
+        bool | None,
+        typer.Option(
+            "--rc-average/--no-rc-average", help="Evaluate/predict with the mean of both strands."
+        ),
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--epochs", help=_config_key("trainer.epochs", "Epochs"))
+    ] = None,
+    lr: Annotated[
+        float | None, typer.Option("--lr", help=_config_key("optim.head_lr", "Head learning rate"))
+    ] = None,
+    backbone_lr: Annotated[
+        float | None,
+        typer.Option(
+            "--backbone-lr",
+            help=_config_key("optim.backbone_lr", "Backbone learning rate in full mode"),
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        option(
+            "batch_size",
+            _config_key("trainer.batch_size", "Sequences per step over all devices"),
+        ),
+    ] = None,
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            "--max-length",
+            help=_config_key("task.max_length", "Keep the first N bases of longer sequences"),
+        ),
+    ] = None,
+    val_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--val-fraction",
+            help=_config_key("task.val_fraction", "Held out of --train when --val is absent"),
+        ),
+    ] = None,
+    seed: Annotated[int | None, option("seed", _config_key("seed", "Random seed"))] = None,
+    devices: Annotated[str | None, option("devices")] = None,
+    accelerator: Annotated[str | None, option("accelerator")] = None,
+    strategy: Annotated[str | None, option("strategy", "auto | ddp.")] = None,
+    num_nodes: Annotated[int | None, option("num_nodes")] = None,
+    precision: Annotated[str | None, option("precision")] = None,
+    overrides: OverridesOpt = None,
+    progress: Annotated[bool | None, option("progress")] = None,
+    resume: Annotated[
+        bool,
+        option(
+            "resume",
+            "Continue OUT from checkpoints/last.ckpt (options default to its config.yaml).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, option("force", "Start over in a run directory that holds a run.")
+    ] = False,
 ) -> None:
     """Fine-tune a pretrained model for sequence classification or regression."""
     from goatdna.configfile import apply_overrides, from_dict, load_yaml, to_dict
+    from goatdna.runtime import parse_devices
     from goatdna.training.finetune_config import FinetuneConfig
+
+    if devices is not None:  # checked before any work; a count stays a number in config.yaml
+        parsed = parse_devices(devices)
+        devices_value: int | str | None = parsed if isinstance(parsed, int) else devices
+    else:
+        devices_value = None
 
     flags: dict[str, Any] = {
         "task.train": train, "task.val": val, "task.test": test, "task.fasta": fasta,
@@ -108,7 +149,7 @@ def finetune(
         "backbone.mode": mode, "backbone.pool": pool, "backbone.rc_augment": rc_augment,
         "backbone.rc_average": rc_average, "optim.head_lr": lr, "optim.backbone_lr": backbone_lr,
         "trainer.epochs": epochs, "trainer.batch_size": batch_size,
-        "trainer.devices": _devices(devices), "trainer.accelerator": accelerator,
+        "trainer.devices": devices_value, "trainer.accelerator": accelerator,
         "trainer.strategy": strategy, "trainer.num_nodes": num_nodes,
         "trainer.precision": precision, "trainer.progress_bar": progress, "seed": seed,
     }  # fmt: skip
@@ -125,7 +166,7 @@ def finetune(
                 base.setdefault(section, {})[name] = value
             else:
                 base[section] = value
-    base = apply_overrides(base, list(overrides))
+    base = apply_overrides(base, list(overrides or []))
     config = from_dict(FinetuneConfig, base)
     if not config.task.train:
         raise GoatDNAError("--train is required (a CSV/TSV/Parquet file with sequence,label)")
@@ -140,9 +181,3 @@ def finetune(
         shown["test"] = summary["test"]
     typer.echo(json.dumps(shown))
     typer.echo(f"run directory: {out}")
-
-
-def _devices(value: str | None) -> int | str | None:
-    if value is not None and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return value

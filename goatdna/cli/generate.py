@@ -5,11 +5,24 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
+from goatdna.analysis.generate import MAX_NEW_TOKENS, SamplingOptions
+from goatdna.cli.common import (
+    CheckpointOpt,
+    DeviceOpt,
+    NumSamplesOpt,
+    SeedOpt,
+    TemperatureOpt,
+    ThreadsOpt,
+    TopKOpt,
+    option,
+)
 from goatdna.errors import GoatDNAError
+
+_SAMPLING = SamplingOptions()  # the library's sampling defaults
 
 LONG_JOB_STEPS = 20_000
 """Decoding steps (or prompt bases) above which generate shows a progress bar on stderr."""
@@ -36,49 +49,52 @@ def decoding_progress(prompt_length: int, total_steps: int) -> Iterator[Any]:
 
 
 def generate(
-    checkpoint: Path = typer.Option(
-        ...,
-        "--checkpoint",
-        "-c",
-        help="A .ckpt written by `goatdna train` or a `goatdna export` folder.",
-    ),
-    prompt: str | None = typer.Option(
-        None, "--prompt", "-p", help="Prompt bases (A C G T N, any case; IUPAC codes read as N)."
-    ),
-    prompt_fasta: Path | None = typer.Option(
-        None, "--prompt-fasta", help="Read the prompt from this FASTA file (use with --region)."
-    ),
-    region: str | None = typer.Option(
-        None,
-        "--region",
-        help="chr:start-end (1-based, inclusive) or a record name in --prompt-fasta; "
-        "optional when the file holds one record.",
-    ),
-    max_new_tokens: int = typer.Option(
-        200, "--max-new-tokens", help="Bases to generate per sample (at most 100,000)."
-    ),
-    temperature: float = typer.Option(
-        1.0, "--temperature", help="Softmax temperature; 0 = greedy."
-    ),
-    top_k: int | None = typer.Option(
-        None, "--top-k", help="Sample among the k most likely bases (1..4)."
-    ),
-    num_samples: int = typer.Option(1, "--num-samples", "-n", help="Continuations to draw."),
-    seed: int = typer.Option(0, "--seed", help="Random seed; equal seeds give equal samples."),
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        "-o",
-        help="Write FASTA (.fa/.fasta/.fna) or JSON (.json); default: FASTA on stdout.",
-    ),
-    with_prompt: bool = typer.Option(
-        False, "--with-prompt", help="Write prompt + continuation instead of the continuation only."
-    ),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    checkpoint: CheckpointOpt,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt", "-p", help="Prompt bases (A C G T N, any case; IUPAC codes read as N)."
+        ),
+    ] = None,
+    prompt_fasta: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompt-fasta", help="Read the prompt from this FASTA file (use with --region)."
+        ),
+    ] = None,
+    region: Annotated[
+        str | None,
+        option(
+            "region",
+            "chr:start-end (1-based, inclusive) or a record name in --prompt-fasta; optional when "
+            "the file holds one record.",
+        ),
+    ] = None,
+    max_new_tokens: Annotated[
+        int,
+        typer.Option(
+            "--max-new-tokens", help=f"Bases to generate per sample (at most {MAX_NEW_TOKENS:,})."
+        ),
+    ] = _SAMPLING.max_new_tokens,
+    temperature: TemperatureOpt = _SAMPLING.temperature,
+    top_k: TopKOpt = _SAMPLING.top_k,
+    num_samples: NumSamplesOpt = _SAMPLING.num_samples,
+    seed: SeedOpt = _SAMPLING.seed,
+    out: Annotated[
+        Path | None,
+        option("out", "Write FASTA (.fa/.fasta/.fna) or JSON (.json); default: FASTA on stdout."),
+    ] = None,
+    with_prompt: Annotated[
+        bool,
+        typer.Option(
+            "--with-prompt", help="Write prompt + continuation instead of the continuation only."
+        ),
+    ] = False,
+    device: DeviceOpt = "cpu",
+    threads: ThreadsOpt = None,
 ) -> None:
     """Continue a DNA prompt with a trained model (KV-cached sampling; never emits N)."""
     from goatdna.analysis.generate import (
-        SamplingOptions,
         generate_continuations,
         parse_prompt,
         read_prompt_fasta,
@@ -110,7 +126,7 @@ def generate(
     model, _config = load_checkpoint(checkpoint, device=device)
     batches = -(-num_samples // options.batch_size)
     with decoding_progress(len(text.strip()), max_new_tokens * batches) as on_step:
-        samples = generate_continuations(model, [text], options, on_step)[0]
+        samples = generate_continuations(model, [text], options, on_step, threads)[0]
     document = format_generation(
         fmt, str(checkpoint), label, text.strip(), samples, options, with_prompt
     )

@@ -4,28 +4,35 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from goatdna.cli.common import DataOpt, SeedOpt, default_of, option
+from goatdna.data_prep.tasks import WindowTaskOptions
+
 
 def make_task(
-    data: Path = typer.Option(..., "--data", "-d", help="Shard directory from `goatdna prepare`."),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Folder for train.csv, val.csv, test.csv, task.json."
+    data: DataOpt,
+    out: Annotated[Path, option("out", "Folder for train.csv, val.csv, test.csv, task.json.")],
+    label: Annotated[
+        str,
+        typer.Option("--label", help="repeat (>= half soft-masked) | gc (GC tertiles of train)."),
+    ] = default_of(WindowTaskOptions, "label"),
+    window: Annotated[int, typer.Option("--window", help="Window length in nt.")] = default_of(
+        WindowTaskOptions, "window"
     ),
-    label: str = typer.Option(
-        "repeat", "--label", help="repeat (>= half soft-masked) | gc (GC tertiles of train)."
-    ),
-    window: int = typer.Option(200, "--window", help="Window length in nt."),
-    max_train: int = typer.Option(
-        2000, "--max-train", help="Rows in train.csv (classes balanced)."
-    ),
-    max_eval: int = typer.Option(500, "--max-eval", help="Rows in val.csv and test.csv each."),
-    seed: int = typer.Option(0, "--seed"),
-    force: bool = typer.Option(False, "--force", help="Overwrite a task in --out."),
+    max_train: Annotated[
+        int, typer.Option("--max-train", help="Rows in train.csv (classes balanced).")
+    ] = default_of(WindowTaskOptions, "max_train"),
+    max_eval: Annotated[
+        int, typer.Option("--max-eval", help="Rows in val.csv and test.csv each.")
+    ] = default_of(WindowTaskOptions, "max_eval"),
+    seed: SeedOpt = default_of(WindowTaskOptions, "seed"),
+    force: Annotated[bool, option("force", "Overwrite a task in --out.")] = False,
 ) -> None:
     """Tile each split into windows labelled by repeat content or GC class; splits never mix."""
-    from goatdna.data_prep.tasks import WindowTaskOptions, make_window_task
+    from goatdna.data_prep.tasks import make_window_task
     from goatdna.errors import GoatDNAError
 
     if label not in ("repeat", "gc"):

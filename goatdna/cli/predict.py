@@ -3,38 +3,52 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from goatdna.cli.common import (
+    AcceleratorOpt,
+    DevicesOpt,
+    NumNodesOpt,
+    default_of,
+    option,
+)
+from goatdna.inference.predict import predict_file
+from goatdna.runtime import Runtime
+
 
 def predict(
-    checkpoint: Path = typer.Option(
-        ...,
-        "--checkpoint",
-        "-c",
-        help="A `goatdna finetune` checkpoint (RUN_DIR/checkpoints/best.ckpt).",
+    checkpoint: Annotated[
+        Path,
+        option("checkpoint", "A `goatdna finetune` checkpoint (RUN_DIR/checkpoints/best.ckpt)."),
+    ],
+    sequences: Annotated[
+        Path,
+        option("sequences", "CSV/TSV/Parquet with a sequence column (or BED + --fasta)."),
+    ],
+    out: Annotated[Path, option("out", "Output CSV (TSV when it ends in .tsv).")],
+    sequence_column: Annotated[
+        str, typer.Option("--sequence-column", help="Column holding the sequences.")
+    ] = default_of(predict_file, "sequence_column"),
+    fasta: Annotated[Path | None, option("fasta", "Reference FASTA for BED input.")] = None,
+    rc_average: Annotated[
+        bool | None,
+        typer.Option(
+            "--rc-average/--no-rc-average",
+            help="Average both strands (default: as the model was fine-tuned).",
+        ),
+    ] = None,
+    batch_size: Annotated[int, option("batch_size", "Sequences per forward pass.")] = default_of(
+        predict_file, "batch_size"
     ),
-    sequences: Path = typer.Option(
-        ..., "--sequences", "-s", help="CSV/TSV/Parquet with a sequence column (or BED + --fasta)."
-    ),
-    out: Path = typer.Option(..., "--out", "-o", help="Output CSV (TSV when it ends in .tsv)."),
-    sequence_column: str = typer.Option("sequence", "--sequence-column"),
-    fasta: Path | None = typer.Option(None, "--fasta", help="Reference FASTA for BED input."),
-    rc_average: bool | None = typer.Option(
-        None,
-        "--rc-average/--no-rc-average",
-        help="Average both strands (default: as the model was fine-tuned).",
-    ),
-    batch_size: int = typer.Option(64, "--batch-size"),
-    devices: str = typer.Option("1", "--devices", help="A count, -1 for all, or ids like 0,1."),
-    accelerator: str = typer.Option("auto", "--accelerator", help="auto | cpu | gpu."),
-    num_nodes: int = typer.Option(1, "--num-nodes"),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar."),
+    devices: DevicesOpt = str(default_of(Runtime, "devices")),
+    accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
+    num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
+    progress: Annotated[bool, option("progress")] = True,
 ) -> None:
     """Write the input columns plus prob_<class> and pred (or pred alone for regression)."""
     from goatdna.errors import GoatDNAError
-    from goatdna.inference.predict import predict_file
-    from goatdna.runtime import Runtime
 
     if batch_size < 1:
         raise GoatDNAError(f"--batch-size {batch_size}: must be >= 1")

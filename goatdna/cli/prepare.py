@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from goatdna.cli.common import default_of, option
+from goatdna.data_prep.options import DEFAULT_EXCLUDE_CONTIGS, PrepareOptions
+from goatdna.data_prep.synthetic import SyntheticGenomeConfig
 from goatdna.errors import GoatDNAError
 
 
@@ -17,99 +21,122 @@ def _names(value: str | None) -> list[str] | None:
 
 
 def prepare(
-    fasta: list[Path] | None = typer.Argument(
-        None,
-        help="Reference FASTA: plain, gzip or bgzip; several files make one multi-source dataset "
-        "(see --source-names). Omit it with --synthetic.",
-        show_default=False,
-    ),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Output directory for train/val/test.bin and manifest.json."
-    ),
-    synthetic: bool = typer.Option(
-        False,
-        "--synthetic",
-        help="Write the embedded synthetic genome to OUT/synthetic.fa and prepare it "
-        "(no FASTA argument needed).",
-    ),
-    synthetic_length: int = typer.Option(
-        4_000_000, "--synthetic-length", help="Total bases of the synthetic genome."
-    ),
-    synthetic_contigs: int = typer.Option(
-        4, "--synthetic-contigs", help="Number of contigs of the synthetic genome."
-    ),
-    seed: int = typer.Option(
-        0, "--seed", help="Seed of the synthetic genome (same seed, same bytes)."
-    ),
-    contigs: str | None = typer.Option(
-        None,
-        "--contigs",
-        help="Comma-separated contig names or regexes (full match) to keep; default: all. "
-        "Names given here must exist.",
-    ),
-    exclude_contigs: str | None = typer.Option(
-        None,
-        "--exclude-contigs",
-        help="Comma-separated regexes searched in contig names to leave out; default: "
-        "_alt,_random,_fix,chrUn,EBV,HLA-  ('' excludes nothing).",
-    ),
-    min_contig_length: int = typer.Option(
-        0, "--min-contig-length", help="Leave out contigs shorter than this many bases."
-    ),
-    val_contigs: str | None = typer.Option(
-        None,
-        "--val-contigs",
-        help="Comma-separated contigs held out for validation (default chr20 when chr20 and "
-        "chr21 are both present; otherwise the tail of each contig, see --val-fraction).",
-    ),
-    test_contigs: str | None = typer.Option(
-        None,
-        "--test-contigs",
-        help="Comma-separated contigs held out for test (default chr21, as --val-contigs).",
-    ),
-    split_bed: Path | None = typer.Option(
-        None,
-        "--split-bed",
-        help="BED file 'chrom start end split' (split: train/val/test, e.g. HyenaDNA's "
-        "sequences_human.bed); its intervals become the records. Overlaps are an error.",
-    ),
-    val_fraction: float = typer.Option(
-        0.05,
-        "--val-fraction",
-        help="Without hold-out contigs: share of each contig's tail held out for validation.",
-    ),
-    test_fraction: float = typer.Option(
-        0.05,
-        "--test-fraction",
-        help="Without hold-out contigs: share of each contig's tail (after val) held out for test.",
-    ),
-    workers: int | None = typer.Option(
-        None, "--workers", "-j", help="Parallel worker processes (default: up to 4 CPU cores)."
-    ),
-    force: bool = typer.Option(
-        False, "--force", help="Overwrite a dataset or an interrupted run already in OUT."
-    ),
-    resume: bool = typer.Option(
-        False, "--resume", help="Finish an interrupted run in OUT (same input and options)."
-    ),
-    source_names: str | None = typer.Option(
-        None,
-        "--source-names",
-        help="Comma-separated name of each FASTA, in order (default: the file names without "
-        ".fa/.gz). Contig options then take source:contig for one source; hold-outs apply "
-        "per source; contigs found in several files are stored as source:contig.",
-    ),
-    cache_dir: Path | None = typer.Option(
-        None,
-        "--cache-dir",
-        help="Where a plain-gzip FASTA is decompressed once (default OUT/cache).",
-    ),
+    out: Annotated[
+        Path, option("out", "Output directory for train/val/test.bin and manifest.json.")
+    ],
+    fasta: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Reference FASTA: plain, gzip or bgzip; several files make one multi-source "
+            "dataset (see --source-names). Omit it with --synthetic.",
+            show_default=False,
+        ),
+    ] = None,
+    synthetic: Annotated[
+        bool,
+        typer.Option(
+            "--synthetic",
+            help="Write the embedded synthetic genome to OUT/synthetic.fa and prepare it "
+            "(no FASTA argument needed).",
+        ),
+    ] = False,
+    synthetic_length: Annotated[
+        int, typer.Option("--synthetic-length", help="Total bases of the synthetic genome.")
+    ] = default_of(SyntheticGenomeConfig, "total_length"),
+    synthetic_contigs: Annotated[
+        int, typer.Option("--synthetic-contigs", help="Number of contigs of the synthetic genome.")
+    ] = default_of(SyntheticGenomeConfig, "n_contigs"),
+    seed: Annotated[
+        int, option("seed", "Seed of the synthetic genome (same seed, same bytes).")
+    ] = default_of(SyntheticGenomeConfig, "seed"),
+    contigs: Annotated[
+        str | None,
+        typer.Option(
+            "--contigs",
+            help="Comma-separated contig names or regexes (full match) to keep; default: all. "
+            "Names given here must exist.",
+        ),
+    ] = None,
+    exclude_contigs: Annotated[
+        str | None,
+        typer.Option(
+            "--exclude-contigs",
+            help="Comma-separated regexes searched in contig names to leave out; default: "
+            f"{','.join(DEFAULT_EXCLUDE_CONTIGS)}  ('' excludes nothing).",
+        ),
+    ] = None,
+    min_contig_length: Annotated[
+        int,
+        typer.Option("--min-contig-length", help="Leave out contigs shorter than this many bases."),
+    ] = default_of(PrepareOptions, "min_contig_length"),
+    val_contigs: Annotated[
+        str | None,
+        typer.Option(
+            "--val-contigs",
+            help="Comma-separated contigs held out for validation (default chr20 when chr20 and "
+            "chr21 are both present; otherwise the tail of each contig, see --val-fraction).",
+        ),
+    ] = None,
+    test_contigs: Annotated[
+        str | None,
+        typer.Option(
+            "--test-contigs",
+            help="Comma-separated contigs held out for test (default chr21, as --val-contigs).",
+        ),
+    ] = None,
+    split_bed: Annotated[
+        Path | None,
+        typer.Option(
+            "--split-bed",
+            help="BED file 'chrom start end split' (split: train/val/test, e.g. HyenaDNA's "
+            "sequences_human.bed); its intervals become the records. Overlaps are an error.",
+        ),
+    ] = None,
+    val_fraction: Annotated[
+        float,
+        typer.Option(
+            "--val-fraction",
+            help="Without hold-out contigs: share of each contig's tail held out for validation.",
+        ),
+    ] = default_of(PrepareOptions, "val_fraction"),
+    test_fraction: Annotated[
+        float,
+        typer.Option(
+            "--test-fraction",
+            help="Without hold-out contigs: share of each contig's tail (after val) held out for "
+            "test.",
+        ),
+    ] = default_of(PrepareOptions, "test_fraction"),
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", "-j", help="Parallel worker processes (default: up to 4 CPU cores)."
+        ),
+    ] = None,
+    force: Annotated[
+        bool, option("force", "Overwrite a dataset or an interrupted run already in OUT.")
+    ] = False,
+    resume: Annotated[
+        bool, option("resume", "Finish an interrupted run in OUT (same input and options).")
+    ] = False,
+    source_names: Annotated[
+        str | None,
+        typer.Option(
+            "--source-names",
+            help="Comma-separated name of each FASTA, in order (default: the file names without "
+            ".fa/.gz). Contig options then take source:contig for one source; hold-outs apply "
+            "per source; contigs found in several files are stored as source:contig.",
+        ),
+    ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        option("cache_dir", "Where a plain-gzip FASTA is decompressed once (default OUT/cache)."),
+    ] = None,
 ) -> None:
     """Turn a reference FASTA into one-byte-per-base shards (train/val/test.bin + manifest.json).
 
     Bytes: A=0 C=1 G=2 T=3 N=4 (IUPAC codes -> N); bit 0x80 marks soft-masked (lowercase) bases.
     """
-    from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig
     from goatdna.data_prep.prepare import prepare_genome, prepare_synthetic
     from goatdna.data_prep.progress import Reporter
 

@@ -3,42 +3,50 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from goatdna.analysis.recall import DEFAULT_DISTANCES
+from goatdna.analysis.recall import probe_recall as run_probe
+from goatdna.cli.common import CheckpointOpt, DataOpt, DeviceOpt, default_of, option
+
 
 def probe_recall(
-    checkpoint: Path = typer.Option(
-        ..., "--checkpoint", "-c", help="A .ckpt written by `goatdna train`."
+    checkpoint: CheckpointOpt,
+    data: DataOpt,
+    out: Annotated[
+        Path, option("out", "Folder for recall_trials.csv, recall_summary.csv, recall.png.")
+    ],
+    distances: Annotated[
+        str,
+        typer.Option(
+            "--distances",
+            help="Comma-separated filler lengths between the two copies of the segment.",
+        ),
+    ] = ",".join(map(str, DEFAULT_DISTANCES)),
+    segment: Annotated[
+        int, typer.Option("--segment", help="Bases in the segment that is repeated.")
+    ] = default_of(run_probe, "segment_length"),
+    trials: Annotated[
+        int, typer.Option("--trials", help="Trials (segment + filler draws) per distance.")
+    ] = default_of(run_probe, "n_trials"),
+    split: Annotated[str, option("split", "Split the segments and filler come from.")] = default_of(
+        run_probe, "split"
     ),
-    data: Path = typer.Option(..., "--data", "-d", help="Shard directory from `goatdna prepare`."),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="Folder for recall_trials.csv, recall_summary.csv, recall.png."
-    ),
-    distances: str = typer.Option(
-        "64,256,1024,4096,16384",
-        "--distances",
-        help="Comma-separated filler lengths between the two copies of the segment.",
-    ),
-    segment: int = typer.Option(50, "--segment", help="Bases in the segment that is repeated."),
-    trials: int = typer.Option(
-        64, "--trials", help="Trials (segment + filler draws) per distance."
-    ),
-    split: str = typer.Option("test", "--split", help="Split the segments and filler come from."),
-    seed: int = typer.Option(
-        0, "--seed", help="Seed of the trial draw (the same for every model)."
-    ),
-    batch_tokens: int = typer.Option(
-        65536, "--batch-tokens", help="Tokens per forward pass (trials are batched per distance)."
-    ),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    seed: Annotated[
+        int, option("seed", "Seed of the trial draw (the same for every model).")
+    ] = default_of(run_probe, "seed"),
+    batch_tokens: Annotated[
+        int, option("batch_tokens", "Tokens per forward pass (trials are batched per distance).")
+    ] = default_of(run_probe, "batch_tokens"),
+    device: DeviceOpt = default_of(run_probe, "device"),
 ) -> None:
     """Recall gain (first-copy minus second-copy NLL) and greedy copy accuracy per distance."""
     from rich.console import Console
     from rich.table import Table
 
     from goatdna.analysis.recall import parse_distances
-    from goatdna.analysis.recall import probe_recall as run_probe
 
     summary = run_probe(
         checkpoint, data, out, parse_distances(distances), segment, trials, split, seed,

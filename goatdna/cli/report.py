@@ -3,101 +3,130 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
+from goatdna.analysis.report import ReportOptions
+from goatdna.cli.common import (
+    ContextLengthsOpt,
+    DataOpt,
+    DeviceOpt,
+    MaxEvalTokensOpt,
+    NumSamplesOpt,
+    PromptsOpt,
+    TemperatureOpt,
+    ThreadsOpt,
+    TopKOpt,
+    default_of,
+    option,
+    print_frame,
+)
+
+
+def print_summary(result: Any, console: Any = None) -> None:
+    """The report's summary table (one row per model) as a rich table, formatted as in report.md."""
+    from goatdna.analysis.report import SUMMARY_FORMATS
+
+    print_frame(result.summary, "summary (NLL in nats/base)", SUMMARY_FORMATS, console)
+
 
 def report(
-    run: list[Path] = typer.Option(
-        ...,
-        "--run",
-        "-r",
-        help="A run directory from `goatdna train` (repeat: --run runs/goat --run runs/rope).",
+    run: Annotated[
+        list[Path],
+        typer.Option(
+            "--run",
+            help="A run directory from `goatdna train` (repeat: --run runs/goat --run runs/rope).",
+        ),
+    ],
+    data: DataOpt,
+    out: Annotated[Path, option("out", "Directory for the report files.")] = Path("report"),
+    name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--name",
+            help="Model names in the tables (one per --run; default: run directory names).",
+        ),
+    ] = None,
+    split: Annotated[str, option("split", "Split for NLL/bits per base.")] = default_of(
+        ReportOptions, "split"
     ),
-    data: Path = typer.Option(
-        ..., "--data", "-d", help="Shard directory the runs were trained on."
+    context_lengths: ContextLengthsOpt = None,
+    max_eval_tokens: MaxEvalTokensOpt = default_of(ReportOptions, "max_eval_tokens") or 0,
+    prompts: PromptsOpt = default_of(ReportOptions, "n_prompts"),
+    num_samples: NumSamplesOpt = default_of(ReportOptions, "samples_per_prompt"),
+    temperature: TemperatureOpt = default_of(ReportOptions, "temperature"),
+    top_k: TopKOpt = default_of(ReportOptions, "top_k"),
+    seed: Annotated[int, option("seed", "Seed for prompt drawing and sampling.")] = default_of(
+        ReportOptions, "seed"
     ),
-    out: Path = typer.Option(Path("report"), "--out", "-o", help="Directory for the report files."),
-    name: list[str] | None = typer.Option(
-        None,
-        "--name",
-        help="Model names in the tables (one per --run; default: run directory names).",
-    ),
-    split: str = typer.Option("val", "--split", help="Split for NLL/bits per base."),
-    context_lengths: str | None = typer.Option(
-        None,
-        "--context-lengths",
-        help="Comma-separated evaluation context lengths (default: training length x 1, 2, 4, 8).",
-    ),
-    max_eval_tokens: int = typer.Option(
-        1_048_576,
-        "--max-eval-tokens",
-        help="Bases scored per context length and model (0 = the whole split).",
-    ),
-    prompts: int = typer.Option(100, "--prompts", help="GC study: number of test-split prompts."),
-    samples: int = typer.Option(
-        1, "--samples", help="GC study: continuations per prompt and model."
-    ),
-    temperature: float = typer.Option(1.0, "--temperature", help="GC study: sampling temperature."),
-    top_k: int | None = typer.Option(None, "--top-k", help="GC study: top-k sampling (1..4)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for prompt drawing and sampling."),
-    prior_layer: int | None = typer.Option(
-        None, "--prior-layer", help="GOAT layer whose prior is plotted (default: the last)."
-    ),
-    recall_trials: int = typer.Option(
-        16, "--recall-trials", help="Recall probe: trials per distance (0 = skip the probe)."
-    ),
-    recall_distances: str | None = typer.Option(
-        None,
-        "--recall-distances",
-        help="Recall probe: filler lengths, e.g. 256,1024,4096 (default: two that fit the training "
-        "length and 4x the training length).",
-    ),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    prior_layer: Annotated[
+        int | None,
+        typer.Option(
+            "--prior-layer", help="GOAT layer whose prior is plotted (default: the last)."
+        ),
+    ] = None,
+    recall_trials: Annotated[
+        int,
+        typer.Option(
+            "--recall-trials", help="Recall probe: trials per distance (0 = skip the probe)."
+        ),
+    ] = default_of(ReportOptions, "recall_trials"),
+    recall_distances: Annotated[
+        str | None,
+        typer.Option(
+            "--recall-distances",
+            help="Recall probe: filler lengths, e.g. 256,1024,4096 (default: two that fit the "
+            "training length and 4x the training length).",
+        ),
+    ] = None,
+    device: DeviceOpt = default_of(ReportOptions, "device"),
+    threads: ThreadsOpt = None,
 ) -> None:
     """Evaluate each run's best checkpoint, run the GC% study, write tables, plots and report.html."""
     from rich.console import Console
     from rich.markup import escape
 
     from goatdna.analysis.evaluate import parse_context_lengths
-    from goatdna.analysis.generate import SamplingOptions
+    from goatdna.analysis.generate import SamplingOptions, torch_threads
     from goatdna.analysis.recall import parse_distances
-    from goatdna.analysis.report import ReportOptions, build_report
+    from goatdna.analysis.report import build_report
+    from goatdna.cli.common import eval_token_cap
     from goatdna.errors import GoatDNAError
 
-    if max_eval_tokens < 0:
-        raise GoatDNAError(f"--max-eval-tokens must be >= 0, got {max_eval_tokens}")
+    cap = eval_token_cap(max_eval_tokens)
     if recall_trials < 0:
         raise GoatDNAError(f"--recall-trials must be >= 0, got {recall_trials}")
     distances = parse_distances(recall_distances) if recall_distances else None
-    if prompts < 1 or samples < 1:
-        raise GoatDNAError("--prompts and --samples must be >= 1")
-    SamplingOptions(temperature=temperature, top_k=top_k, num_samples=samples).validate()
+    if prompts < 1 or num_samples < 1:
+        raise GoatDNAError("--prompts and --num-samples must be >= 1")
+    SamplingOptions(temperature=temperature, top_k=top_k, num_samples=num_samples).validate()
     console = Console(stderr=True)
-    result = build_report(
-        ReportOptions(
-            runs=list(run),
-            data_dir=data,
-            out_dir=out,
-            names=list(name) if name else None,
-            split=split,
-            context_lengths=parse_context_lengths(context_lengths) if context_lengths else None,
-            max_eval_tokens=max_eval_tokens or None,
-            n_prompts=prompts,
-            samples_per_prompt=samples,
-            temperature=temperature,
-            top_k=top_k,
-            seed=seed,
-            prior_layer=prior_layer,
-            recall_trials=recall_trials,
-            recall_distances=distances,
-            device=device,
-        ),
-        log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}"),
+    options = ReportOptions(
+        runs=list(run),
+        data_dir=data,
+        out_dir=out,
+        names=list(name) if name else None,
+        split=split,
+        context_lengths=parse_context_lengths(context_lengths) if context_lengths else None,
+        max_eval_tokens=cap,
+        n_prompts=prompts,
+        samples_per_prompt=num_samples,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        prior_layer=prior_layer,
+        recall_trials=recall_trials,
+        recall_distances=distances,
+        device=device,
     )
+    with torch_threads(threads):
+        result = build_report(
+            options, log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}")
+        )
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
-    console.print(result.summary.to_string(index=False), markup=False, highlight=False)
+    print_summary(result, console)
     console.print(
         f"wrote {out / 'report.html'} and {len(result.files) - 1} other files in {out}",
         markup=False,

@@ -3,61 +3,80 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from goatdna.cli.common import DeviceOpt, default_of, option
+from goatdna.inference.tracks import DEFAULT_BATCH_TOKENS, DEFAULT_ZOOM_LEVELS, TrackOptions
+
 
 def score_track(
-    checkpoint: Path = typer.Option(
-        ..., "--checkpoint", "-c", help="A .ckpt written by `goatdna train`."
-    ),
-    fasta: Path = typer.Option(
-        ..., "--fasta", "-f", help="Reference FASTA (plain, gzip or bgzip); indexed on first use."
-    ),
-    region: list[str] = typer.Option(
-        [],
-        "--region",
-        "-r",
-        help="contig:start-end, 1-based inclusive (repeatable), e.g. 20:1000001-1100000.",
-    ),
-    bed: Path | None = typer.Option(
-        None, "--bed", help="BED file of regions (0-based, half-open), instead of --region."
-    ),
-    out: Path = typer.Option(
-        ...,
-        "--out",
-        "-o",
-        help="TRACK.bw (bigWig) or TRACK.bedGraph; with several --what, one TRACK.<what>.bw each.",
-    ),
-    context: int | None = typer.Option(
-        None,
-        "--context",
-        help="Window length C (default: the training length; longer extrapolates).",
-    ),
-    stride: int | None = typer.Option(
-        None, "--stride", help="Window start step S, 1 <= S < C (default: C // 2)."
-    ),
-    what: list[str] = typer.Option(
-        ["logp"], "--what", help="logp (of the reference base) or entropy (repeatable)."
-    ),
-    strands: str = typer.Option(
-        "both", "--strands", help="both (average with the reverse complement) or forward."
-    ),
-    batch_size: int = typer.Option(
-        0, "--batch-size", help="Windows per forward pass (default: 16384 // C)."
-    ),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
-    zoom_levels: int = typer.Option(
-        10,
-        "--zoom-levels",
-        help="bigWig zoom levels for zoomed-out browser views, 0-10; libBigWig builds them from "
-        "one contig's values in memory (~12 bytes/base), 0 keeps memory flat.",
-    ),
-    resume: bool = typer.Option(
-        False,
-        "--resume",
-        help="Continue an interrupted run with the same inputs from its last complete block.",
-    ),
+    checkpoint: Annotated[Path, option("checkpoint", "A .ckpt written by `goatdna train`.")],
+    fasta: Annotated[Path, option("fasta")],
+    out: Annotated[
+        Path,
+        option(
+            "out",
+            "TRACK.bw (bigWig) or TRACK.bedGraph; with several --what, one TRACK.<what>.bw each.",
+        ),
+    ],
+    region: Annotated[
+        list[str] | None,
+        option(
+            "region",
+            "contig:start-end, 1-based inclusive (repeatable), e.g. 20:1000001-1100000.",
+        ),
+    ] = None,
+    bed: Annotated[
+        Path | None,
+        typer.Option(
+            "--bed", help="BED file of regions (0-based, half-open), instead of --region."
+        ),
+    ] = None,
+    context: Annotated[
+        int | None,
+        typer.Option(
+            "--context",
+            help="Window length C (default: the training length; longer extrapolates).",
+        ),
+    ] = None,
+    stride: Annotated[
+        int | None,
+        typer.Option("--stride", help="Window start step S, 1 <= S < C (default: C // 2)."),
+    ] = None,
+    what: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--what", help="logp (of the reference base) or entropy (repeatable; default logp)."
+        ),
+    ] = None,
+    strands: Annotated[
+        str, option("strands", "both (average with the reverse complement) or forward.")
+    ] = default_of(TrackOptions, "strands"),
+    batch_size: Annotated[
+        int,
+        option(
+            "batch_size",
+            f"Windows per forward pass (default 0: {DEFAULT_BATCH_TOKENS:,} // C).",
+        ),
+    ] = default_of(TrackOptions, "batch_size"),
+    device: DeviceOpt = "cpu",
+    zoom_levels: Annotated[
+        int,
+        typer.Option(
+            "--zoom-levels",
+            help="bigWig zoom levels for zoomed-out browser views, 0-10; libBigWig builds them "
+            "from one contig's values in memory (~12 bytes/base), 0 keeps memory flat.",
+        ),
+    ] = DEFAULT_ZOOM_LEVELS,
+    resume: Annotated[
+        bool,
+        option(
+            "resume",
+            "Continue an interrupted run with the same inputs from its last complete block.",
+        ),
+    ] = False,
 ) -> None:
     """Score every base of the regions under a model and write bigWig or bedGraph tracks.
 
@@ -78,7 +97,6 @@ def score_track(
     from goatdna.errors import GoatDNAError
     from goatdna.inference.reference import Reference
     from goatdna.inference.tracks import (
-        TrackOptions,
         output_paths,
         parse_region,
         read_bed,
@@ -87,6 +105,7 @@ def score_track(
     )
 
     console = Console(stderr=True)
+    what = what or list(default_of(TrackOptions, "what"))
     if bool(region) == (bed is not None):
         raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
     from goatdna.atomic import check_output_file
@@ -97,7 +116,11 @@ def score_track(
         raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
     if context is not None and context < 2:
         raise GoatDNAError(f"--context {context}: must be >= 2")
-    requested = [parse_region(text) for text in region] if region else read_bed(bed)
+    if region:
+        requested = [parse_region(text) for text in region]
+    else:
+        assert bed is not None  # exactly one of the two, checked above
+        requested = read_bed(bed)
     with Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference:
         regions = resolve_regions(requested, reference)
         model, config = load_checkpoint(checkpoint, device)

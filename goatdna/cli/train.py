@@ -1,67 +1,75 @@
-"""`goatdna train`: train a GOAT or RoPE decoder on prepared shards into a run directory."""
+"""`goatdna train`: train a GOAT or RoPE decoder on prepared shards into a run directory.
+
+``--run-dir`` is the hidden old spelling of ``--out`` (messages of the training library and older
+job scripts still use it); help shows one name per concept.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from goatdna.cli.common import DataOpt, OverridesOpt, option
 from goatdna.errors import GoatDNAError
 
 
 def train(
-    config: Path | None = typer.Option(
-        None,
-        "--config",
-        "-c",
-        help="Run config YAML (configs/goat-tiny.yaml ...). With --resume it defaults to the run "
-        "directory's config.yaml.",
-    ),
-    data: Path = typer.Option(..., "--data", "-d", help="Shard directory from `goatdna prepare`."),
-    run_dir: Path = typer.Option(
-        ...,
-        "--run-dir",
-        "-o",
-        help="Where checkpoints, metrics and the summary go (e.g. runs/goat-tiny).",
-    ),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Override trainer.max_steps."),
-    overrides: list[str] = typer.Option(
-        [], "--set", help="Override any config key, e.g. --set optim.lr=3e-4 (repeatable)."
-    ),
-    resume: bool = typer.Option(
-        False,
-        "--resume",
-        help="Continue from RUN_DIR/checkpoints/last.ckpt (step, optimizer, "
-        "LR schedule and data position). `--resume auto`: resume when that checkpoint exists, "
-        "else start fresh (one command line for requeued or preempted cluster jobs).",
-    ),
-    resume_mode: str | None = typer.Argument(
-        None, metavar="[auto]", help="Only after --resume: `--resume auto`.", show_default=False
-    ),
-    force: bool = typer.Option(
-        False, "--force", help="Start over in a run directory that already holds a run."
-    ),
-    devices: str | None = typer.Option(
-        None, "--devices", help="Devices per node: a count, 'auto', or a list like '0,1'."
-    ),
-    strategy: str | None = typer.Option(
-        None, "--strategy", help="auto | ddp | fsdp (multi-GPU; under torchrun/SLURM too)."
-    ),
-    precision: str | None = typer.Option(
-        None,
-        "--precision",
-        help="auto (bf16-mixed on GPU, 32-true on CPU) | 32-true | "
-        "bf16-mixed | 16-mixed | bf16-true.",
-    ),
-    num_nodes: int | None = typer.Option(None, "--num-nodes", help="Nodes (torchrun/SLURM)."),
-    accelerator: str | None = typer.Option(
-        None, "--accelerator", help="auto | cpu | gpu (default: the config's, normally auto)."
-    ),
+    data: DataOpt,
+    out: Annotated[
+        Path | None,
+        option("out", "Run directory: checkpoints, metrics and the summary (e.g. runs/goat-tiny)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        option(
+            "config",
+            "Run config YAML (configs/goat-tiny.yaml ...). With --resume it defaults to the run "
+            "directory's config.yaml.",
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", help="Override trainer.max_steps.")
+    ] = None,
+    overrides: OverridesOpt = None,
+    resume: Annotated[
+        bool,
+        option(
+            "resume",
+            "Continue from OUT/checkpoints/last.ckpt (step, optimizer, LR schedule and data "
+            "position). `--resume auto`: resume when that checkpoint exists, else start fresh (one "
+            "command line for requeued or preempted cluster jobs).",
+        ),
+    ] = False,
+    resume_mode: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[auto]", help="Only after --resume: `--resume auto`.", show_default=False
+        ),
+    ] = None,
+    force: Annotated[
+        bool, option("force", "Start over in a run directory that already holds a run.")
+    ] = False,
+    devices: Annotated[str | None, option("devices")] = None,
+    strategy: Annotated[str | None, option("strategy")] = None,
+    precision: Annotated[str | None, option("precision")] = None,
+    num_nodes: Annotated[int | None, option("num_nodes")] = None,
+    accelerator: Annotated[
+        str | None,
+        option("accelerator", "auto | cpu | gpu (default: the config's, normally auto)."),
+    ] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", hidden=True)] = None,
 ) -> None:
     """Train a decoder; writes config.yaml, checkpoints/, metrics.csv and summary.json."""
     from goatdna.training.config import load_run_config
     from goatdna.training.trainer import train as run_training
+
+    if (out is None) == (run_dir is None):
+        raise GoatDNAError("give the run directory once, with --out (e.g. --out runs/goat-tiny)")
+    out = out or run_dir
+    assert out is not None
 
     flags = {
         "trainer.max_steps": max_steps,
@@ -71,7 +79,7 @@ def train(
         "trainer.num_nodes": num_nodes,
         "trainer.accelerator": accelerator,
     }
-    all_overrides = list(overrides) + [
+    all_overrides = list(overrides or []) + [
         f"{key}={value}" for key, value in flags.items() if value is not None
     ]
     how: bool | str = resume
@@ -85,11 +93,11 @@ def train(
     if config is None:
         if not resume:
             raise GoatDNAError("--config is required (e.g. --config configs/goat-tiny.yaml)")
-        config = run_dir / "config.yaml"
+        config = out / "config.yaml"
         if not config.is_file():
-            raise GoatDNAError(f"--resume: {config} not found; pass --config or check --run-dir")
+            raise GoatDNAError(f"--resume: {config} not found; pass --config or check --out")
     run_config = load_run_config(config, all_overrides)
-    summary = run_training(run_config, data, run_dir, resume=how, force=force)
+    summary = run_training(run_config, data, out, resume=how, force=force)
     keys = ("steps", "train_loss", "val_loss", "val_bits_per_base", "tokens_per_s", "mfu")
     typer.echo(json.dumps({k: summary[k] for k in keys}))
-    typer.echo(f"run directory: {run_dir}")
+    typer.echo(f"run directory: {out}")

@@ -1,0 +1,199 @@
+"""One flag per concept across every command, the shared table printer, and decoding threads."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import typer
+from rich.console import Console
+from typer.testing import CliRunner
+
+from goatdna.cli.app import app
+from goatdna.cli.commands import COMMANDS
+from goatdna.cli.common import OPTION_NAMES, format_cell, frame_table, print_frame
+
+REPO = Path(__file__).resolve().parents[1]
+CLICK_APP = typer.main.get_command(app)
+# Spellings retired by issue 12: none may come back as a visible flag of any command.
+RETIRED = {"--samples", "--max-tokens", "--run-dir"}
+
+
+def _visible_options() -> dict[str, dict[str, tuple[str, ...]]]:
+    """{command: {parameter name: its flags}} for every visible option of every command."""
+    found: dict[str, dict[str, tuple[str, ...]]] = {}
+    for name, command in CLICK_APP.commands.items():
+        found[name] = {
+            p.name: tuple(p.opts + p.secondary_opts)
+            for p in command.params
+            if p.param_type_name == "option" and not getattr(p, "hidden", False)
+        }
+    return found
+
+
+def test_every_command_is_registered_from_the_plain_list() -> None:
+    names = [func.__name__.replace("_", "-") for func in COMMANDS]
+    assert list(CLICK_APP.commands) == names
+    assert len(names) == len(set(names))
+
+
+def test_one_flag_set_per_concept_across_commands() -> None:
+    by_parameter: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+    owner_of_flag: dict[str, set[str]] = defaultdict(set)
+    for options in _visible_options().values():
+        for parameter, flags in options.items():
+            by_parameter[parameter].add(flags)
+            for flag in flags:
+                owner_of_flag[flag.split("/")[0]].add(parameter)
+    # the same parameter is spelled the same everywhere ...
+    assert {p: f for p, f in by_parameter.items() if len(f) > 1} == {}
+    # ... no flag (long or short) means two different things ...
+    assert {f: p for f, p in owner_of_flag.items() if len(p) > 1} == {}
+    # ... and the shared concepts use exactly common.OPTION_NAMES
+    for concept, names in OPTION_NAMES.items():
+        flags = {f for f in by_parameter.get(concept, set())}
+        expected = tuple(n for name in names for n in name.split("/"))
+        assert flags <= {expected}, concept
+    assert RETIRED.isdisjoint(owner_of_flag)
+
+
+def test_readers_take_checkpoint_and_writers_take_out() -> None:
+    options = _visible_options()
+    readers = [c for c, opts in options.items() if "checkpoint" in opts]
+    assert {"evaluate", "generate", "embed", "export", "finetune", "predict", "probe-recall",
+            "score-track", "score-variants"} <= set(readers)  # fmt: skip
+    for command, opts in options.items():
+        assert all(
+            flags == ("--checkpoint", "-c") for p, flags in opts.items() if "checkpoint" in p
+        )
+        if "out" in opts:
+            assert opts["out"] == ("--out", "-o"), command
+        assert "-c" not in opts.get("config", ()), command  # train: -c is never the config
+    writers = {"demo", "prepare", "train", "generate", "evaluate", "report", "export", "embed",
+               "probe-recall", "score-variants", "score-track", "make-task", "finetune", "predict"}  # fmt: skip
+    assert writers == {c for c, opts in options.items() if "out" in opts}
+
+
+@pytest.mark.parametrize("command", sorted(CLICK_APP.commands))
+def test_help_lists_the_shared_names(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for flag in RETIRED:
+        assert f"{flag} " not in result.output
+    for parameter, flags in _visible_options()[command].items():
+        assert flags[0].split("/")[0] in result.output, (command, parameter)
+
+
+def test_train_accepts_the_old_run_dir_spelling_but_needs_one(tmp_path: Path) -> None:
+    both = CliRunner().invoke(
+        app, ["train", "-d", str(tmp_path), "-o", str(tmp_path / "a"), "--run-dir", str(tmp_path)]
+    )
+    assert both.exit_code == 2 and "--out" in both.output
+    none = CliRunner().invoke(app, ["train", "-d", str(tmp_path)])
+    assert none.exit_code == 2 and "--out" in none.output
+
+
+def test_help_imports_neither_torch_nor_lightning_nor_pandas() -> None:
+    code = (
+        "import sys; from goatdna.cli.app import app; "
+        "print(sorted(m for m in ('torch', 'pytorch_lightning', 'lightning', 'pandas') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout
+    assert out.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def test_format_cell_follows_report_md() -> None:
+    assert format_cell(1234567) == "1,234,567"
+    assert format_cell(0.123456) == "0.1235"
+    assert format_cell(float("nan")) == "n/a"
+    assert format_cell(math.inf) == "n/a"
+    assert format_cell(None) == "n/a"
+    assert format_cell(True) == "yes"
+    assert format_cell(12345.6, ",.0f") == "12,346"
+    assert format_cell("goat") == "goat"
+
+
+def test_frame_table_renders_every_cell_with_its_format() -> None:
+    frame = pd.DataFrame(
+        {
+            "model": ["goat", "[red]rope[/x]"],
+            "params": [1_234_567, 89],
+            "val_nll": [1.234567, float("nan")],
+            "tokens_per_s": [12345.6, 7.0],
+            "extrapolation": [True, False],
+        }
+    )
+    table = frame_table(frame, "summary", {"tokens_per_s": ",.0f"})
+    assert [str(c.header) for c in table.columns] == list(frame.columns)
+    assert [c.justify for c in table.columns] == ["left", "right", "right", "right", "left"]
+    cells = [[str(cell) for cell in c.cells] for c in table.columns]
+    assert cells == [
+        ["goat", "[red]rope[/x]"],
+        ["1,234,567", "89"],
+        ["1.2346", "n/a"],
+        ["12,346", "7"],
+        ["yes", "no"],
+    ]
+    console = Console(record=True, width=120)
+    print_frame(frame, "summary", {"tokens_per_s": ",.0f"}, console)
+    text = console.export_text()
+    assert "1,234,567" in text and "12,346" in text and "summary" in text
+    assert "[red]rope[/x]" in text  # names are shown as written, not read as markup
+    assert "NaN" not in text and "nan" not in text
+
+
+# ----------------------------------------------------------------------------- threads
+
+
+def test_decoding_threads_are_the_callers_choice_and_restored() -> None:
+    import torch
+
+    from goatdna.analysis.generate import SamplingOptions, generate_continuations, torch_threads
+    from goatdna.model import DNADecoder, ModelConfig
+
+    torch.manual_seed(0)
+    config = ModelConfig(positional="rope", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
+                         train_length=32)  # fmt: skip
+    model = DNADecoder(config)
+    before = torch.get_num_threads()
+    seen: list[int] = []
+    options = SamplingOptions(max_new_tokens=3, temperature=0)
+    default = generate_continuations(
+        model, ["ACGT"], options, lambda n: seen.append(torch.get_num_threads())
+    )
+    assert set(seen) == {before} and torch.get_num_threads() == before  # None: left alone
+    seen.clear()
+    other = 1 if before != 1 else 2
+    chosen = generate_continuations(
+        model, ["ACGT"], options, lambda n: seen.append(torch.get_num_threads()), threads=other
+    )
+    assert set(seen) == {other} and torch.get_num_threads() == before
+    assert chosen == default
+    with pytest.raises(RuntimeError), torch_threads(other):
+        raise RuntimeError("restored even on error")
+    assert torch.get_num_threads() == before
+
+
+def test_generate_threads_option_leaves_torch_unchanged(tiny_runs: dict[str, Path]) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    ckpt = str(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
+    args = ["generate", "-c", ckpt, "-p", "ACGTACGT", "--max-new-tokens", "5", "-n", "2"]
+    result = CliRunner().invoke(app, [*args, "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count(">") == 2
+    assert torch.get_num_threads() == before
+    bad = CliRunner().invoke(app, [*args, "--threads", "0"])
+    assert bad.exit_code == 2 and "--threads" in bad.output
