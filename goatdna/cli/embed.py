@@ -45,7 +45,7 @@ def embed(
     devices: str | None = typer.Option(
         None,
         "--devices",
-        help="Run Lightning's predict loop on this many devices (e.g. 4, or 0,1); "
+        help="Run on this many devices, one block of records each (e.g. 4, or 0,1); "
         "the accelerator follows --device.",
     ),
 ) -> None:
@@ -82,9 +82,9 @@ def embed(
         vectors = embed_records(model, records, options, length)
         write = True
     else:
-        from goatdna.inference.embed_predict import embed_with_runtime
+        from goatdna.inference.embed_run import embed_on_fabric
 
-        vectors, write = embed_with_runtime(model, records, options, length, runtime)
+        vectors, write = embed_on_fabric(model, records, options, length, runtime.fabric())
     if write:
         write_embeddings(out, records, vectors, pool)
         typer.echo(
