@@ -46,7 +46,14 @@ def score_track(
     batch_size: int = typer.Option(
         0, "--batch-size", help="Windows per forward pass (default: 16384 // C)."
     ),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    accelerator: str = typer.Option("auto", "--accelerator", help="auto | cpu | gpu."),
+    devices: str = typer.Option(
+        "1",
+        "--devices",
+        help="Devices per node, one contiguous share of the blocks each: a count, -1 for all, "
+        "or ids like 0,1.",
+    ),
+    num_nodes: int = typer.Option(1, "--num-nodes", help="Nodes (Lightning / SLURM / torchrun)."),
     zoom_levels: int = typer.Option(
         10,
         "--zoom-levels",
@@ -85,8 +92,9 @@ def score_track(
         resolve_regions,
         write_tracks,
     )
+    from goatdna.runtime import Runtime
 
-    console = Console(stderr=True)
+    runtime = Runtime.from_options(accelerator, devices, num_nodes)
     if bool(region) == (bed is not None):
         raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
     from goatdna.atomic import check_output_file
@@ -98,9 +106,12 @@ def score_track(
     if context is not None and context < 2:
         raise GoatDNAError(f"--context {context}: must be >= 2")
     requested = [parse_region(text) for text in region] if region else read_bed(bed)
+    fabric = runtime.fabric()
+    rank_zero = fabric.global_rank == 0  # rank 0 reports and writes; the others only score
+    console = Console(stderr=True, quiet=not rank_zero)
     with Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference:
         regions = resolve_regions(requested, reference)
-        model, config = load_checkpoint(checkpoint, device)
+        model, config = load_checkpoint(checkpoint, "cpu")
         train_length = train_length_of(config)
         C = context if context is not None else train_length
         options = TrackOptions(
@@ -129,6 +140,7 @@ def score_track(
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
+            disable=not rank_zero,
         ) as bar:
             task = bar.add_task("bases", total=total, rate="")
 
@@ -145,13 +157,15 @@ def score_track(
                 regions,
                 out,
                 options,
-                device,
-                advance,
+                fabric,
+                advance if rank_zero else None,
                 track_name=f"goatdna {positional} C={C}",
                 resume=resume,
                 model_id=f"{checkpoint.resolve()} {stat.st_size} {stat.st_mtime_ns}",
                 message=lambda text: console.print(text, markup=False),
                 zoom_levels=zoom_levels,
             )
+    if result is None:  # not global rank 0: rank 0 reports
+        return
     for quantity, path in result.paths.items():
         console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")

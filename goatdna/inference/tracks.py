@@ -24,19 +24,26 @@ block size whatever the region length, and values are written in coordinate orde
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.data_prep.tokens import COMPLEMENT, N
 from goatdna.errors import GoatDNAError
+from goatdna.inference.loop import model_on_device
 from goatdna.inference.reference import Reference
+from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 
 WHATS = ("logp", "entropy")
 STRANDS = ("both", "forward")
@@ -395,31 +402,28 @@ def _runs(values: np.ndarray) -> Iterator[tuple[int, int]]:
 
 
 class TrackWriter:
-    """Writes one track to a temporary name in the target folder; `commit` renames it into place."""
+    """Writes one track file at ``path`` (a temporary name: `open_track` renames it when done)."""
 
     def __init__(
         self,
         path: Path,
+        kind: str,
         chrom_sizes: list[tuple[str, int]],
         name: str,
         zoom_levels: int = DEFAULT_ZOOM_LEVELS,
     ) -> None:
-        self.path = path
-        self.kind = output_kind(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         self._bw: Any = None
         self._text: Any = None
-        if self.kind == "bigwig":
+        if kind == "bigwig":
             import pyBigWig
 
-            self._bw = pyBigWig.open(str(self.tmp), "w")
+            self._bw = pyBigWig.open(str(path), "w")
             # Zoom levels (summaries for zoomed-out browser views) are computed by libBigWig when
             # the file closes, from one contig's values at a time held in memory (~12 bytes per
             # base); zoom_levels=0 writes none and keeps memory flat.
             self._bw.addHeader(chrom_sizes, maxZooms=zoom_levels)
         else:
-            self._text = open(self.tmp, "w")  # noqa: SIM115 - closed in commit/abort
+            self._text = open(path, "w")  # noqa: SIM115 - closed in close()
             self._text.write(f'track type=bedGraph name="{name}" description="{name}"\n')
 
     def add(self, contig: str, start: int, values: np.ndarray) -> None:
@@ -440,7 +444,7 @@ class TrackWriter:
                     ]
                     self._text.write("".join(lines))
 
-    def _close(self) -> None:
+    def close(self) -> None:
         if self._bw is not None:
             self._bw.close()
             self._bw = None
@@ -448,14 +452,23 @@ class TrackWriter:
             self._text.close()
             self._text = None
 
-    def commit(self) -> Path:
-        self._close()
-        os.replace(self.tmp, self.path)
-        return self.path
 
-    def abort(self) -> None:
-        self._close()
-        self.tmp.unlink(missing_ok=True)
+@contextmanager
+def open_track(
+    path: Path,
+    chrom_sizes: list[tuple[str, int]],
+    name: str,
+    zoom_levels: int = DEFAULT_ZOOM_LEVELS,
+) -> Iterator[TrackWriter]:
+    """A `TrackWriter` on a temporary name beside ``path``, renamed into place when the block
+    ends without an error (`goatdna.atomic.atomic_path`) and removed otherwise."""
+    kind = output_kind(path)
+    with atomic_path(path) as tmp:
+        writer = TrackWriter(tmp, kind, chrom_sizes, name, zoom_levels)
+        try:
+            yield writer
+        finally:
+            writer.close()
 
 
 class Spool:
@@ -466,76 +479,98 @@ class Spool:
     (``fingerprint``), how many stream blocks are complete and how many values they hold. Blocks
     are appended and ``state.json`` is replaced after each, so after a crash the files are cut back
     to the last complete block. The output files are made from the spool at the end, then it goes.
+
+    On several devices a rank whose blocks do not continue the spool writes them to a spool of
+    their own, ``run-<first block>/`` inside it (same layout); `absorb_runs` appends such runs to
+    the main spool once they line up, so a resumed run keeps every rank's finished blocks.
     """
 
     VERSION = 1
 
-    def __init__(self, out: Path, what: Sequence[str], fingerprint: dict[str, Any]) -> None:
-        self.dir = out.with_name(f".{out.name}.partial")
+    def __init__(
+        self, folder: Path, what: Sequence[str], fingerprint: dict[str, Any], first: int = 0
+    ) -> None:
+        self.dir = folder
         self.what = tuple(what)
         self.fingerprint = fingerprint
+        self.first = first  # global index of this spool's first block (a run's; 0 for the main)
         self.blocks = 0
         self.values = 0
         self._files: dict[str, Any] = {}
 
+    @classmethod
+    def for_output(cls, out: Path, what: Sequence[str], fingerprint: dict[str, Any]) -> Spool:
+        return cls(out.with_name(f".{out.name}.partial"), what, fingerprint)
+
     def _path(self, what: str) -> Path:
         return self.dir / f"values.{what}.f32"
 
-    def open(self, resume: bool, message: Callable[[str], None]) -> int:
-        """Start (or with ``resume`` continue) the spool; returns the complete blocks to skip."""
-        import json
-        import shutil
-
+    def open(self, resume: bool, message: Callable[[str], None]) -> list[range]:
+        """Start (or with ``resume`` continue) the spool; returns the finished global blocks
+        (its own complete blocks first, then other runs that do not line up yet)."""
         state_path = self.dir / "state.json"
         if resume and state_path.is_file():
-            try:
-                state = json.loads(state_path.read_text())
-            except (OSError, ValueError):
-                state = {}
-            if state.get("version") != self.VERSION or state.get("fingerprint") != self.fingerprint:
-                changed = sorted(
-                    key
-                    for key in set(self.fingerprint) | set(state.get("fingerprint") or {})
-                    if (state.get("fingerprint") or {}).get(key) != self.fingerprint.get(key)
-                )
-                raise GoatDNAError(
-                    f"--resume: the partial track in {self.dir} was made with other inputs "
-                    f"({', '.join(changed) or 'format'} differ); rerun without --resume to start over"
-                )
-            self.blocks, self.values = int(state["blocks"]), int(state["values"])
-            for what in self.what:
-                path = self._path(what)
-                if not path.is_file() or path.stat().st_size < self.values * 4:
-                    raise GoatDNAError(
-                        f"--resume: {path} is missing or shorter than {state_path.name} says; "
-                        "rerun without --resume to start over"
-                    )
-                with open(path, "r+b") as handle:
-                    handle.truncate(self.values * 4)
-            message(f"resuming: {self.blocks} block(s), {self.values:,} bases already scored")
-        else:
-            if resume:
-                message(f"--resume: no partial track at {self.dir}; starting from the beginning")
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir.mkdir(parents=True)
-            for what in self.what:
-                self._path(what).touch()
-            self._save()
+            problem = self._load()
+            if problem is not None:
+                raise GoatDNAError(f"--resume: {problem}; rerun without --resume to start over")
+            self._open_files()
+            finished = [range(0, self.blocks), *self.absorb_runs()]
+            message(
+                f"resuming: {sum(len(r) for r in finished)} block(s) already scored "
+                f"({self.values:,} bases in order)"
+            )
+            return finished
+        if resume:
+            message(f"--resume: no partial track at {self.dir}; starting from the beginning")
+        self.start()
+        return [range(0, 0)]
+
+    def start(self) -> None:
+        """An empty spool (whatever was in its folder goes)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        for what in self.what:
+            self._path(what).touch()
+        self._save()
+        self._open_files()
+
+    def _load(self) -> str | None:
+        """Read ``state.json`` and cut the values back to it; None, or why it cannot be used."""
+        state_path = self.dir / "state.json"
+        try:
+            state = json.loads(state_path.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("version") != self.VERSION or state.get("fingerprint") != self.fingerprint:
+            changed = sorted(
+                key
+                for key in set(self.fingerprint) | set(state.get("fingerprint") or {})
+                if (state.get("fingerprint") or {}).get(key) != self.fingerprint.get(key)
+            )
+            return (
+                f"the partial track in {self.dir} was made with other inputs "
+                f"({', '.join(changed) or 'format'} differ)"
+            )
+        self.blocks, self.values = int(state["blocks"]), int(state["values"])
+        for what in self.what:
+            path = self._path(what)
+            if not path.is_file() or path.stat().st_size < self.values * 4:
+                return f"{path} is missing or shorter than {state_path.name} says"
+            with open(path, "r+b") as handle:
+                handle.truncate(self.values * 4)
+        return None
+
+    def _open_files(self) -> None:
         self._files = {what: open(self._path(what), "ab") for what in self.what}  # noqa: SIM115
-        return self.blocks
 
     def _save(self) -> None:
-        import json
-
         state = {
             "version": self.VERSION,
             "fingerprint": self.fingerprint,
             "blocks": self.blocks,
             "values": self.values,
         }
-        tmp = self.dir / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=1))
-        os.replace(tmp, self.dir / "state.json")
+        atomic_write_text(self.dir / "state.json", json.dumps(state, indent=1))
 
     def append(self, values: dict[str, np.ndarray]) -> None:
         """One complete block: values first, then the state that counts them."""
@@ -546,6 +581,41 @@ class Spool:
         self.blocks += 1
         self.values += next(iter(values.values())).size
         self._save()
+
+    def run(self, first: int) -> Spool:
+        """A new, empty spool for blocks ``first``, ``first + 1``, ... (another rank's)."""
+        run = Spool(self.dir / f"run-{first:09d}", self.what, self.fingerprint, first)
+        run.start()
+        return run
+
+    def absorb_runs(self) -> list[range]:
+        """Append the runs that continue this spool (in order); returns the others' blocks.
+
+        A run that is empty, unreadable or already counted here (a crash between appending it
+        and removing it) is removed.
+        """
+        runs = []
+        for folder in sorted(self.dir.glob("run-*")):
+            run = Spool(folder, self.what, self.fingerprint, int(folder.name[len("run-") :]))
+            if run.first < self.first + self.blocks or run._load() is not None or not run.blocks:
+                run.remove()
+            else:
+                runs.append(run)
+        waiting = []
+        for run in sorted(runs, key=lambda r: r.first):
+            if run.first != self.first + self.blocks:
+                waiting.append(range(run.first, run.first + run.blocks))
+                continue
+            for what, handle in self._files.items():
+                with open(run._path(what), "rb") as source:
+                    shutil.copyfileobj(source, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self.blocks += run.blocks
+            self.values += run.values
+            self._save()
+            run.remove()
+        return waiting
 
     def read(self, what: str, chunk: int = 1 << 20) -> Iterator[np.ndarray]:
         """The spooled values of one quantity, in order, ``chunk`` at a time."""
@@ -562,8 +632,6 @@ class Spool:
         self._files = {}
 
     def remove(self) -> None:
-        import shutil
-
         self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -616,65 +684,132 @@ def _assemble(spool: Spool, writer: TrackWriter, what: str, regions: Sequence[Re
     return scored
 
 
+def _block_bases(n: int, block: int, options: TrackOptions) -> int:
+    """Bases (values) that stream block ``block`` of an ``n``-base region holds."""
+    return min(block_first_base(block + 1, options), n) - block_first_base(block, options)
+
+
+def _consecutive(blocks: Sequence[int]) -> list[range]:
+    """Sorted global block indices as maximal runs of consecutive ones."""
+    runs: list[range] = []
+    for g in blocks:
+        if runs and runs[-1].stop == g:
+            runs[-1] = range(runs[-1].start, g + 1)
+        else:
+            runs.append(range(g, g + 1))
+    return runs
+
+
+def _score_run(
+    scorer: WindowScorer,
+    reference: Reference,
+    regions: Sequence[Region],
+    plan: Sequence[tuple[int, int]],
+    run: range,
+    options: TrackOptions,
+    spool: Spool,
+    advance: Callable[[int], None],
+) -> None:
+    """Score global blocks ``run`` (consecutive) into ``spool``, region by region, in order."""
+    g = run.start
+    while g < run.stop:
+        index, first = plan[g]
+        count = 1
+        while g + count < run.stop and plan[g + count][0] == index:
+            count += 1
+        region = regions[index]
+        info = reference.contig(region.contig)
+
+        def read(lo: int, hi: int, _info=info, _start=region.start) -> np.ndarray:
+            return reference.read(_info, _start + lo, _start + hi)
+
+        blocks = region_blocks(scorer, read, region.length, options, first)
+        for _offset, values in islice(blocks, count):
+            spool.append(values)
+            advance(next(iter(values.values())).size)
+        g += count
+
+
 def write_tracks(
     model: Any,
     reference: Reference,
     regions: Sequence[Region],
     out: Path,
     options: TrackOptions,
-    device: Any = "cpu",
+    fabric: Any = None,
     progress: Callable[[int], None] | None = None,
     track_name: str = "goatdna",
     resume: bool = False,
     model_id: str = "",
     message: Callable[[str], None] = lambda _text: None,
     zoom_levels: int = DEFAULT_ZOOM_LEVELS,
-) -> TrackResult:
+) -> TrackResult | None:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
     Values are spooled to disk block by block (see `Spool`); an interrupted run keeps them and
-    ``resume=True`` continues after the last complete block, giving the same bytes as a run that
+    ``resume=True`` continues after the complete blocks, giving the same bytes as a run that
     never stopped. Nothing appears at the output paths until every region is done (temporary
-    names, renamed at the end). ``progress(bases)`` is called as blocks finish.
+    names, renamed at the end).
+
+    ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
+    The stream blocks of all regions, in order, are the unit of work: global rank 0 lists the
+    unfinished ones, each rank scores its contiguous share (`goatdna.runtime.rank_block`), and
+    rank 0 appends the ranks' runs in order and writes the files, so the output is the same
+    bytes on any number of devices. Returns the result on rank 0, None on the others.
+    ``progress(bases)`` is called on rank 0 as its blocks finish (the others' when they are
+    appended).
     """
+    fabric = fabric or single_process_fabric()
     paths = output_paths(out, options.what)
-    scorer = WindowScorer(model, options.what, device)
-    spool = Spool(out, options.what, _fingerprint(reference, regions, options, model_id))
-    done = spool.open(resume, message)
+    scorer = WindowScorer(model_on_device(fabric, model), options.what, fabric.device)
+    fingerprint = _fingerprint(reference, regions, options, model_id)
+    plan = [(i, b) for i, r in enumerate(regions) for b in range(block_count(r.length, options))]
+    rank_zero = fabric.global_rank == 0
+    spool = Spool.for_output(out, options.what, fingerprint)
+    reported = 0
+
+    def advance(bases: int) -> None:
+        nonlocal reported
+        reported += bases
+        if progress is not None and bases:
+            progress(bases)
+
+    def pending_blocks() -> list[int]:  # rank 0 only: opens (or continues) the main spool
+        finished = spool.open(resume, message)
+        done = [g for r in finished for g in r]
+        advance(sum(_block_bases(regions[plan[g][0]].length, plan[g][1], options) for g in done))
+        return sorted(set(range(len(plan))) - set(done))
+
+    pending = on_rank_zero(fabric, pending_blocks)
+    share = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
     try:
-        block = 0
-        for region in regions:
-            n_blocks = block_count(region.length, options)
-            skip = min(max(0, done - block), n_blocks)
-            block += n_blocks
-            if progress is not None and skip:
-                progress(min(block_first_base(skip, options), region.length))
-            if skip == n_blocks:
-                continue
-            info = reference.contig(region.contig)
-
-            def read(lo: int, hi: int, _info=info, _start=region.start) -> np.ndarray:
-                return reference.read(_info, _start + lo, _start + hi)
-
-            for _offset, values in region_blocks(scorer, read, region.length, options, skip):
-                spool.append(values)
-                if progress is not None:
-                    progress(next(iter(values.values())).size)
+        with fabric.autocast():
+            for run in _consecutive(share):
+                continues = rank_zero and run.start == spool.first + spool.blocks
+                target = spool if continues else spool.run(run.start)
+                try:
+                    _score_run(scorer, reference, regions, plan, run, options, target, advance)
+                finally:
+                    if target is not spool:
+                        target.close()
+        fabric.barrier()
+        if not rank_zero:
+            return None
+        waiting = spool.absorb_runs()
+        if waiting or spool.blocks != len(plan):
+            raise GoatDNAError(
+                f"{spool.dir}: blocks of the track are missing (a rank stopped early?); "
+                "rerun with --resume"
+            )
     finally:
         spool.close()
-    writers: dict[str, TrackWriter] = {}
+    advance(sum(r.length for r in regions) - reported)
     scored = 0
-    try:
+    with ExitStack() as stack:
         for what, path in paths.items():
-            writers[what] = TrackWriter(
-                path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels
+            writer = stack.enter_context(
+                open_track(path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels)
             )
-            scored = _assemble(spool, writers[what], what, regions)
-        for writer in writers.values():
-            writer.commit()
-    except BaseException:
-        for writer in writers.values():
-            writer.abort()
-        raise
+            scored = _assemble(spool, writer, what, regions)
     spool.remove()
     return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)
