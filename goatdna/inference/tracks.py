@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from goatdna.atomic import atomic_path, atomic_write_text
+from goatdna.data_prep.tables import read_bed_intervals
 from goatdna.data_prep.tokens import COMPLEMENT, N
 from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import model_on_device
@@ -102,39 +103,10 @@ def parse_region(text: str) -> Region:
 def read_bed(path: str | Path) -> list[Region]:
     """Regions of a BED file (0-based, half-open; columns beyond the third are ignored).
 
-    ``track``/``browser`` lines, ``#`` comments and blank lines are skipped; any other line that is
-    not ``contig<TAB>start<TAB>end`` with 0 <= start < end is an error naming the line.
+    Read by `goatdna.data_prep.tables.read_bed_intervals` (comments, ``track``/``browser`` and
+    blank lines skipped; a bad line is an error naming it).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise GoatDNAError(f"--bed {path}: file not found")
-    regions: list[Region] = []
-    try:
-        lines = path.read_text().splitlines()
-    except UnicodeDecodeError:
-        raise GoatDNAError(f"--bed {path}: not a text BED file") from None
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "track", "browser")):
-            continue
-        fields = stripped.split("\t") if "\t" in stripped else stripped.split()
-        where = f"--bed {path} line {number}"
-        if len(fields) < 3:
-            raise GoatDNAError(f"{where}: expected contig, start, end; got {stripped[:60]!r}")
-        try:
-            start, end = int(fields[1]), int(fields[2])
-        except ValueError:
-            raise GoatDNAError(
-                f"{where}: start and end must be integers, got {fields[1]!r} and {fields[2]!r}"
-            ) from None
-        if start < 0 or end <= start:
-            raise GoatDNAError(
-                f"{where}: need 0 <= start < end (BED is 0-based, half-open), got {start}-{end}"
-            )
-        regions.append(Region(fields[0], start, end))
-    if not regions:
-        raise GoatDNAError(f"--bed {path}: holds no regions")
-    return regions
+    return [Region(i.chrom, i.start, i.end) for i in read_bed_intervals(path, "--bed")]
 
 
 def resolve_regions(regions: Sequence[Region], reference: Reference) -> list[Region]:
