@@ -9,14 +9,13 @@ written under a temporary name in the target's folder and renamed when complete.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from goatdna.atomic import atomic_dir, atomic_path
 from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_bed_table, read_table
 from goatdna.errors import GoatDNAError
 
@@ -137,24 +136,16 @@ def write_embeddings(
     """
     out = Path(out)
     suffix = check_output(out, pool)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}{suffix}")
-    try:
+    if suffix == ".zarr":  # a folder: swapped in whole, an earlier store replaced
+        with atomic_dir(out) as folder:
+            _write_zarr(folder, _arrays(records, vectors, pool))
+        return out
+    with atomic_path(out) as tmp:
         if suffix == ".npz":
             with open(tmp, "wb") as handle:
                 np.savez(handle, **_arrays(records, vectors, pool))
-        elif suffix == ".parquet":
-            _write_parquet(tmp, records, vectors)
         else:
-            _write_zarr(tmp, _arrays(records, vectors, pool))
-        if out.is_dir():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.is_dir():
-            shutil.rmtree(tmp)
-        elif tmp.exists():
-            tmp.unlink()
+            _write_parquet(tmp, records, vectors)
     return out
 
 
