@@ -105,7 +105,7 @@ def score_track(
         raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
     if context is not None and context < 2:
         raise GoatDNAError(f"--context {context}: must be >= 2")
-    requested = [parse_region(text) for text in region] if region else read_bed(bed)
+    requested = [parse_region(text) for text in region] if bed is None else read_bed(bed)
     fabric = runtime.fabric()
     rank_zero = fabric.global_rank == 0  # rank 0 reports and writes; the others only score
     console = Console(stderr=True, quiet=not rank_zero)

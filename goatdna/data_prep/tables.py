@@ -312,10 +312,8 @@ def infer_task(labels: list[str]) -> str:
     """``regression`` when every label is a number and some is not a whole number; otherwise
     ``classification`` (integers and names are class labels)."""
     values = [_as_float(x.strip()) for x in labels]
-    if all(v is not None and math.isfinite(v) for v in values) and any(
-        not float(v).is_integer()
-        for v in values  # type: ignore[arg-type]
-    ):
+    numbers = [v for v in values if v is not None and math.isfinite(v)]
+    if len(numbers) == len(values) and any(not v.is_integer() for v in numbers):
         return "regression"
     return "classification"
 
