@@ -162,6 +162,40 @@ def atomic_write_text(path: str | Path, text: str, *, then: str = "rerun the com
     return atomic_write_bytes(path, text.encode("utf-8"), then=then)
 
 
+@contextmanager
+def atomic_dir(path: str | Path, *, then: str = "rerun the command") -> Iterator[Path]:
+    """Yield a new empty folder beside ``path``; swap it into place if the block succeeds.
+
+    A folder already at ``path`` (the caller decides whether it may go) is renamed aside, the
+    new one renamed in, and only then the old one deleted, so ``path`` never holds a half-written
+    folder. On any error the new folder is deleted; a full disk becomes a `DiskFullError`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _new_temp_file(path)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if path.exists():
+            old = path.with_name(f"{tmp.name}.old")
+            os.replace(path, old)
+            try:
+                os.replace(tmp, path)
+            except OSError:
+                os.replace(old, path)  # put the earlier folder back
+                raise
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full_error(path, None, then) from None
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _nearest_existing(path: Path) -> Path:
     probe = path
     while not probe.exists() and probe != probe.parent:

@@ -1,20 +1,24 @@
-"""One place that decides devices, precision and the distributed layout of inference loops.
+"""One place that decides devices, precision and the distributed layout of every loop.
 
-`score-variants`, `score-track`, `embed` and `predict` run a trained model over many inputs; on
-one CPU or on many GPUs they go through Lightning's predict loop built here, so device parsing,
-the accelerator check and how inputs are split over ranks have one definition. Each rank takes a
-contiguous block of the inputs (`rank_block`), so concatenating the ranks' outputs in rank order
-gives the single-process order exactly.
+Every goatdna loop (training, fine-tuning, and the inference commands `score-variants`,
+`score-track`, `embed` and `predict`) is a plain Python loop over the `lightning_fabric.Fabric`
+that `Runtime.fabric` launches, so device parsing, the accelerator check and how inputs are split
+over ranks have one definition. An inference loop moves the model to ``fabric.device`` (no DDP
+wrapper: nothing is trained), each rank takes a contiguous block of the inputs (`rank_block`),
+and the blocks are gathered in rank order (`gather_blocks`), which is the single-process order
+exactly; global rank 0 writes the output.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from goatdna.errors import GoatDNAError
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
+T = TypeVar("T")
 
 
 def parse_devices(value: int | str, option: str = "--devices") -> int | str | list[int]:
@@ -60,7 +64,7 @@ def check_accelerator(accelerator: str) -> str:
 
 @dataclass(frozen=True)
 class Runtime:
-    """Where an inference loop runs: Lightning's accelerator, devices per node and nodes."""
+    """Where a loop runs: Lightning's accelerator, devices per node and nodes."""
 
     accelerator: str = "auto"
     devices: int | str | list[int] = 1
@@ -101,27 +105,6 @@ class Runtime:
         fabric.launch()
         return fabric
 
-    def predict_trainer(self, callbacks: list[Any] | None = None, progress: bool = True) -> Any:
-        """A Lightning Trainer for ``trainer.predict``: no logger, no checkpoints, no sampler swap.
-
-        ``use_distributed_sampler=False``: inputs are split by `rank_block`, not by Lightning's
-        DistributedSampler (which pads the last batch with repeats).
-        """
-        import pytorch_lightning as pl
-
-        return pl.Trainer(
-            accelerator=self.accelerator,
-            devices=self.devices,
-            num_nodes=self.num_nodes,
-            precision=self.precision,  # type: ignore[arg-type]
-            logger=False,
-            enable_checkpointing=False,
-            enable_model_summary=False,
-            enable_progress_bar=progress,
-            use_distributed_sampler=False,
-            callbacks=callbacks or [],
-        )
-
 
 def rank_block(n_items: int, rank: int, world_size: int) -> range:
     """The contiguous block of ``range(n_items)`` that ``rank`` of ``world_size`` processes.
@@ -135,20 +118,60 @@ def rank_block(n_items: int, rank: int, world_size: int) -> range:
     return range(start, start + base + (1 if rank < extra else 0))
 
 
-def gather_blocks(module: Any, local: Any, n_total: int) -> Any:
+def single_process_fabric() -> Any:
+    """The Fabric of a plain one-process CPU run: the library functions' default."""
+    return Runtime.from_options("cpu", 1).fabric()
+
+
+def gather_blocks(fabric: Any, local: Any, n_total: int) -> Any:
     """Every rank's `rank_block` rows (a tensor, first dim) concatenated in rank order.
 
-    ``module`` is the LightningModule running the loop (its ``all_gather`` does the transfer);
+    ``fabric`` is the launched Fabric of the loop (``fabric.all_gather`` does the transfer);
     blocks are padded to one size for the collective and trimmed again. One process: ``local``.
     """
     import torch
 
-    trainer = getattr(module, "_trainer", None)
-    world = trainer.world_size if trainer is not None else 1
+    world = fabric.world_size
     if world == 1:
         return local
     per = -(-n_total // world)
     padded = torch.zeros(per, *local.shape[1:], dtype=local.dtype, device=local.device)
     padded[: local.shape[0]] = local
-    gathered = module.all_gather(padded)  # (world, per, ...)
+    gathered = fabric.all_gather(padded)  # (world, per, ...)
     return torch.cat([gathered[r, : len(rank_block(n_total, r, world))] for r in range(world)])
+
+
+def gather_objects(fabric: Any, local: list[Any]) -> list[Any]:
+    """Every rank's list (arrays of any shape) concatenated in rank order, on every rank.
+
+    For results a tensor collective cannot hold (per-base embeddings differ in length);
+    one process: ``local``.
+    """
+    if fabric.world_size == 1:
+        return local
+    import torch.distributed
+
+    parts: list[Any] = [None] * fabric.world_size
+    torch.distributed.all_gather_object(parts, local)
+    return [item for part in parts for item in part]
+
+
+def on_rank_zero(fabric: Any, action: Callable[[], T]) -> T:
+    """Run ``action`` on global rank 0 only and give every rank its result (a broadcast).
+
+    For what one process must decide for all (which chunks are unfinished, a work folder made
+    or checked): a `GoatDNAError` raised there is raised on every rank, so none waits forever
+    at the next collective.
+    """
+    result: T | None = None
+    error: str | None = None
+    if fabric.global_rank == 0:
+        try:
+            result = action()
+        except GoatDNAError as err:
+            error = str(err)
+    if fabric.world_size > 1:
+        result, error = fabric.broadcast((result, error), src=0)
+    if error is not None:
+        raise GoatDNAError(error)
+    return result  # type: ignore[return-value]

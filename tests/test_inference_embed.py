@@ -3,6 +3,9 @@ the input/output formats and every bad input (one line, exit 2, nothing written)
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +21,7 @@ from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed, embed_r
 from goatdna.model import DNADecoder, ModelConfig
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "mlp_hidden": 64, "train_length": 16}
 
 
@@ -278,3 +282,25 @@ def test_memory_is_bounded_by_max_length() -> None:
         handle.remove()
     assert max(s[1] for s in shapes) == 64 and max(s[0] for s in shapes) == 4
     assert sum(s[0] * s[1] for s in shapes) == 2000 and vector.shape == (1, 32)
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_embeddings_of_one(checkpoint: Path, tmp_path: Path) -> None:
+    """Per-base vectors (uneven lengths) of 5 records in groups of 2: rank 0 embeds two groups,
+    rank 1 one; the gathered vectors are the one-process vectors to the byte, in input order."""
+    sequences = tmp_path / "seqs.fa"
+    sequences.write_text("".join(f">s{i}\n{_random_dna(20 + 7 * i, 40 + i)}\n" for i in range(5)))
+    args = ["embed", "-c", str(checkpoint), "--sequences", str(sequences), "--pool", "none",
+            "--max-length", "16", "--batch-size", "2", "--device", "cpu"]  # fmt: skip
+    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
+    res = runner.invoke(app, [*args, "--out", str(one), "--devices", "1"])
+    assert res.exit_code == 0, res.output
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "--out", str(two), "--devices", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in proc.stderr + proc.stdout  # two ranks really ran
+    with np.load(one) as a, np.load(two) as b:
+        assert list(b["names"]) == [f"s{i}" for i in range(5)]
+        for key in ("embeddings", "offsets", "names"):
+            assert a[key].dtype == b[key].dtype and a[key].tobytes() == b[key].tobytes()

@@ -3,8 +3,12 @@ bigWig and bedGraph output, the CLI on real chr20, and bad input."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +27,7 @@ from goatdna.inference.reference import Reference
 from goatdna.inference.tracks import (
     Region,
     TrackOptions,
+    block_count,
     block_first_base,
     combine_strands,
     parse_region,
@@ -33,8 +38,10 @@ from goatdna.inference.tracks import (
     write_tracks,
 )
 from goatdna.model import DNADecoder, ModelConfig
+from goatdna.runtime import rank_block
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N"}
 INDEX = {"A": 0, "C": 1, "G": 2, "T": 3, "N": 4}
 TRAIN_LENGTH = 16
@@ -518,3 +525,77 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
             model, reference, [Region("chrA", 0, 700)], out, TrackOptions(16, 4, block_bases=64)
         )
     assert [p.name for p in tmp_path.iterdir()] == ["t.bw"]
+
+
+class _Rank:
+    """A stand-in for a launched Fabric: rank ``rank`` of ``world`` on the CPU, in this process.
+
+    Rank 0 publishes what it broadcasts in ``shared``; the other ranks receive it from there, so
+    the ranks of one run can be played one after another.
+    """
+
+    device = torch.device("cpu")
+
+    def __init__(self, rank: int, world: int, shared: dict) -> None:
+        self.global_rank, self.world_size, self.shared = rank, world, shared
+
+    def broadcast(self, obj, src: int = 0):
+        if self.global_rank == 0:
+            self.shared["broadcast"] = obj
+        return self.shared["broadcast"]
+
+    def barrier(self) -> None:
+        pass
+
+    def to_device(self, module):
+        return module
+
+    def autocast(self):
+        return contextlib.nullcontext()
+
+
+def test_resume_keeps_the_blocks_every_rank_finished(tmp_path: Path, model: DNADecoder, fasta):
+    """Rank 0 of 2 is killed after 2 blocks, rank 1 finishes its share; one process resumes it
+    scoring only rank 0's missing blocks, and the track is the uninterrupted one's bytes."""
+    path, _ = fasta
+    regions = [Region("chrA", 0, 300), Region("chrB", 0, 90)]
+    options = TrackOptions(16, 8, ("logp",), strands="forward", block_bases=64)
+    total = sum(block_count(r.length, options) for r in regions)
+    share0 = len(rank_block(total, 0, 2))
+    with Reference(path) as reference:
+        clean = write_tracks(model, reference, regions, tmp_path / "clean.bedGraph", options)
+        out = tmp_path / "cut.bedGraph"
+        shared: dict = {}
+        progress, _ = _interrupt_after(2)
+        with pytest.raises(KeyboardInterrupt):
+            write_tracks(model, reference, regions, out, options, _Rank(0, 2, shared), progress)
+        assert write_tracks(model, reference, regions, out, options, _Rank(1, 2, shared)) is None
+        assert not out.exists()
+        progress, calls = _interrupt_after(0)
+        resumed = write_tracks(model, reference, regions, out, options, None, progress, resume=True)
+    plan = [(r.length, b) for r in regions for b in range(block_count(r.length, options))]
+    sizes = [
+        min(block_first_base(b + 1, options), n) - block_first_base(b, options) for n, b in plan
+    ]
+    finished = [0, 1, *range(share0, total)]  # rank 0's first two blocks, all of rank 1's
+    assert calls[0] == sum(sizes[g] for g in finished)  # not scored again
+    assert calls[1:] == sizes[2:share0]  # only rank 0's missing blocks are scored
+    assert resumed is not None and out.read_bytes() == clean.paths["logp"].read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean.bedGraph", "cut.bedGraph"]
+
+
+@pytest.mark.slow
+def test_two_processes_write_the_bedgraph_of_one(tmp_path: Path, checkpoint: Path, fasta) -> None:
+    path, _ = fasta
+    args = ["score-track", "-c", str(checkpoint), "-f", str(path), "--stride", "6",
+            "-r", "chrA:101-400", "-r", "chrB:1-90", "--accelerator", "cpu"]  # fmt: skip
+    one = tmp_path / "one.bedGraph"
+    assert runner.invoke(app, [*args, "-o", str(one)]).exit_code == 0
+    two = tmp_path / "two.bedGraph"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "-o", str(two), "--devices", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in proc.stderr + proc.stdout  # two ranks really ran
+    assert two.read_bytes() == one.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.bedGraph", "two.bedGraph"]

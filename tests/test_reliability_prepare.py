@@ -257,3 +257,21 @@ def test_two_prepares_into_one_out_at_once_leave_one_valid_dataset(tmp_path):
     # whichever came second: refused while the first held the lock, or after it had finished
     assert "in use by another goatdna process" in loser or "different dataset" in loser, loser
     assert _cli("info", out, "--verify").exit_code == 0
+
+
+def test_atomic_dir_swaps_a_whole_folder_or_keeps_the_old_one(tmp_path):
+    from goatdna.atomic import atomic_dir
+
+    out = tmp_path / "store"
+    with atomic_dir(out) as folder:
+        assert folder.parent == tmp_path and folder != out and not out.exists()
+        (folder / "a.txt").write_text("first")
+    assert (out / "a.txt").read_text() == "first"
+    with pytest.raises(RuntimeError), atomic_dir(out) as folder:
+        (folder / "a.txt").write_text("half")
+        raise RuntimeError("killed mid-write")
+    assert (out / "a.txt").read_text() == "first"  # the old folder, untouched
+    with atomic_dir(out) as folder:
+        (folder / "b.txt").write_text("second")
+    assert sorted(p.name for p in out.iterdir()) == ["b.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # no temporary or old folder left

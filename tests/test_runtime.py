@@ -1,9 +1,13 @@
-"""Device parsing, the accelerator check and the per-rank split of inference inputs."""
+"""Device parsing, the accelerator check, the per-rank split of inference inputs and the
+collectives that put the ranks' blocks back together."""
+
+import threading
 
 import pytest
+import torch
 
 from goatdna.errors import GoatDNAError
-from goatdna.runtime import Runtime, parse_devices, rank_block
+from goatdna.runtime import Runtime, gather_blocks, on_rank_zero, parse_devices, rank_block
 
 
 def test_parse_devices_accepts_counts_lists_and_auto() -> None:
@@ -41,3 +45,72 @@ def test_rank_blocks_tile_the_inputs_in_order(n_items: int, world: int) -> None:
     assert max(sizes) - min(sizes) <= 1
     with pytest.raises(ValueError):
         rank_block(n_items, world, world)
+
+
+class _ThreadRank:
+    """Rank ``rank`` of a world of threads: all_gather and broadcast meet at a barrier, as the
+    collectives of a launched Fabric do across processes."""
+
+    def __init__(self, rank: int, world: int, slots: list, barrier: threading.Barrier) -> None:
+        self.global_rank, self.world_size, self.slots, self.barrier = rank, world, slots, barrier
+
+    def all_gather(self, tensor):
+        self.slots[self.global_rank] = tensor
+        self.barrier.wait()
+        gathered = torch.stack(list(self.slots))
+        self.barrier.wait()  # everyone has read the slots before the next collective
+        return gathered
+
+    def broadcast(self, obj, src: int = 0):
+        if self.global_rank == src:
+            self.slots[src] = obj
+        self.barrier.wait()
+        value = self.slots[src]
+        self.barrier.wait()
+        return value
+
+
+def _run_ranks(world: int, work) -> list:
+    slots: list = [None] * world
+    barrier = threading.Barrier(world, timeout=30)
+    results: list = [None] * world
+
+    def run(rank: int) -> None:
+        try:
+            results[rank] = work(_ThreadRank(rank, world, slots, barrier))
+        except Exception as err:  # handed back to the test
+            results[rank] = err
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+@pytest.mark.parametrize(("n_rows", "world"), [(7, 3), (2, 3), (6, 2), (0, 2)])
+def test_gather_blocks_restores_input_order_on_every_rank(n_rows: int, world: int) -> None:
+    rows = torch.arange(n_rows * 2, dtype=torch.float32).reshape(n_rows, 2)
+
+    def work(fabric):
+        block = rank_block(n_rows, fabric.global_rank, world)
+        return gather_blocks(fabric, rows[block.start : block.stop], n_rows)
+
+    for gathered in _run_ranks(world, work):
+        assert torch.equal(gathered, rows)
+
+
+def test_on_rank_zero_shares_its_result_and_its_error() -> None:
+    calls: list[int] = []
+
+    def listing(fabric):
+        return on_rank_zero(fabric, lambda: calls.append(fabric.global_rank) or [3, 5])
+
+    assert _run_ranks(3, listing) == [[3, 5]] * 3 and calls == [0]
+
+    def refuse() -> None:
+        raise GoatDNAError("work folder exists; pass --resume")
+
+    results = _run_ranks(2, lambda fabric: on_rank_zero(fabric, refuse))
+    assert all(isinstance(r, GoatDNAError) and "--resume" in str(r) for r in results)

@@ -61,7 +61,7 @@ def embed(
         str | None,
         option(
             "devices",
-            "Run Lightning's predict loop on this many devices (e.g. 4, or 0,1); the "
+            "Run on this many devices, one block of records each (e.g. 4, or 0,1); the "
             "accelerator follows --device.",
         ),
     ] = None,
@@ -99,9 +99,9 @@ def embed(
         vectors: list[Any] | None = embed_records(model, records, options, length)
         write = True
     else:
-        from goatdna.inference.embed_predict import embed_with_runtime
+        from goatdna.inference.embed_run import embed_on_fabric
 
-        vectors, write = embed_with_runtime(model, records, options, length, runtime)
+        vectors, write = embed_on_fabric(model, records, options, length, runtime.fabric())
     if write:
         assert vectors is not None  # the writing rank holds every vector
         write_embeddings(out, records, vectors, pool)

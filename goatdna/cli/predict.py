@@ -58,6 +58,6 @@ def predict(
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     rows = predict_file(
         checkpoint, sequences, out, sequence_column=sequence_column, fasta=fasta,
-        rc_average=rc_average, batch_size=batch_size, runtime=runtime, progress=progress,
+        rc_average=rc_average, batch_size=batch_size, fabric=runtime.fabric(), progress=progress,
     )  # fmt: skip
     typer.echo(f"{rows} rows -> {out}")

@@ -7,8 +7,15 @@ from typing import Annotated
 
 import typer
 
-from goatdna.cli.common import DeviceOpt, default_of, option
+from goatdna.cli.common import (
+    AcceleratorOpt,
+    DevicesOpt,
+    NumNodesOpt,
+    default_of,
+    option,
+)
 from goatdna.inference.tracks import DEFAULT_BATCH_TOKENS, DEFAULT_ZOOM_LEVELS, TrackOptions
+from goatdna.runtime import Runtime
 
 
 def score_track(
@@ -61,7 +68,9 @@ def score_track(
             f"Windows per forward pass (default 0: {DEFAULT_BATCH_TOKENS:,} // C).",
         ),
     ] = default_of(TrackOptions, "batch_size"),
-    device: DeviceOpt = "cpu",
+    accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
+    devices: DevicesOpt = str(default_of(Runtime, "devices")),
+    num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
     zoom_levels: Annotated[
         int,
         typer.Option(
@@ -104,8 +113,8 @@ def score_track(
         write_tracks,
     )
 
-    console = Console(stderr=True)
     what = what or list(default_of(TrackOptions, "what"))
+    runtime = Runtime.from_options(accelerator, devices, num_nodes)
     if bool(region) == (bed is not None):
         raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
     from goatdna.atomic import check_output_file
@@ -121,9 +130,12 @@ def score_track(
     else:
         assert bed is not None  # exactly one of the two, checked above
         requested = read_bed(bed)
+    fabric = runtime.fabric()
+    rank_zero = fabric.global_rank == 0  # rank 0 reports and writes; the others only score
+    console = Console(stderr=True, quiet=not rank_zero)
     with Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference:
         regions = resolve_regions(requested, reference)
-        model, config = load_checkpoint(checkpoint, device)
+        model, config = load_checkpoint(checkpoint, "cpu")
         train_length = train_length_of(config)
         C = context if context is not None else train_length
         options = TrackOptions(
@@ -152,6 +164,7 @@ def score_track(
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
+            disable=not rank_zero,
         ) as bar:
             task = bar.add_task("bases", total=total, rate="")
 
@@ -168,13 +181,15 @@ def score_track(
                 regions,
                 out,
                 options,
-                device,
-                advance,
+                fabric,
+                advance if rank_zero else None,
                 track_name=f"goatdna {positional} C={C}",
                 resume=resume,
                 model_id=f"{checkpoint.resolve()} {stat.st_size} {stat.st_mtime_ns}",
                 message=lambda text: console.print(text, markup=False),
                 zoom_levels=zoom_levels,
             )
+    if result is None:  # not global rank 0: rank 0 reports
+        return
     for quantity, path in result.paths.items():
         console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")

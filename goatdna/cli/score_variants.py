@@ -92,7 +92,7 @@ def score_variants(
         resume=resume,
         cache_dir=cache_dir,
     )
-    summary = run(request, runtime)
+    summary = run(request, runtime.fabric())
     if summary is None:  # not global rank 0: rank 0 reports
         return
     console = Console()

@@ -1,4 +1,8 @@
-"""Sequence tables for downstream tasks: CSV, TSV, Parquet, or BED intervals over a FASTA.
+"""Sequence tables for downstream tasks: CSV, TSV, Parquet, FASTA, or BED intervals over a FASTA.
+
+The one reader of such inputs: `finetune` and `predict` read tables here, `embed` reads its
+``--sequences`` and ``--bed`` here, and `score-track` reads its BED regions with
+`read_bed_intervals`.
 
 A table is read as columns of strings in file order (nothing is re-typed, so ``predict`` carries
 the input columns through exactly as they were written). The ``sequence`` column becomes token
@@ -29,6 +33,7 @@ MISSING_LABELS = frozenset({"", "nan", "na", "n/a", "null", "none"})
 """Label cells read as missing (case-insensitive): an error, never a class of their own."""
 
 BED_COLUMNS = ("chrom", "start", "end", "name", "score", "strand")
+FASTA_SUFFIXES = (".fa", ".fasta", ".fna")
 
 
 @dataclass
@@ -40,12 +45,15 @@ class SequenceTable:
     line_offset: (
         int  # file line of data row 0 (2 for a CSV with a header); 0 when lines don't apply
     )
+    row_labels: list[str] | None = None  # how messages name each row, when not by number
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
     def where(self, row: int) -> str:
         """``file: row 7 (line 8)``: how messages name a data row (``row`` is 0-based)."""
+        if self.row_labels is not None:
+            return f"{self.path}: {self.row_labels[row]}"
         line = f" (line {row + self.line_offset})" if self.line_offset else ""
         return f"{self.path}: row {row + 1}{line}"
 
@@ -73,7 +81,7 @@ def _base_suffix(path: Path) -> str:
 
 
 def read_table(path: str | Path, fasta: str | Path | None = None) -> SequenceTable:
-    """Read a CSV/TSV (optionally gzipped), Parquet or BED file (BED needs ``fasta``)."""
+    """Read a CSV/TSV (optionally gzipped), Parquet, FASTA or BED file (BED needs ``fasta``)."""
     path = Path(path)
     if not path.is_file():
         raise GoatDNAError(f"{path}: file not found")
@@ -81,13 +89,15 @@ def read_table(path: str | Path, fasta: str | Path | None = None) -> SequenceTab
     if suffix == ".bed":
         if fasta is None:
             raise GoatDNAError(f"{path}: a BED file needs --fasta REF to read the sequences from")
-        return _read_bed(path, Path(fasta))
+        return read_bed_table(path, fasta)
     if suffix in (".parquet", ".pq"):
         return _read_parquet(path)
+    if suffix in FASTA_SUFFIXES:
+        return _read_fasta(path)
     if suffix not in (".csv", ".tsv", ".txt"):
         raise GoatDNAError(
-            f"{path}: unknown table type {suffix or '(no suffix)'!r}; use .csv, .tsv, .parquet "
-            "or .bed (with --fasta)"
+            f"{path}: unknown table type {suffix or '(no suffix)'!r}; use .csv, .tsv, .parquet, "
+            "FASTA (.fa/.fasta/.fna) or .bed (with --fasta)"
         )
     delimiter = "," if suffix == ".csv" else "\t"
     try:
@@ -133,53 +143,119 @@ def _is_missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _read_bed(path: Path, fasta: Path) -> SequenceTable:
-    """BED intervals -> columns chrom, start, end, name, ..., plus ``sequence`` from the FASTA
-    (reverse-complemented on ``-`` strand rows)."""
-    from pyfaidx import Fasta, FetchError
+def _read_fasta(path: Path) -> SequenceTable:
+    """FASTA records as columns ``name`` (the title's first word) and ``sequence``."""
+    from Bio.SeqIO.FastaIO import SimpleFastaParser
 
-    if not fasta.is_file():
-        raise GoatDNAError(f"{fasta}: FASTA not found (--fasta)")
-    rows: list[list[str]] = []
-    with _open_text(path) as fh:
-        for line in fh:
-            if not line.strip() or line.startswith(("#", "track", "browser")):
-                continue
-            rows.append(line.rstrip("\r\n").split("\t"))
-    if not rows:
-        raise GoatDNAError(f"{path}: no intervals")
-    width = len(rows[0])
-    if width < 3:
-        raise GoatDNAError(f"{path}: row 1 has {width} columns; BED needs chrom, start, end")
-    names = [BED_COLUMNS[j] if j < len(BED_COLUMNS) else f"col{j + 1}" for j in range(width)]
+    names: list[str] = []
     sequences: list[str] = []
     try:
+        with _open_text(path) as handle:
+            for title, seq in SimpleFastaParser(handle):
+                names.append(
+                    title.split(None, 1)[0] if title.strip() else f"record{len(names) + 1}"
+                )
+                sequences.append(seq)
+    except (OSError, UnicodeDecodeError, ValueError, EOFError) as err:
+        raise GoatDNAError(f"{path}: cannot read as FASTA ({err})") from None
+    if not names:
+        raise GoatDNAError(f"{path}: no FASTA records (a record starts with a '>' line)")
+    labels = [f"record {name!r} (#{i + 1})" for i, name in enumerate(names)]
+    return SequenceTable(path, {"name": names, "sequence": sequences}, 0, labels)
+
+
+@dataclass(frozen=True)
+class BedInterval:
+    """One BED line: its line number, the interval (0-based, half-open) and all its fields."""
+
+    line: int
+    chrom: str
+    start: int
+    end: int
+    fields: list[str]
+
+
+def read_bed_intervals(path: str | Path, option: str = "--bed") -> list[BedInterval]:
+    """The intervals of a BED file in file order (fields split on tabs, else on whitespace).
+
+    ``track``/``browser`` lines, ``#`` comments and blank lines are skipped; any other line that
+    is not ``chrom start end ...`` with 0 <= start < end is an error naming the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise GoatDNAError(f"{option} {path}: file not found")
+    intervals: list[BedInterval] = []
+    try:
+        with _open_text(path) as handle:
+            lines = list(handle)
+    except (OSError, UnicodeDecodeError, EOFError) as err:
+        raise GoatDNAError(f"{option} {path}: not a text BED file ({err})") from None
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith(("#", "track", "browser")):
+            continue
+        fields = text.split("\t") if "\t" in text else text.split()
+        where = f"{option} {path} line {number}"
+        if len(fields) < 3:
+            raise GoatDNAError(f"{where}: expected contig, start, end; got {text[:60]!r}")
+        try:
+            start, end = int(fields[1]), int(fields[2])
+        except ValueError:
+            raise GoatDNAError(
+                f"{where}: start and end must be integers, got {fields[1]!r} and {fields[2]!r}"
+            ) from None
+        if end <= start:
+            raise GoatDNAError(
+                f"{where}: empty region {fields[0]}:{start}-{end}; need 0 <= start < end "
+                "(BED is 0-based, half-open)"
+            )
+        if start < 0:
+            raise GoatDNAError(f"{where}: start {start} is negative; need 0 <= start < end")
+        intervals.append(BedInterval(number, fields[0], start, end, fields))
+    if not intervals:
+        raise GoatDNAError(f"{option} {path}: holds no regions")
+    return intervals
+
+
+def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -> SequenceTable:
+    """BED intervals -> columns chrom, start, end, name, ... (as written; a line with fewer
+    fields leaves its cells empty), plus ``sequence`` from the FASTA (reverse-complemented on
+    ``-`` strand rows)."""
+    from pyfaidx import Fasta, FastaIndexingError, FetchError
+
+    path, fasta = Path(path), Path(fasta)
+    if not fasta.is_file():
+        raise GoatDNAError(f"--fasta {fasta}: file not found")
+    intervals = read_bed_intervals(path, option)
+    width = max(len(interval.fields) for interval in intervals)
+    names = [BED_COLUMNS[j] if j < len(BED_COLUMNS) else f"col{j + 1}" for j in range(width)]
+    try:
         genome = Fasta(str(fasta), as_raw=True, sequence_always_upper=False, rebuild=False)
-    except Exception as err:
-        raise GoatDNAError(f"{fasta}: cannot index this FASTA ({err})") from None
+    except (FastaIndexingError, ValueError, OSError) as err:
+        raise GoatDNAError(
+            f"--fasta {fasta}: cannot index as FASTA ({err}); a .gz reference must be "
+            "bgzip-compressed"
+        ) from None
+    sequences: list[str] = []
     with genome:
-        for i, row in enumerate(rows):
-            if len(row) != width:
-                raise GoatDNAError(f"{path}: row {i + 1} has {len(row)} columns, row 1 has {width}")
-            chrom = row[0]
-            try:
-                start, end = int(row[1]), int(row[2])
-            except ValueError:
-                raise GoatDNAError(f"{path}: row {i + 1}: start/end are not integers") from None
+        for interval in intervals:
+            chrom, start, end = interval.chrom, interval.start, interval.end
+            where = f"{option} {path} line {interval.line} ({chrom}:{start}-{end})"
             if chrom not in genome:
-                raise GoatDNAError(f"{path}: row {i + 1}: contig {chrom!r} is not in {fasta}")
-            if not 0 <= start < end <= len(genome[chrom]):
+                raise GoatDNAError(f"{where}: contig {chrom!r} is not in {fasta}")
+            length = len(genome[chrom])
+            if end > length:
                 raise GoatDNAError(
-                    f"{path}: row {i + 1}: interval {chrom}:{start}-{end} is empty or outside "
-                    f"the contig (length {len(genome[chrom])})"
+                    f"{where}: end {end} is past the end of {chrom} ({length} bases)"
                 )
             try:
                 seq = str(genome[chrom][start:end])
             except FetchError as err:
-                raise GoatDNAError(f"{path}: row {i + 1}: {err}") from None
-            if width >= 6 and row[5] == "-":
+                raise GoatDNAError(f"{where}: {err}") from None
+            if len(interval.fields) >= 6 and interval.fields[5] == "-":
                 seq = reverse_complement_text(seq)
             sequences.append(seq)
+    rows = [interval.fields + [""] * (width - len(interval.fields)) for interval in intervals]
     columns = {name: [row[j] for row in rows] for j, name in enumerate(names)}
     columns["sequence"] = sequences
     return SequenceTable(path, columns, line_offset=0)

@@ -16,7 +16,8 @@
                                transformers only
       README.md                the model card
 
-The folder is written under a temporary name beside ``DIR`` and renamed when complete.
+The folder is written under a temporary name beside ``DIR`` and swapped in when complete
+(`goatdna.atomic.atomic_dir`).
 `goatdna.checkpoint.load_checkpoint` reads it back, so every command that takes
 ``--checkpoint`` takes the folder too.
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from goatdna import __version__
+from goatdna.atomic import atomic_dir
 from goatdna.errors import GoatDNAError
 
 from .model_card import model_card
@@ -182,21 +184,6 @@ def export_model(
                     f"{out}: --force replaces only an earlier goatdna export, and this folder "
                     "is not one; choose another --out"
                 )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
-        _write_folder(tmp, model, run_config, provenance)
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    with atomic_dir(out, then="rerun the export") as folder:
+        _write_folder(folder, model, run_config, provenance)
     return out

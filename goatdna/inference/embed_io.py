@@ -1,29 +1,26 @@
-"""What `goatdna embed` reads (BED regions of a FASTA, or a FASTA/CSV/TSV of sequences) and writes
-(.npz, .parquet, .zarr).
+"""What `goatdna embed` reads (BED regions of a FASTA, or a FASTA/CSV/TSV/Parquet of sequences)
+and writes (.npz, .parquet, .zarr).
 
-Every record is validated before any model runs, and errors name the file and the record, so a
-bad input fails at once with nothing written. Outputs are written under a temporary name in the
-target's folder and renamed when complete.
+The inputs are read by `goatdna.data_prep.tables`, the one table reader (`predict` and
+`finetune` read theirs there too). Every record is validated before any model runs, and errors
+name the file and the record, so a bad input fails at once with nothing written. Outputs are
+written under a temporary name in the target's folder and renamed when complete.
 """
 
 from __future__ import annotations
 
-import gzip
-import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from goatdna.data_prep.tokens import reverse_complement_tokens
+from goatdna.atomic import atomic_dir, atomic_path
+from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_bed_table, read_table
 from goatdna.errors import GoatDNAError
 
-from .embed import SequenceRecord, tokens_of
+from .embed import SequenceRecord
 
-FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz", ".fna.gz")
-TABLE_SEPARATORS = {".csv": ",", ".tsv": "\t", ".csv.gz": ",", ".tsv.gz": "\t"}
 OUTPUT_SUFFIXES = (".npz", ".parquet", ".zarr")
 
 
@@ -34,136 +31,54 @@ def _suffix(path: Path, choices: Sequence[str]) -> str | None:
 
 # ---------------------------------------------------------------------------- inputs
 def read_sequence_file(path: str | Path) -> list[SequenceRecord]:
-    """FASTA records, or CSV/TSV rows with a ``sequence`` column (other columns carried)."""
-    path = Path(path)
-    if not path.is_file():
-        raise GoatDNAError(f"{path}: --sequences file not found")
-    if _suffix(path, FASTA_SUFFIXES):
-        return _read_fasta_records(path)
-    suffix = _suffix(path, tuple(TABLE_SEPARATORS))
-    if suffix is None:
-        raise GoatDNAError(
-            f"{path}: --sequences must be FASTA (.fa/.fasta/.fna) or a table (.csv/.tsv) "
-            "with a 'sequence' column"
-        )
-    return _read_table(path, TABLE_SEPARATORS[suffix])
-
-
-def _read_fasta_records(path: Path) -> list[SequenceRecord]:
-    from Bio.SeqIO.FastaIO import SimpleFastaParser
-
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    records = []
-    try:
-        with opener(path, "rt") as handle:
-            for title, seq in SimpleFastaParser(handle):
-                name = title.split(None, 1)[0] if title.strip() else f"record{len(records) + 1}"
-                what = f"{path}: record {name!r} (#{len(records) + 1})"
-                records.append(SequenceRecord(name, tokens_of(seq, what)))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise GoatDNAError(f"{path}: cannot read as FASTA ({err})") from None
-    if not records:
-        raise GoatDNAError(f"{path}: no FASTA records (a record starts with a '>' line)")
-    return records
-
-
-def _read_table(path: Path, sep: str) -> list[SequenceRecord]:
-    import pandas as pd
-
-    try:
-        table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise GoatDNAError(f"{path}: cannot read as a table ({err})") from None
+    """FASTA records, or table rows (CSV/TSV/Parquet) with a ``sequence`` column (the other
+    columns are carried; a ``name`` column names the rows)."""
+    table = read_table(path)
     if "sequence" not in table.columns:
         raise GoatDNAError(
-            f"{path}: no 'sequence' column (columns: {', '.join(map(str, table.columns))})"
+            f"{path}: no 'sequence' column (columns: {', '.join(table.columns) or 'none'})"
         )
-    if table.empty:
+    if len(table) == 0:
         raise GoatDNAError(f"{path}: no rows")
-    carried = [c for c in table.columns if c != "sequence"]
-    records = []
-    for row_number, row in enumerate(table.itertuples(index=False), start=1):
-        values = dict(zip(table.columns, row, strict=True))
-        name = str(values["name"]) if "name" in values else str(row_number)
-        what = f"{path}: row {row_number} (name {name!r})"
-        tokens = tokens_of(values["sequence"], what)
-        records.append(SequenceRecord(name, tokens, {c: values[c] for c in carried}))
-    return records
+    names = table.columns.get("name") or [str(i + 1) for i in range(len(table))]
+    if table.row_labels is None and "name" in table.columns:
+        table.row_labels = [f"row {i + 1} (name {name!r})" for i, name in enumerate(names)]
+    return _records(table, names, [c for c in table.columns if c != "sequence"])
 
 
 def read_bed_regions(fasta: str | Path, bed: str | Path) -> list[SequenceRecord]:
     """BED regions (0-based, end-exclusive) cut from an indexed FASTA, in file order.
 
     The name is column 4 when present, else ``chrom:start+1-end``; a ``-`` in column 6 reads the
-    region's reverse complement. chrom/start/end (and name, strand) are carried to the output.
+    region's reverse complement. chrom/start/end (and strand) are carried to the output.
     """
-    from pyfaidx import Fasta, FastaIndexingError
-
-    fasta, bed = Path(fasta), Path(bed)
-    for path, what in ((fasta, "--fasta"), (bed, "--bed")):
-        if not path.is_file():
-            raise GoatDNAError(f"{path}: {what} file not found")
-    regions = _parse_bed(bed)
-    try:
-        reference = Fasta(str(fasta), as_raw=True, sequence_always_upper=False, rebuild=False)
-    except (FastaIndexingError, ValueError, OSError) as err:
-        raise GoatDNAError(
-            f"{fasta}: cannot index as FASTA ({err}); a .gz reference must be bgzip-compressed"
-        ) from None
-    records = []
-    try:
-        for line_number, chrom, start, end, name, strand in regions:
-            where = f"{bed}: line {line_number} ({chrom}:{start}-{end})"
-            if chrom not in reference:
-                raise GoatDNAError(f"{where}: contig {chrom!r} is not in {fasta}")
-            contig_length = len(reference[chrom])
-            if end > contig_length:
-                raise GoatDNAError(
-                    f"{where}: end {end} is past the end of {chrom} ({contig_length} bases)"
-                )
-            tokens = tokens_of(str(reference[chrom][start:end]), where)
-            if strand == "-":
-                tokens = reverse_complement_tokens(tokens)
-            label = name or f"{chrom}:{start + 1}-{end}"
-            columns = {"chrom": chrom, "start": start, "end": end}
-            if strand:
-                columns["strand"] = strand
-            records.append(SequenceRecord(label, tokens, columns))
-    finally:
-        reference.close()
-    if not records:
-        raise GoatDNAError(f"{bed}: no regions")
+    table = read_bed_table(bed, fasta)
+    columns = table.columns
+    n = len(table)
+    starts = [int(x) for x in columns["start"]]
+    ends = [int(x) for x in columns["end"]]
+    given = columns.get("name", [""] * n)
+    names = [
+        name if name not in ("", ".") else f"{chrom}:{start + 1}-{end}"
+        for name, chrom, start, end in zip(given, columns["chrom"], starts, ends, strict=True)
+    ]
+    records = _records(table, names, [])
+    strands = columns.get("strand", [""] * n)
+    for record, chrom, start, end, strand in zip(
+        records, columns["chrom"], starts, ends, strands, strict=True
+    ):
+        record.columns = {"chrom": chrom, "start": start, "end": end}
+        if strand in ("+", "-"):
+            record.columns["strand"] = strand
     return records
 
 
-def _parse_bed(bed: Path) -> list[tuple[int, str, int, int, str, str]]:
-    regions = []
-    with open(bed, encoding="utf-8", errors="replace") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            text = line.rstrip("\n\r")
-            if not text.strip() or text.startswith(("#", "track", "browser")):
-                continue
-            fields = text.split("\t") if "\t" in text else text.split()
-            if len(fields) < 3:
-                raise GoatDNAError(
-                    f"{bed}: line {line_number}: a BED line needs chrom, start and end"
-                )
-            try:
-                start, end = int(fields[1]), int(fields[2])
-            except ValueError:
-                raise GoatDNAError(
-                    f"{bed}: line {line_number}: start and end must be integers, got "
-                    f"{fields[1]!r} and {fields[2]!r}"
-                ) from None
-            if start < 0 or end <= start:
-                raise GoatDNAError(
-                    f"{bed}: line {line_number}: empty region {fields[0]}:{start}-{end}; BED needs "
-                    "0 <= start < end (0-based, end-exclusive)"
-                )
-            name = fields[3] if len(fields) > 3 and fields[3] not in ("", ".") else ""
-            strand = fields[5] if len(fields) > 5 and fields[5] in ("+", "-") else ""
-            regions.append((line_number, fields[0], start, end, name, strand))
-    return regions
+def _records(table: SequenceTable, names: list[str], carried: list[str]) -> list[SequenceRecord]:
+    tokens = encode_sequences(table, "sequence", "--sequences")
+    return [
+        SequenceRecord(name, row_tokens, {c: table.columns[c][i] for c in carried})
+        for i, (name, row_tokens) in enumerate(zip(names, tokens, strict=True))
+    ]
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -221,24 +136,16 @@ def write_embeddings(
     """
     out = Path(out)
     suffix = check_output(out, pool)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}{suffix}")
-    try:
+    if suffix == ".zarr":  # a folder: swapped in whole, an earlier store replaced
+        with atomic_dir(out) as folder:
+            _write_zarr(folder, _arrays(records, vectors, pool))
+        return out
+    with atomic_path(out) as tmp:
         if suffix == ".npz":
             with open(tmp, "wb") as handle:
                 np.savez(handle, **_arrays(records, vectors, pool))
-        elif suffix == ".parquet":
-            _write_parquet(tmp, records, vectors)
         else:
-            _write_zarr(tmp, _arrays(records, vectors, pool))
-        if out.is_dir():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.is_dir():
-            shutil.rmtree(tmp)
-        elif tmp.exists():
-            tmp.unlink()
+            _write_parquet(tmp, records, vectors)
     return out
 
 

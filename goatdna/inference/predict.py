@@ -3,26 +3,27 @@
 The output holds every input column, unchanged and in input order, then ``prob_<class>`` per
 class and ``pred`` (the most probable class) for classification, or ``pred`` alone for
 regression. Inputs are checked completely before anything is computed, and the output is written
-to a temporary name and renamed, so a failed run leaves nothing behind. On several devices each
-rank predicts its contiguous block of rows (`runtime.rank_block`) and the blocks are gathered
-back in input order.
+to a temporary name and renamed, so a failed run leaves nothing behind. On several devices (a
+launched `lightning_fabric.Fabric`) each rank predicts its contiguous block of rows
+(`runtime.rank_block`) in a plain loop and the blocks are gathered back in input order
+(`runtime.gather_blocks`); global rank 0 writes the output.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.tables import encode_sequences, read_table
 from goatdna.errors import GoatDNAError
-from goatdna.runtime import Runtime, gather_blocks, rank_block
+from goatdna.inference.loop import model_on_device, rank_zero_progress
+from goatdna.runtime import gather_blocks, rank_block, single_process_fabric
 
 
 @dataclass
@@ -85,23 +86,14 @@ def predict_tokens(
     *,
     rc_average: bool | None = None,
     batch_size: int = 64,
-    runtime: Runtime | None = None,
+    fabric: Any = None,
     progress: bool = False,
 ) -> np.ndarray:
-    """(N, K) class probabilities, or (N, 1) values in label units, for token arrays in order."""
-    return _predict(loaded, tokens, rc_average, batch_size, runtime, progress)[0]
+    """(N, K) class probabilities, or (N, 1) values in label units, for token arrays in order.
 
-
-def _predict(
-    loaded: LoadedClassifier,
-    tokens: list[np.ndarray],
-    rc_average: bool | None,
-    batch_size: int,
-    runtime: Runtime | None,
-    progress: bool,
-) -> tuple[np.ndarray, int]:
-    """Predictions and this process's global rank (only rank 0 writes files)."""
-    import pytorch_lightning as pl
+    ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
+    Every rank gets every row back.
+    """
     import torch
 
     from goatdna.model.classifier import (
@@ -110,54 +102,34 @@ def _predict(
         strand_average,
     )
 
+    fabric = fabric or single_process_fabric()
     both = loaded.rc_average if rc_average is None else rc_average
     tokens = [t[: loaded.max_length] for t in tokens]
     classification = loaded.task == "classification"
-
-    class Predictor(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.classifier = loaded.classifier
-            self.rows: list[torch.Tensor] = []
-            self.result: torch.Tensor | None = None
-
-        def predict_dataloader(self) -> Any:
-            block = rank_block(len(tokens), self.global_rank, self.trainer.world_size)
-            starts = list(range(block.start, block.stop, batch_size))
-            bounds = [(s, min(s + batch_size, block.stop)) for s in starts]
-            return torch.utils.data.DataLoader(
-                bounds, batch_size=None, collate_fn=lambda b: pad_sequences(tokens[b[0] : b[1]])
-            )
-
-        def predict_step(self, batch: Any, batch_idx: int) -> None:
-            ids, lengths = batch
-            out = self.classifier(ids, lengths).float()
-            out_rc = None
+    classifier = model_on_device(fabric, loaded.classifier)
+    block = rank_block(len(tokens), fabric.global_rank, fabric.world_size)
+    rows: list[torch.Tensor] = []
+    with (
+        rank_zero_progress(fabric, len(block), "predict", "rows", progress) as advance,
+        torch.inference_mode(),
+        fabric.autocast(),
+    ):
+        for start in range(block.start, block.stop, batch_size):
+            stop = min(start + batch_size, block.stop)
+            ids, lengths = fabric.to_device(pad_sequences(tokens[start:stop]))
+            out = classifier(ids, lengths).float()
             if both:
-                out_rc = self.classifier(reverse_complement_padded(ids, lengths), lengths).float()
-            if out_rc is not None:
-                merged = strand_average(out, out_rc, classification)
+                out_rc = classifier(reverse_complement_padded(ids, lengths), lengths).float()
+                rows.append(strand_average(out, out_rc, classification))
             else:
-                merged = out.softmax(-1) if classification else out
-            self.rows.append(merged)
-
-        def on_predict_epoch_end(self) -> None:
-            width = len(loaded.classes) if classification else 1
-            local = torch.cat(self.rows) if self.rows else torch.zeros(0, width, device=self.device)
-            self.result = gather_blocks(self, local, len(tokens)).cpu()
-
-    runtime = runtime or Runtime.from_options("cpu", 1)
-    predictor = Predictor()
-    trainer = runtime.predict_trainer(progress=progress)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*predict returned None.*")
-        warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
-        trainer.predict(predictor, return_predictions=False)
-    assert predictor.result is not None
-    out = predictor.result.double().numpy()
+                rows.append(out.softmax(-1) if classification else out)
+            advance(stop - start)
+    width = len(loaded.classes) if classification else 1
+    local = torch.cat(rows) if rows else torch.zeros(0, width, device=fabric.device)
+    result = gather_blocks(fabric, local, len(tokens)).cpu().double().numpy()
     if not classification:
-        out = out * loaded.label_std + loaded.label_mean
-    return out, trainer.global_rank
+        result = result * loaded.label_std + loaded.label_mean
+    return result
 
 
 def output_columns(loaded: LoadedClassifier) -> list[str]:
@@ -175,10 +147,13 @@ def predict_file(
     fasta: str | Path | None = None,
     rc_average: bool | None = None,
     batch_size: int = 64,
-    runtime: Runtime | None = None,
+    fabric: Any = None,
     progress: bool = False,
 ) -> int:
-    """Predict every row of ``sequences`` into ``out`` (CSV, or TSV for .tsv); returns rows."""
+    """Predict every row of ``sequences`` into ``out`` (CSV, or TSV for .tsv); returns rows.
+
+    Global rank 0 writes ``out``; ``fabric`` as in `predict_tokens`.
+    """
     out = Path(out)
     loaded = load_classifier(checkpoint)
     table = read_table(sequences, fasta)
@@ -192,8 +167,12 @@ def predict_file(
         )
     if not out.parent.is_dir():
         raise GoatDNAError(f"{out}: its folder {out.parent} does not exist")
-    preds, rank = _predict(loaded, tokens, rc_average, batch_size, runtime, progress)
-    if rank != 0:
+    fabric = fabric or single_process_fabric()
+    preds = predict_tokens(
+        loaded, tokens, rc_average=rc_average, batch_size=batch_size, fabric=fabric,
+        progress=progress,
+    )  # fmt: skip
+    if fabric.global_rank != 0:
         return len(tokens)
     delimiter = "\t" if out.suffix.lower() == ".tsv" else ","
     buf = io.StringIO()
@@ -208,7 +187,5 @@ def predict_file(
         else:
             cells.append(f"{preds[i, 0]:.8g}")
         writer.writerow(cells)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text(buf.getvalue())
-    os.replace(tmp, out)
+    atomic_write_text(out, buf.getvalue())
     return len(tokens)

@@ -19,32 +19,41 @@ no reverse value (nothing precedes them on that strand): they take the other str
 
 Streaming: a region is processed in blocks of whole windows of the forward grid; the reverse
 strand windows that cover the same bases are scored beside them, so memory stays bounded by the
-block size whatever the region length, and values are written in coordinate order as they come.
+block size whatever the region length, and values are spooled in coordinate order as they come
+(`goatdna.inference.track_files` holds the spool and the bigWig/bedGraph writers).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from goatdna.data_prep.tables import read_bed_intervals
 from goatdna.data_prep.tokens import COMPLEMENT, N
 from goatdna.errors import GoatDNAError
+from goatdna.inference.loop import model_on_device
 from goatdna.inference.reference import Reference
+from goatdna.inference.track_files import (
+    DEFAULT_ZOOM_LEVELS,
+    Spool,
+    TrackWriter,
+    open_track,
+    output_paths,
+)
+from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 
 WHATS = ("logp", "entropy")
 STRANDS = ("both", "forward")
-BIGWIG_SUFFIXES = (".bw", ".bigwig")
-BEDGRAPH_SUFFIXES = (".bedgraph", ".bg")
 DEFAULT_BATCH_TOKENS = 16384
 DEFAULT_BLOCK_BASES = 1 << 16
-DEFAULT_ZOOM_LEVELS = 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,39 +104,10 @@ def parse_region(text: str) -> Region:
 def read_bed(path: str | Path) -> list[Region]:
     """Regions of a BED file (0-based, half-open; columns beyond the third are ignored).
 
-    ``track``/``browser`` lines, ``#`` comments and blank lines are skipped; any other line that is
-    not ``contig<TAB>start<TAB>end`` with 0 <= start < end is an error naming the line.
+    Read by `goatdna.data_prep.tables.read_bed_intervals` (comments, ``track``/``browser`` and
+    blank lines skipped; a bad line is an error naming it).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise GoatDNAError(f"--bed {path}: file not found")
-    regions: list[Region] = []
-    try:
-        lines = path.read_text().splitlines()
-    except UnicodeDecodeError:
-        raise GoatDNAError(f"--bed {path}: not a text BED file") from None
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "track", "browser")):
-            continue
-        fields = stripped.split("\t") if "\t" in stripped else stripped.split()
-        where = f"--bed {path} line {number}"
-        if len(fields) < 3:
-            raise GoatDNAError(f"{where}: expected contig, start, end; got {stripped[:60]!r}")
-        try:
-            start, end = int(fields[1]), int(fields[2])
-        except ValueError:
-            raise GoatDNAError(
-                f"{where}: start and end must be integers, got {fields[1]!r} and {fields[2]!r}"
-            ) from None
-        if start < 0 or end <= start:
-            raise GoatDNAError(
-                f"{where}: need 0 <= start < end (BED is 0-based, half-open), got {start}-{end}"
-            )
-        regions.append(Region(fields[0], start, end))
-    if not regions:
-        raise GoatDNAError(f"--bed {path}: holds no regions")
-    return regions
+    return [Region(i.chrom, i.start, i.end) for i in read_bed_intervals(path, "--bed")]
 
 
 def resolve_regions(regions: Sequence[Region], reference: Reference) -> list[Region]:
@@ -360,214 +340,6 @@ def region_blocks(
         yield b0, out
 
 
-# ---------------------------------------------------------------------------------------------
-# writing
-
-
-def output_kind(path: Path) -> str:
-    """'bigwig' or 'bedgraph' from the --out name."""
-    suffix = path.suffix.lower()
-    if suffix in BIGWIG_SUFFIXES:
-        return "bigwig"
-    if suffix in BEDGRAPH_SUFFIXES:
-        return "bedgraph"
-    raise GoatDNAError(
-        f"--out {path}: unknown extension {path.suffix or '(none)'}; use .bw/.bigWig or .bedGraph"
-    )
-
-
-def output_paths(out: Path, what: Sequence[str]) -> dict[str, Path]:
-    """One file per quantity: --out itself for one, ``NAME.<what>.ext`` beside it for several."""
-    output_kind(out)
-    if len(what) == 1:
-        return {what[0]: out}
-    return {w: out.with_name(f"{out.stem}.{w}{out.suffix}") for w in what}
-
-
-def _runs(values: np.ndarray) -> Iterator[tuple[int, int]]:
-    """[lo, hi) stretches of consecutive non-NaN values."""
-    ok = ~np.isnan(values)
-    if not ok.any():
-        return
-    edges = np.flatnonzero(np.diff(np.concatenate([[False], ok, [False]]).astype(np.int8)))
-    for lo, hi in zip(edges[::2], edges[1::2], strict=True):
-        yield int(lo), int(hi)
-
-
-class TrackWriter:
-    """Writes one track to a temporary name in the target folder; `commit` renames it into place."""
-
-    def __init__(
-        self,
-        path: Path,
-        chrom_sizes: list[tuple[str, int]],
-        name: str,
-        zoom_levels: int = DEFAULT_ZOOM_LEVELS,
-    ) -> None:
-        self.path = path
-        self.kind = output_kind(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        self._bw: Any = None
-        self._text: Any = None
-        if self.kind == "bigwig":
-            import pyBigWig
-
-            self._bw = pyBigWig.open(str(self.tmp), "w")
-            # Zoom levels (summaries for zoomed-out browser views) are computed by libBigWig when
-            # the file closes, from one contig's values at a time held in memory (~12 bytes per
-            # base); zoom_levels=0 writes none and keeps memory flat.
-            self._bw.addHeader(chrom_sizes, maxZooms=zoom_levels)
-        else:
-            self._text = open(self.tmp, "w")  # noqa: SIM115 - closed in commit/abort
-            self._text.write(f'track type=bedGraph name="{name}" description="{name}"\n')
-
-    def add(self, contig: str, start: int, values: np.ndarray) -> None:
-        """Values of bases start, start+1, ... of ``contig``; NaN bases are left out."""
-        for lo, hi in _runs(values):
-            if self._bw is not None:
-                self._bw.addEntries(
-                    contig, start + lo, values=values[lo:hi].astype(np.float64), span=1, step=1
-                )
-            else:  # 64k lines at a time, so the text never holds more than a few MB
-                for a in range(lo, hi, 1 << 16):
-                    b = min(a + (1 << 16), hi)
-                    lines = [
-                        f"{contig}\t{p}\t{p + 1}\t{v:.7g}\n"
-                        for p, v in zip(
-                            range(start + a, start + b), values[a:b].tolist(), strict=True
-                        )
-                    ]
-                    self._text.write("".join(lines))
-
-    def _close(self) -> None:
-        if self._bw is not None:
-            self._bw.close()
-            self._bw = None
-        if self._text is not None:
-            self._text.close()
-            self._text = None
-
-    def commit(self) -> Path:
-        self._close()
-        os.replace(self.tmp, self.path)
-        return self.path
-
-    def abort(self) -> None:
-        self._close()
-        self.tmp.unlink(missing_ok=True)
-
-
-class Spool:
-    """Finished values on disk, so an interrupted run can continue (``--resume``).
-
-    ``.<out name>.partial/`` beside the output holds one raw float32 file per quantity (the values
-    of every region in order, NaN = no value) and ``state.json``: what the run was asked
-    (``fingerprint``), how many stream blocks are complete and how many values they hold. Blocks
-    are appended and ``state.json`` is replaced after each, so after a crash the files are cut back
-    to the last complete block. The output files are made from the spool at the end, then it goes.
-    """
-
-    VERSION = 1
-
-    def __init__(self, out: Path, what: Sequence[str], fingerprint: dict[str, Any]) -> None:
-        self.dir = out.with_name(f".{out.name}.partial")
-        self.what = tuple(what)
-        self.fingerprint = fingerprint
-        self.blocks = 0
-        self.values = 0
-        self._files: dict[str, Any] = {}
-
-    def _path(self, what: str) -> Path:
-        return self.dir / f"values.{what}.f32"
-
-    def open(self, resume: bool, message: Callable[[str], None]) -> int:
-        """Start (or with ``resume`` continue) the spool; returns the complete blocks to skip."""
-        import json
-        import shutil
-
-        state_path = self.dir / "state.json"
-        if resume and state_path.is_file():
-            try:
-                state = json.loads(state_path.read_text())
-            except (OSError, ValueError):
-                state = {}
-            if state.get("version") != self.VERSION or state.get("fingerprint") != self.fingerprint:
-                changed = sorted(
-                    key
-                    for key in set(self.fingerprint) | set(state.get("fingerprint") or {})
-                    if (state.get("fingerprint") or {}).get(key) != self.fingerprint.get(key)
-                )
-                raise GoatDNAError(
-                    f"--resume: the partial track in {self.dir} was made with other inputs "
-                    f"({', '.join(changed) or 'format'} differ); rerun without --resume to start over"
-                )
-            self.blocks, self.values = int(state["blocks"]), int(state["values"])
-            for what in self.what:
-                path = self._path(what)
-                if not path.is_file() or path.stat().st_size < self.values * 4:
-                    raise GoatDNAError(
-                        f"--resume: {path} is missing or shorter than {state_path.name} says; "
-                        "rerun without --resume to start over"
-                    )
-                with open(path, "r+b") as handle:
-                    handle.truncate(self.values * 4)
-            message(f"resuming: {self.blocks} block(s), {self.values:,} bases already scored")
-        else:
-            if resume:
-                message(f"--resume: no partial track at {self.dir}; starting from the beginning")
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir.mkdir(parents=True)
-            for what in self.what:
-                self._path(what).touch()
-            self._save()
-        self._files = {what: open(self._path(what), "ab") for what in self.what}  # noqa: SIM115
-        return self.blocks
-
-    def _save(self) -> None:
-        import json
-
-        state = {
-            "version": self.VERSION,
-            "fingerprint": self.fingerprint,
-            "blocks": self.blocks,
-            "values": self.values,
-        }
-        tmp = self.dir / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=1))
-        os.replace(tmp, self.dir / "state.json")
-
-    def append(self, values: dict[str, np.ndarray]) -> None:
-        """One complete block: values first, then the state that counts them."""
-        for what, handle in self._files.items():
-            handle.write(values[what].astype("<f4").tobytes())
-            handle.flush()
-            os.fsync(handle.fileno())
-        self.blocks += 1
-        self.values += next(iter(values.values())).size
-        self._save()
-
-    def read(self, what: str, chunk: int = 1 << 20) -> Iterator[np.ndarray]:
-        """The spooled values of one quantity, in order, ``chunk`` at a time."""
-        with open(self._path(what), "rb") as handle:
-            while True:
-                data = handle.read(chunk * 4)
-                if not data:
-                    return
-                yield np.frombuffer(data, dtype="<f4")
-
-    def close(self) -> None:
-        for handle in self._files.values():
-            handle.close()
-        self._files = {}
-
-    def remove(self) -> None:
-        import shutil
-
-        self.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @dataclass
 class TrackResult:
     """What a run wrote: files, regions, and the bases that got a value."""
@@ -616,65 +388,132 @@ def _assemble(spool: Spool, writer: TrackWriter, what: str, regions: Sequence[Re
     return scored
 
 
+def _block_bases(n: int, block: int, options: TrackOptions) -> int:
+    """Bases (values) that stream block ``block`` of an ``n``-base region holds."""
+    return min(block_first_base(block + 1, options), n) - block_first_base(block, options)
+
+
+def _consecutive(blocks: Sequence[int]) -> list[range]:
+    """Sorted global block indices as maximal runs of consecutive ones."""
+    runs: list[range] = []
+    for g in blocks:
+        if runs and runs[-1].stop == g:
+            runs[-1] = range(runs[-1].start, g + 1)
+        else:
+            runs.append(range(g, g + 1))
+    return runs
+
+
+def _score_run(
+    scorer: WindowScorer,
+    reference: Reference,
+    regions: Sequence[Region],
+    plan: Sequence[tuple[int, int]],
+    run: range,
+    options: TrackOptions,
+    spool: Spool,
+    advance: Callable[[int], None],
+) -> None:
+    """Score global blocks ``run`` (consecutive) into ``spool``, region by region, in order."""
+    g = run.start
+    while g < run.stop:
+        index, first = plan[g]
+        count = 1
+        while g + count < run.stop and plan[g + count][0] == index:
+            count += 1
+        region = regions[index]
+        info = reference.contig(region.contig)
+
+        def read(lo: int, hi: int, _info=info, _start=region.start) -> np.ndarray:
+            return reference.read(_info, _start + lo, _start + hi)
+
+        blocks = region_blocks(scorer, read, region.length, options, first)
+        for _offset, values in islice(blocks, count):
+            spool.append(values)
+            advance(next(iter(values.values())).size)
+        g += count
+
+
 def write_tracks(
     model: Any,
     reference: Reference,
     regions: Sequence[Region],
     out: Path,
     options: TrackOptions,
-    device: Any = "cpu",
+    fabric: Any = None,
     progress: Callable[[int], None] | None = None,
     track_name: str = "goatdna",
     resume: bool = False,
     model_id: str = "",
     message: Callable[[str], None] = lambda _text: None,
     zoom_levels: int = DEFAULT_ZOOM_LEVELS,
-) -> TrackResult:
+) -> TrackResult | None:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
     Values are spooled to disk block by block (see `Spool`); an interrupted run keeps them and
-    ``resume=True`` continues after the last complete block, giving the same bytes as a run that
+    ``resume=True`` continues after the complete blocks, giving the same bytes as a run that
     never stopped. Nothing appears at the output paths until every region is done (temporary
-    names, renamed at the end). ``progress(bases)`` is called as blocks finish.
+    names, renamed at the end).
+
+    ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
+    The stream blocks of all regions, in order, are the unit of work: global rank 0 lists the
+    unfinished ones, each rank scores its contiguous share (`goatdna.runtime.rank_block`), and
+    rank 0 appends the ranks' runs in order and writes the files, so the output is the same
+    bytes on any number of devices. Returns the result on rank 0, None on the others.
+    ``progress(bases)`` is called on rank 0 as its blocks finish (the others' when they are
+    appended).
     """
+    fabric = fabric or single_process_fabric()
     paths = output_paths(out, options.what)
-    scorer = WindowScorer(model, options.what, device)
-    spool = Spool(out, options.what, _fingerprint(reference, regions, options, model_id))
-    done = spool.open(resume, message)
+    scorer = WindowScorer(model_on_device(fabric, model), options.what, fabric.device)
+    fingerprint = _fingerprint(reference, regions, options, model_id)
+    plan = [(i, b) for i, r in enumerate(regions) for b in range(block_count(r.length, options))]
+    rank_zero = fabric.global_rank == 0
+    spool = Spool.for_output(out, options.what, fingerprint)
+    reported = 0
+
+    def advance(bases: int) -> None:
+        nonlocal reported
+        reported += bases
+        if progress is not None and bases:
+            progress(bases)
+
+    def pending_blocks() -> list[int]:  # rank 0 only: opens (or continues) the main spool
+        finished = spool.open(resume, message)
+        done = [g for r in finished for g in r]
+        advance(sum(_block_bases(regions[plan[g][0]].length, plan[g][1], options) for g in done))
+        return sorted(set(range(len(plan))) - set(done))
+
+    pending = on_rank_zero(fabric, pending_blocks)
+    share = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
     try:
-        block = 0
-        for region in regions:
-            n_blocks = block_count(region.length, options)
-            skip = min(max(0, done - block), n_blocks)
-            block += n_blocks
-            if progress is not None and skip:
-                progress(min(block_first_base(skip, options), region.length))
-            if skip == n_blocks:
-                continue
-            info = reference.contig(region.contig)
-
-            def read(lo: int, hi: int, _info=info, _start=region.start) -> np.ndarray:
-                return reference.read(_info, _start + lo, _start + hi)
-
-            for _offset, values in region_blocks(scorer, read, region.length, options, skip):
-                spool.append(values)
-                if progress is not None:
-                    progress(next(iter(values.values())).size)
+        with fabric.autocast():
+            for run in _consecutive(share):
+                continues = rank_zero and run.start == spool.first + spool.blocks
+                target = spool if continues else spool.run(run.start)
+                try:
+                    _score_run(scorer, reference, regions, plan, run, options, target, advance)
+                finally:
+                    if target is not spool:
+                        target.close()
+        fabric.barrier()
+        if not rank_zero:
+            return None
+        waiting = spool.absorb_runs()
+        if waiting or spool.blocks != len(plan):
+            raise GoatDNAError(
+                f"{spool.dir}: blocks of the track are missing (a rank stopped early?); "
+                "rerun with --resume"
+            )
     finally:
         spool.close()
-    writers: dict[str, TrackWriter] = {}
+    advance(sum(r.length for r in regions) - reported)
     scored = 0
-    try:
+    with ExitStack() as stack:
         for what, path in paths.items():
-            writers[what] = TrackWriter(
-                path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels
+            writer = stack.enter_context(
+                open_track(path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels)
             )
-            scored = _assemble(spool, writers[what], what, regions)
-        for writer in writers.values():
-            writer.commit()
-    except BaseException:
-        for writer in writers.values():
-            writer.abort()
-        raise
+            scored = _assemble(spool, writer, what, regions)
     spool.remove()
     return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)

@@ -3,19 +3,20 @@
 Every ALT allele of the input becomes one output row, in input order. The ``.vcf.gz`` output is
 the input VCF itself with one INFO field added (``GOATDNA_LLR``, Number=A, Float: the ``llr`` of
 each ALT, ``.`` where the allele was not scored), bgzipped and tabix-indexed, so it drops into
-bcftools/IGV pipelines. All outputs are written to a temporary name and renamed when complete.
+bcftools/IGV pipelines. All outputs are written to a temporary name and renamed when complete
+(`goatdna.atomic.atomic_path`).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from goatdna.atomic import atomic_path
 from goatdna.errors import GoatDNAError
 from goatdna.inference.variants import Allele
 
@@ -148,10 +149,6 @@ def check_sorted_for_index(vcf: VcfAlleles, out: Path) -> None:
         )
 
 
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
 def results_frame(alleles: Sequence[Allele], numbers: dict[str, np.ndarray], windows, statuses):
     """The output table (pandas) in `COLUMNS` order; window columns are nullable integers."""
     import pandas as pd
@@ -176,15 +173,11 @@ def results_frame(alleles: Sequence[Allele], numbers: dict[str, np.ndarray], win
 
 def write_table(frame, out: Path, kind: str) -> None:
     """Write the table as TSV (6 decimals, empty = not scored) or Parquet, atomically."""
-    tmp = _temporary(out)
-    try:
+    with atomic_path(out) as tmp:
         if kind == "tsv":
             frame.to_csv(tmp, sep="\t", index=False, float_format=FLOAT_FORMAT, na_rep="")
         else:
             frame.to_parquet(tmp, index=False)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
@@ -194,9 +187,8 @@ def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
     by_record: list[list[float | None]] = [[] for _ in range(vcf.records)]
     for allele, value in zip(vcf.alleles, llr.tolist(), strict=True):
         by_record[allele.record].append(None if math.isnan(value) else value)
-    tmp = _temporary(out)
-    tmp_index = Path(str(tmp) + ".tbi")
-    try:
+    # the VCF is renamed into place first, then its index (the inner block ends first)
+    with atomic_path(Path(str(out) + ".tbi")) as tmp_index, atomic_path(out) as tmp:
         with open_vcf(vcf.path) as source:
             for _ in _records(source, vcf.path):
                 pass  # one pass so that pysam's header learns undeclared contigs/fields
@@ -214,8 +206,3 @@ def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
                         record.info[INFO_ID] = tuple(values)
                     sink.write(record)
         pysam.tabix_index(str(tmp), preset="vcf", force=True, index=str(tmp_index))
-        os.replace(tmp, out)
-        os.replace(tmp_index, Path(str(out) + ".tbi"))
-    finally:
-        tmp.unlink(missing_ok=True)
-        tmp_index.unlink(missing_ok=True)

@@ -1,13 +1,13 @@
-"""Running `goatdna score-variants`: resumable chunks, Lightning's predict loop, the output.
+"""Running `goatdna score-variants`: resumable chunks, a plain loop over Fabric, the output.
 
 The alleles are cut into chunks of ``chunk_size`` in input order. A chunk's scores depend only on
 its alleles and the options (its batches are formed the same way wherever it runs), and each
 finished chunk is saved in a work folder next to the output (``.OUT.goatdna-work/``), so:
 
 - ``--resume`` skips finished chunks and the output is byte-identical to an uninterrupted run;
-- with ``--devices``/``--num-nodes`` each rank scores a contiguous block of the unfinished chunks
-  (`goatdna.runtime.rank_block`) inside Lightning's predict loop, and the output equals one
-  process's.
+- with ``--devices``/``--num-nodes`` (a launched `lightning_fabric.Fabric`) global rank 0 lists
+  the unfinished chunks once and every rank scores its contiguous block of that list
+  (`goatdna.runtime.rank_block`), so the output equals one process's.
 
 Global rank 0 writes the output (temporary name, then rename) and removes the work folder.
 """
@@ -15,7 +15,6 @@ Global rank 0 writes the output (temporary name, then rename) and removes the wo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -24,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.errors import GoatDNAError
+from goatdna.inference.loop import model_on_device, rank_zero_progress
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
     VcfAlleles,
@@ -43,6 +44,7 @@ from goatdna.inference.variants import (
     combine_strands,
     score_alleles,
 )
+from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 
 DEFAULT_CHUNK_SIZE = 4096
 STATE_FILE = "state.json"
@@ -87,16 +89,6 @@ def _stamp(path: Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def _is_global_rank_zero() -> bool:
-    """Before Lightning starts: is this the launching process (rank 0) of a distributed run?"""
-    for key in ("RANK", "SLURM_PROCID"):
-        if key in os.environ:
-            return int(os.environ[key]) == 0
-    return (
-        int(os.environ.get("NODE_RANK", "0")) == 0 and int(os.environ.get("LOCAL_RANK", "0")) == 0
-    )
-
-
 def _chunk_path(work: Path, chunk: int) -> Path:
     return work / f"chunk-{chunk:06d}.npz"
 
@@ -122,17 +114,13 @@ def _prepare_work_dir(work: Path, state: dict[str, Any], resume: bool) -> int:
             )
         return sum(1 for _ in work.glob("chunk-*.npz"))
     work.mkdir(parents=True)
-    tmp = state_path.with_name(STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    os.replace(tmp, state_path)
+    atomic_write_text(state_path, json.dumps(state, indent=1, sort_keys=True))
     return 0
 
 
 def _save_chunk(work: Path, chunk: int, scores: np.ndarray, windows: np.ndarray) -> None:
-    path = _chunk_path(work, chunk)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.npz")
-    np.savez(tmp, scores=scores, windows=windows)
-    os.replace(tmp, path)
+    with atomic_path(_chunk_path(work, chunk)) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, scores=scores, windows=windows)
 
 
 def _load_chunks(work: Path, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,45 +168,30 @@ def _check_naming(vcf: VcfAlleles, statuses: list[str], reference: Reference) ->
             )
 
 
-def _variant_module(model: Any, alleles: list[Allele], statuses: list[str], reference, options,
-                    work: Path, chunk_size: int, n_chunks: int) -> Any:  # fmt: skip
-    """A LightningModule whose predict loop scores this rank's unfinished chunks."""
-    import pytorch_lightning as pl
-    from torch.utils.data import DataLoader
-
-    from goatdna.runtime import rank_block
-
-    class VariantScorer(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def predict_dataloader(self) -> DataLoader:
-            strategy = self.trainer.strategy
-            pending = None
-            if self.trainer.global_rank == 0:  # one listing, broadcast: ranks agree exactly
-                pending = [c for c in range(n_chunks) if not _chunk_path(work, c).is_file()]
-            pending = strategy.broadcast(pending, src=0)
-            block = rank_block(len(pending), self.trainer.global_rank, self.trainer.world_size)
-            mine = [pending[i] for i in block]
-            return DataLoader(mine, batch_size=None, shuffle=False)
-
-        def predict_step(self, chunk: Any, batch_idx: int = 0) -> int:
-            chunk = int(chunk)
+def _score_chunks(fabric: Any, model: Any, alleles: list[Allele], statuses: list[str],
+                  reference: Reference, options: VariantOptions, work: Path, chunk_size: int,
+                  pending: list[int], progress: bool) -> None:  # fmt: skip
+    """Score this rank's block of the unfinished chunks, saving each as it finishes."""
+    mine = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
+    rows_total = sum(min(chunk_size, len(alleles) - c * chunk_size) for c in mine)
+    with rank_zero_progress(fabric, rows_total, "score-variants", "alleles", progress) as advance:
+        for chunk in mine:
             rows = slice(chunk * chunk_size, min((chunk + 1) * chunk_size, len(alleles)))
-            scores, windows = score_alleles(
-                self.model, alleles[rows], statuses[rows], reference, options
-            )
+            with fabric.autocast():
+                scores, windows = score_alleles(
+                    model, alleles[rows], statuses[rows], reference, options
+                )
             _save_chunk(work, chunk, scores, windows)
-            return chunk  # not kept (return_predictions=False); None would make Lightning warn
-
-    return VariantScorer()
+            advance(rows.stop - rows.start)
 
 
 def score_variants(
-    request: ScoreVariantsRequest, runtime: Any, progress: bool = True
+    request: ScoreVariantsRequest, fabric: Any = None, progress: bool = True
 ) -> ScoreVariantsSummary | None:
-    """Score every ALT allele of ``request.vcf``; returns the summary on global rank 0, else None."""
+    """Score every ALT allele of ``request.vcf``; returns the summary on global rank 0, else None.
+
+    ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
+    """
     from goatdna import __version__
     from goatdna.checkpoint import load_checkpoint, train_length_of
 
@@ -250,15 +223,18 @@ def score_variants(
         "options": asdict(options),
         "chunk_size": request.chunk_size,
     }
-    resumed = _prepare_work_dir(work, state, request.resume) if _is_global_rank_zero() else 0
+    fabric = fabric or single_process_fabric()
 
-    module = _variant_module(
-        model, vcf.alleles, statuses, reference, options, work, request.chunk_size, n_chunks
-    )
-    trainer = runtime.predict_trainer(progress=progress)
-    trainer.predict(module, return_predictions=False)
-    trainer.strategy.barrier()
-    if trainer.global_rank != 0:
+    def prepare() -> tuple[int, list[int]]:  # rank 0 only; the ranks agree on its listing
+        resumed = _prepare_work_dir(work, state, request.resume)
+        return resumed, [c for c in range(n_chunks) if not _chunk_path(work, c).is_file()]
+
+    resumed, pending = on_rank_zero(fabric, prepare)
+    model = model_on_device(fabric, model)
+    _score_chunks(fabric, model, vcf.alleles, statuses, reference, options, work,
+                  request.chunk_size, pending, progress)  # fmt: skip
+    fabric.barrier()
+    if fabric.global_rank != 0:
         return None
 
     scores, windows = _load_chunks(work, n_chunks)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -204,7 +205,7 @@ def strand_pairs(window: AlleleWindow, strands: str) -> list[Pair]:
 
 
 def score_pairs(
-    model: object, pairs: Sequence[Pair], batch_size: int, shared_prefix: bool = True
+    model: Any, pairs: Sequence[Pair], batch_size: int, shared_prefix: bool = True
 ) -> np.ndarray:
     """LL(x) and LL(y) of every pair -> (len(pairs), 2) float64, in the order given.
 
@@ -240,7 +241,7 @@ def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
     return block
 
 
-def _sequence_ll(model: object, seqs: Sequence[np.ndarray], device: object) -> np.ndarray:
+def _sequence_ll(model: Any, seqs: Sequence[np.ndarray], device: Any) -> np.ndarray:
     """LL of each sequence scored from position 0 (full forward pass, right-padded batch)."""
     import torch
 
@@ -253,13 +254,13 @@ def _sequence_ll(model: object, seqs: Sequence[np.ndarray], device: object) -> n
     return sequence_log_probs(model, tokens).double().sum(dim=1).cpu().numpy()
 
 
-def _score_full(model: object, batch: Sequence[Pair], device: object) -> np.ndarray:
+def _score_full(model: Any, batch: Sequence[Pair], device: Any) -> np.ndarray:
     """Two full windows per pair: LL(x) and LL(y) from one forward pass over 2B rows."""
     ll = _sequence_ll(model, [p.x for p in batch] + [p.y for p in batch], device)
     return np.stack([ll[: len(batch)], ll[len(batch) :]], axis=1)
 
 
-def _score_shared(model: object, batch: Sequence[Pair], shared: int, device: object) -> np.ndarray:
+def _score_shared(model: Any, batch: Sequence[Pair], shared: int, device: Any) -> np.ndarray:
     """x in one causal pass that also fills the KV cache; then y's suffix on the shared prefix.
 
     The first ``shared`` positions of the cache hold the prefix both sequences share; y's
@@ -294,7 +295,7 @@ SCORE_FIELDS = ("ll_ref_fwd", "ll_alt_fwd", "ll_ref_rev", "ll_alt_rev")
 
 
 def score_alleles(
-    model: object,
+    model: Any,
     alleles: Sequence[Allele],
     statuses: Sequence[str],
     reference: Reference,

@@ -208,7 +208,10 @@ class SequenceTaskModule(pl.LightningModule):
             self.train()
             if self.probe:
                 self.model.eval()
-        return gather_blocks(self, local.float(), len(split)).cpu().double().numpy()
+        local = local.float()
+        if world > 1:  # the strategy has Fabric's world_size and all_gather
+            local = gather_blocks(self.trainer.strategy, local, len(split))
+        return local.cpu().double().numpy()
 
 
 def _decay_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:

@@ -1,0 +1,55 @@
+"""What every multi-device inference loop shares: the model on the rank's device, rank 0's bar.
+
+`score-variants`, `score-track`, `embed` and `predict` are plain loops over a launched
+`lightning_fabric.Fabric` (`goatdna.runtime.Runtime.fabric`): each rank runs the model over its
+contiguous `goatdna.runtime.rank_block` of the inputs, the blocks come back in rank order, and
+global rank 0 writes the output. Nothing is trained, so the model is only moved to
+``fabric.device`` (a DDP wrapper would add a collective to every forward pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def model_on_device(fabric: Any, model: Any) -> Any:
+    """``model`` in eval mode on this rank's device."""
+    return fabric.to_device(model).eval()
+
+
+@contextmanager
+def rank_zero_progress(
+    fabric: Any, total: int, label: str, unit: str, enabled: bool = True
+) -> Iterator[Callable[[int], None]]:
+    """Yield ``advance(n)`` for a rich bar over ``total`` items, shown on global rank 0 only.
+
+    Other ranks (and ``enabled=False``) get an ``advance`` that does nothing; rank 0 counts
+    its own block, which the ranks' blocks all match in size to within one item.
+    """
+    if not enabled or fabric.global_rank != 0:
+        yield lambda _n: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
