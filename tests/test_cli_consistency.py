@@ -14,9 +14,10 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
+from goatdna.analysis.report_frames import fmt as format_cell
 from goatdna.cli.app import app
 from goatdna.cli.commands import COMMANDS
-from goatdna.cli.common import OPTION_NAMES, format_cell, frame_table, print_frame
+from goatdna.cli.common import OPTION_NAMES, frame_table, print_frame
 
 REPO = Path(__file__).resolve().parents[1]
 CLICK_APP = typer.main.get_command(app)

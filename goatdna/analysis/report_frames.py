@@ -8,6 +8,7 @@ reads the same in report.md, report.html and the terminal.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -88,32 +89,32 @@ def _num(value: Any) -> float:
         return math.nan
 
 
-def fmt(value: Any, spec: str) -> str:
-    """One number as text ('n/a' for NaN/inf); strings pass through."""
-    if isinstance(value, float) and not math.isfinite(value):
+def fmt(value: Any, spec: str | None = None, default: str = ".4g") -> str:
+    """One table cell as report.md and the console tables write it: booleans yes/no, missing or
+    non-finite numbers n/a, integers with thousands separators unless ``spec`` says otherwise,
+    other numbers with ``spec`` (else ``default``); strings pass through."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "yes" if value else "no"
+    if value is None:
         return "n/a"
-    if isinstance(value, str):
-        return value
-    try:
-        return format(value, spec)
-    except (TypeError, ValueError):
-        return str(value)
+    if isinstance(value, numbers.Integral):
+        return format(int(value), spec or ",d")
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return format(number, spec or default) if math.isfinite(number) else "n/a"
+    return str(value)
 
 
 def formatted(frame: Any, formats: Mapping[str, str], default: str = ".4g") -> list[list[str]]:
     """Rows of strings (header first) with per-column number formats."""
     header = [str(c) for c in frame.columns]
-    body = []
-    for row in frame.itertuples(index=False):
-        cells = []
-        for column, value in zip(frame.columns, row, strict=True):
-            if isinstance(value, bool):
-                cells.append("yes" if value else "no")
-            elif isinstance(value, (int, float)):
-                cells.append(fmt(value, formats.get(column, default)))
-            else:
-                cells.append(str(value))
-        body.append(cells)
+    body = [
+        [
+            fmt(value, formats.get(column), default)
+            for column, value in zip(frame.columns, row, strict=True)
+        ]
+        for row in frame.itertuples(index=False)
+    ]
     return [header, *body]
 
 

@@ -73,7 +73,7 @@ def unwrap_paragraphs(text: str) -> str:
 @cache
 def template(name: str) -> Template:
     """A template of ``report_templates`` (package data); Markdown ones with unwrapped prose."""
-    text = files("goatdna.analysis").joinpath(TEMPLATES, name).read_text(encoding="utf-8")
+    text = (files("goatdna.analysis") / TEMPLATES / name).read_text(encoding="utf-8")
     text = text.rstrip("\n")
     return Template(unwrap_paragraphs(text) if name.endswith(".md") else text)
 

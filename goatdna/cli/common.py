@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -167,32 +166,15 @@ def user_errors(func: F) -> F:
 # ----------------------------------------------------------------------------- tables
 
 
-def format_cell(value: Any, spec: str | None = None) -> str:
-    """One table cell as report.md writes it: booleans yes/no, missing or non-finite numbers n/a,
-    integers with thousands separators, other numbers with ``spec`` (default 4 decimals)."""
-    import numbers
-
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        return "yes" if value else "no"
-    if value is None:
-        return "n/a"
-    if isinstance(value, numbers.Integral):
-        return format(int(value), spec or ",d")
-    if isinstance(value, numbers.Real):
-        number = float(value)
-        if not math.isfinite(number):
-            return "n/a"
-        return format(number, spec or ".4f")
-    return str(value)
-
-
 def frame_table(
     frame: Any, title: str | None = None, formats: Mapping[str, str] | None = None
 ) -> Any:
     """A pandas DataFrame as a rich `Table`: text columns left-aligned, numbers right-aligned and
-    formatted by `format_cell` (per-column format specs in ``formats``, as in report.md)."""
+    formatted as report.md formats them (`report_frames.fmt`; per-column specs in ``formats``)."""
     from rich.table import Table
     from rich.text import Text
+
+    from goatdna.analysis.report_frames import fmt
 
     formats = formats or {}
     table = Table(title=Text(title) if title else None)
@@ -203,7 +185,7 @@ def frame_table(
         # Text, not str: a run name like "[red]x" is shown as written, never read as markup
         table.add_row(
             *(
-                Text(format_cell(value, formats.get(str(column))))
+                Text(fmt(value, formats.get(str(column)), default=".4f"))
                 for column, value in zip(frame.columns, row, strict=True)
             )
         )

@@ -26,7 +26,7 @@ from goatdna.cli.common import (
 
 def print_summary(result: Any, console: Any = None) -> None:
     """The report's summary table (one row per model) as a rich table, formatted as in report.md."""
-    from goatdna.analysis.report import SUMMARY_FORMATS
+    from goatdna.analysis.report_frames import SUMMARY_FORMATS
 
     print_frame(result.summary, "summary (NLL in nats/base)", SUMMARY_FORMATS, console)
 

@@ -219,7 +219,7 @@ def score_pairs(
         range(len(pairs)),
         key=lambda i: (pairs[i].shared, pairs[i].x.size, pairs[i].y.size, i),
     )
-    device = next(model.parameters()).device  # type: ignore[attr-defined]
+    device = next(model.parameters()).device
     with torch.inference_mode():
         for b in range(0, len(order), batch_size):
             rows = order[b : b + batch_size]
@@ -274,8 +274,8 @@ def _score_shared(model: Any, batch: Sequence[Pair], shared: int, device: Any) -
     x = torch.from_numpy(_padded([p.x for p in batch], x_len)).to(device)  # (B, Lx)
     y_suffix = [p.y[shared:] for p in batch]
     y_len = max(s.size for s in y_suffix)
-    cache = model.new_cache(len(batch), max(x_len - 1, shared + y_len - 1))  # type: ignore[attr-defined]
-    x_logits = model.forward_cached(x[:, :-1], cache)  # type: ignore[attr-defined]  # (B, Lx-1, V)
+    cache = model.new_cache(len(batch), max(x_len - 1, shared + y_len - 1))
+    x_logits = model.forward_cached(x[:, :-1], cache)  # (B, Lx-1, V)
     x_logp = target_log_probs(x_logits, x[:, 1:]).double()  # (B, Lx-1)
     ll_x = x_logp.sum(dim=1)
     ll_y = x_logp[:, : shared - 1].sum(dim=1)  # the shared prefix's own log-probabilities
@@ -284,7 +284,7 @@ def _score_shared(model: Any, batch: Sequence[Pair], shared: int, device: Any) -
         first = x_logits[:, shared - 1 : shared]  # (B, 1, V): the prefix predicts y[shared]
         if y_len > 1:
             cache.length = shared  # x's keys beyond the prefix are overwritten, never read
-            rest = model.forward_cached(targets[:, :-1], cache)  # type: ignore[attr-defined]
+            rest = model.forward_cached(targets[:, :-1], cache)
             first = torch.cat([first, rest], dim=1)  # (B, Sy, V)
         ll_y = ll_y + target_log_probs(first, targets).double().sum(dim=1)
     return torch.stack([ll_x, ll_y], dim=1).cpu().numpy()
