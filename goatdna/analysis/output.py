@@ -1,4 +1,4 @@
-"""Writing results: atomic text files and the FASTA/JSON shapes of generated sequences."""
+"""The FASTA/JSON shapes of generated sequences (written through `goatdna.atomic`)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from goatdna import atomic
 from goatdna.errors import GoatDNAError
 
 FASTA_SUFFIXES = {".fa", ".fasta", ".fna"}
 FASTA_LINE_WIDTH = 80
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write text to a temporary name in the same directory, then rename it into place.
-
-    A reader never sees a half-written file: either the old one or the complete new one.
-    """
-    return atomic.atomic_write_text(path, text)
 
 
 def output_format(path: Path | None) -> str:

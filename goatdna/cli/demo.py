@@ -220,7 +220,7 @@ def demo(
     else:
         with torch_threads(threads):
             result = build_report(options, log=lambda msg: say(f"  {msg}"))
-        from goatdna.analysis.output import atomic_write_text
+        from goatdna.atomic import atomic_write_text
 
         atomic_write_text(stamp_path, json.dumps(stamp, indent=2) + "\n")
         print_summary(result, console)

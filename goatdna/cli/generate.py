@@ -99,8 +99,8 @@ def generate(
         parse_prompt,
         read_prompt_fasta,
     )
-    from goatdna.analysis.output import atomic_write_text, format_generation, output_format
-    from goatdna.atomic import check_output_file
+    from goatdna.analysis.output import format_generation, output_format
+    from goatdna.atomic import atomic_write_text, check_output_file
     from goatdna.checkpoint import load_checkpoint
 
     if (prompt is None) == (prompt_fasta is None):
