@@ -224,43 +224,33 @@ def read_split_bed(
     ``contig_of`` maps a BED chrom to a contig of this FASTA, or to None for a line that belongs
     to another FASTA of a multi-source run (the line is skipped here).
     """
-    if not path.is_file():
-        raise GoatDNAError(f"--split-bed: {path} does not exist")
+    from goatdna.data_prep.tables import read_bed_intervals
+
     lengths = {c.name: c.length for c in all_contigs}
     order = {c.name: i for i, c in enumerate(all_contigs)}
     kept_names = {c.name for c in kept}
     intervals: list[tuple[str, int, int, str, int]] = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip() or line.startswith(("#", "track", "browser")):
-            continue
-        fields = line.split()
-        where = f"{path.name} line {lineno}"
-        if len(fields) < 4:
+    for line in read_bed_intervals(path, "--split-bed"):  # one BED parser (tables.py)
+        where = f"--split-bed {path} line {line.line}"
+        if len(line.fields) < 4:
             raise GoatDNAError(f"{where}: expected 4 columns (chrom start end split)")
-        chrom, start_s, end_s, split_s = fields[:4]
+        chrom, start, end, split_s = line.chrom, line.start, line.end, line.fields[3]
         if contig_of is not None:
             mapped = contig_of(chrom)
             if mapped is None:
                 continue
             chrom = mapped
-        try:
-            start, end = int(start_s), int(end_s)
-        except ValueError:  # headers start with '#', 'track' or 'browser' (skipped above)
-            raise GoatDNAError(
-                f"{where}: start and end must be integers, got {start_s!r} and {end_s!r} "
-                "(a header line must start with '#', 'track' or 'browser')"
-            ) from None
         if chrom not in lengths:
             raise GoatDNAError(f"{where}: contig {chrom!r} is not in the FASTA")
-        if not 0 <= start < end <= lengths[chrom]:
+        if end > lengths[chrom]:
             raise GoatDNAError(
-                f"{where}: interval {chrom}:{start}-{end} is empty or outside the contig "
+                f"{where}: interval {chrom}:{start}-{end} is outside the contig "
                 f"(length {lengths[chrom]})"
             )
         split = BED_SPLIT_NAMES.get(split_s.lower())
         if split is None:
             raise GoatDNAError(f"{where}: split {split_s!r} is not one of train, val, test")
-        intervals.append((chrom, start, end, split, lineno))
+        intervals.append((chrom, start, end, split, line.line))
     if not intervals:
         raise GoatDNAError(f"--split-bed: {path} holds no intervals")
     intervals.sort(key=lambda iv: (order[iv[0]], iv[1], iv[2]))
