@@ -108,9 +108,12 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[s
     ]
 
 
+RESUME_HINT = "rerun the same command with --resume (it continues from the last checkpoint)"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    _atomic_write_text(path, text, then="rerun the same command with --resume")
+    _atomic_write_text(path, text, then=RESUME_HINT)
 
 
 def checkpoint_problem(path: Path) -> str | None:
@@ -137,7 +140,12 @@ def checkpoint_problem(path: Path) -> str | None:
         return f"it cannot be read ({err.__class__.__name__}: {first[:120]})"
     if not isinstance(ckpt, dict):
         return "it does not hold a checkpoint dictionary"
-    missing = [k for k in ("state_dict", "optimizer_states", "global_step") if k not in ckpt]
+    if "pytorch-lightning_version" in ckpt:
+        return (
+            "it was written by the Lightning Trainer loop of an older goatdna, which cannot be "
+            "resumed (it still loads for evaluate, export and fine-tuning)"
+        )
+    missing = [k for k in ("state_dict", "optimizer", "global_step") if k not in ckpt]
     if missing:
         return f"it lacks {', '.join(missing)} (not written by `goatdna train`?)"
     return None

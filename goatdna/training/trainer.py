@@ -2,18 +2,19 @@
 
 The same function trains a tiny model on a laptop CPU and the 125M models on GPUs: devices,
 strategy (single device, DDP, FSDP), precision and the number of nodes come from
-``config.trainer`` and go straight to Lightning, so ``torchrun`` and SLURM launches work as
-Lightning documents them. Every process runs this function and checks the run directory (read
-only); global rank 0, as Lightning ranks the processes, writes it.
+``config.trainer`` and go to `lightning_fabric.Fabric` (through `goatdna.runtime.Runtime`), so
+``torchrun`` and SLURM launches work as Lightning documents them. The loop itself is plain
+Python (see `training.lifecycle` for the order of things at each step boundary). Every process
+runs this function and checks the run directory (read only); global rank 0 writes it.
 """
 
 from __future__ import annotations
 
-import logging
+import itertools
 import math
 import os
+import signal
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +22,12 @@ from goatdna import __version__
 from goatdna.atomic import is_disk_full
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
-from goatdna.locking import folder_lock
-from goatdna.runtime import parse_devices
+from goatdna.runtime import Runtime, parse_devices
 from goatdna.training import preflight
 from goatdna.training.config import RunConfig
-from goatdna.training.run import RunDir, StartPlan, resolved_config
+from goatdna.training.run import RunDir, resolved_config
 
-
-class _DropAdvertisements(logging.Filter):
-    """Lightning logs a product tip on every Trainer; keep the console for the run's own lines."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in record.getMessage()
-
-
-def _quiet_lightning_tips() -> None:
-    log = logging.getLogger("pytorch_lightning.utilities.rank_zero")
-    if not any(isinstance(f, _DropAdvertisements) for f in log.filters):
-        log.addFilter(_DropAdvertisements())
+NON_FINITE_HINT = "Lower optim.lr, raise optim.warmup_steps or check the data"
 
 
 def launched_world_size() -> int | None:
@@ -106,14 +95,14 @@ def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
                 "--set trainer.compile=false with fsdp"
             )
         import torch
-        from pytorch_lightning.strategies import FSDPStrategy
+        from lightning_fabric.strategies import FSDPStrategy
         from torch.distributed.fsdp import MixedPrecision
 
         from goatdna.model.transformer import Block
 
         # One FSDP unit per decoder block; full state dicts keep the checkpoint contract.
         # Parameters, gradient reductions and buffers stay float32 as under DDP and on one device
-        # (Lightning's default for *-mixed casts them to bf16/fp16, which would run GOAT's prior
+        # (Fabric's default for *-mixed casts them to bf16/fp16, which would run GOAT's prior
         # in bf16 and reduce gradients in bf16); the precision plugin's autocast does the rest.
         fp32 = None
         if not precision.endswith("-true") or precision == "32-true":
@@ -127,7 +116,7 @@ def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
             mixed_precision=fp32,
         )
     if name == "ddp":
-        from pytorch_lightning.strategies import DDPStrategy
+        from lightning_fabric.strategies import DDPStrategy
 
         return DDPStrategy(gradient_as_bucket_view=True)
     return name
@@ -140,63 +129,9 @@ def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
         import tensorboard  # noqa: F401
     except ImportError:
         return []
-    from pytorch_lightning.loggers import TensorBoardLogger
+    from lightning_fabric.loggers import TensorBoardLogger
 
-    return [TensorBoardLogger(save_dir=str(run.tensorboard), name="", version="", sub_dir=None)]
-
-
-def _run_dir_writer(run: RunDir, resolved: dict[str, Any], plan: StartPlan) -> Any:
-    """A callback that, once the process group is up, takes the run directory's lock and sets
-    the directory up on global rank 0 (Lightning's own rank, right for torchrun, SLURM and its
-    own launcher alike), then holds every rank at a barrier until it is done. Before that point
-    every rank has already run the same read-only `RunDir.check` against the untouched
-    directory, so all agree on it. A lock held by another run is broadcast, so every rank stops
-    with the same one-line error instead of waiting at the barrier. ``release()`` (called when
-    `fit` returns or fails) drops the lock."""
-    import contextlib
-
-    import pytorch_lightning as pl
-
-    class _RunDirWriter(pl.Callback):
-        def __init__(self) -> None:
-            self._lock = contextlib.ExitStack()
-
-        def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
-            error = None
-            if trainer.is_global_zero:
-                try:
-                    self._lock.enter_context(folder_lock(run.root, "--run-dir"))
-                    run.start(resolved, plan)
-                except GoatDNAError as err:
-                    error = str(err)
-            error = trainer.strategy.broadcast(error, src=0)
-            if error:
-                raise GoatDNAError(error)
-            trainer.strategy.barrier("goatdna-run-dir-ready")
-
-        def release(self) -> None:
-            self._lock.close()
-
-    return _RunDirWriter()
-
-
-def _progress_bar(enabled: bool) -> list[Any]:
-    """Rich bar labelled by steps (Lightning's default label counts epochs, of which we run one)."""
-    if not enabled:
-        return []
-    from pytorch_lightning.callbacks import RichProgressBar
-
-    class StepProgressBar(RichProgressBar):
-        def _get_train_description(self, current_epoch: int) -> str:
-            return "train"
-
-        @property
-        def total_train_batches(self) -> int | float:
-            # The whole run's micro-batches: the bar counts from the restored position on
-            # --resume (Lightning's default, the remaining optimizer steps, shows "20/9").
-            return self.trainer.num_training_batches
-
-    return [StepProgressBar(leave=True)]
+    return [TensorBoardLogger(root_dir=str(run.tensorboard), name="", version="")]
 
 
 def train(
@@ -215,12 +150,12 @@ def train(
     resumes when the run directory has a checkpoint and starts fresh otherwise. Devices are
     checked before the run directory is touched; global rank 0 holds the run directory's lock.
     """
-    from pytorch_lightning.utilities import rank_zero_only
+    from lightning_fabric.utilities import rank_zero_only
 
     # warnings from one process (Lightning's own reading of the launcher's rank variables)
     preflight.check_before_training(config, Path(run_dir), warn=rank_zero_only.rank == 0)
     try:
-        return _train(config, data_dir, run_dir, resume=resume, force=force)
+        return _train(config, Path(data_dir), Path(run_dir), resume=resume, force=force)
     except (preflight.TrainingInterrupted, KeyboardInterrupt, SystemExit) as stop:
         if isinstance(stop, SystemExit) and preflight.last_signal is None:
             raise
@@ -232,145 +167,45 @@ def train(
 
 
 def _train(
-    config: RunConfig,
-    data_dir: str | Path,
-    run_dir: str | Path,
-    *,
-    resume: bool | str = False,
-    force: bool = False,
+    config: RunConfig, data_dir: Path, run_dir: Path, *, resume: bool | str, force: bool
 ) -> dict[str, Any]:
-    wall_start = time.perf_counter()
-    import pytorch_lightning as pl
     import torch
 
     from goatdna.data_prep import ShardedGenome
-    from goatdna.model import flops_per_token
-    from goatdna.training.callbacks import MemoryMonitor, ThroughputMonitor, peak_flops_per_device
-    from goatdna.training.data import GenomeDataModule
-    from goatdna.training.lifecycle import RunLifecycle
-    from goatdna.training.module import GenomeLM, NonFiniteLossError
+    from goatdna.training.lifecycle import NonFiniteLossError, claimed_run_dir
     from goatdna.training.windows import plan_windows
 
+    wall_start = time.perf_counter()
     # Every check below reads only and runs on every rank before any rendezvous, so a user error
-    # stops all ranks alike; rank 0 (as Lightning ranks processes) writes once the group is up.
+    # stops all ranks alike; rank 0 (as Fabric ranks processes) writes once the group is up.
     check_world_size(config)
     genome = ShardedGenome(data_dir)
     if config.data.verify:
         genome.verify()
     windows = plan_windows(genome, config.data)
-
-    run = RunDir(Path(run_dir))
+    run = RunDir(run_dir)
     resolved = resolved_config(config, genome.manifest_sha256)
     plan = run.check(resolved, resume=resume, force=force)
-    ckpt_path = plan.checkpoint
 
     precision = resolve_precision(config)
-    _quiet_lightning_tips()
     if _on_gpu(config):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    pl.seed_everything(config.seed, workers=True, verbose=False)
-
-    module = GenomeLM(
-        config=to_dict(config),
-        data_manifest_sha256=genome.manifest_sha256,
-        goatdna_version=__version__,
-    )
     tr = config.trainer
-    datamodule = GenomeDataModule(
-        windows, config.data, seed=config.seed, accumulate=tr.accumulate, max_steps=tr.max_steps
-    )
-    throughput = ThroughputMonitor(
-        tokens_per_step=0,  # set once the world size is known (below)
-        flops_per_token=flops_per_token(config.model, config.data.seq_len),
-        warmup_steps=tr.throughput_warmup,
-    )
-    memory = MemoryMonitor()
-    lifecycle = RunLifecycle(run, throughput)
-    writer = _run_dir_writer(run, resolved, plan)
-    trainer = pl.Trainer(
-        accelerator=tr.accelerator,
-        devices=parse_devices(tr.devices),
-        num_nodes=tr.num_nodes,
-        strategy=_strategy(config, precision),
-        precision=precision,
-        max_steps=tr.max_steps,
-        max_epochs=-1,
-        accumulate_grad_batches=tr.accumulate,
-        # clipping: GenomeLM.configure_gradient_clipping (optim.grad_clip; FSDP-aware)
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=_loggers(config, run),
-        callbacks=[
-            writer,
-            throughput,
-            memory,
-            lifecycle,
-            *_progress_bar(tr.progress_bar),
-        ],
-        enable_checkpointing=False,
-        enable_progress_bar=tr.progress_bar,
-        enable_model_summary=False,  # `goatdna model-info` has the breakdown; its FLOPs line reads 0
-        log_every_n_steps=min(tr.log_every, tr.max_steps * tr.accumulate),
-        use_distributed_sampler=False,
-        default_root_dir=str(run.root),
-    )
-    world = trainer.world_size
-    throughput.tokens_per_step = config.tokens_per_micro_batch * tr.accumulate * world
-    peak, source = peak_flops_per_device(trainer.strategy.root_device, precision, tr.peak_flops)
-    throughput.set_peak(peak, world, source)
-
-    try:  # the run directory stays locked until its summary is written
-        with warnings.catch_warnings():
-            # The data position is restored from global_step (see GenomeDataModule), not from a
-            # loader state, so Lightning's "dataloader is not resumable" warning does not apply.
-            warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
-            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-            warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
-            try:
-                trainer.fit(
-                    module,
-                    datamodule=datamodule,
-                    ckpt_path=str(ckpt_path) if ckpt_path else None,
-                    weights_only=True,  # the checkpoint contract: plain types only
-                )
-            except NonFiniteLossError as err:
-                kept = (
-                    f"last good checkpoint: {run.last_ckpt}"
-                    if run.last_ckpt.is_file()
-                    else "no checkpoint had been written yet"
-                )
-                raise NonFiniteLossError(f"{err} ({kept})") from None
-
-        steps = trainer.global_step
-        val_loss = lifecycle.last_val_loss
-        summary: dict[str, Any] = {
-            "positional": config.model.positional,
-            "params": module.model.num_params(),
-            "steps": steps,
-            "tokens_seen": steps * throughput.tokens_per_step,
-            "train_loss": lifecycle.last_train_loss,
-            "val_loss": val_loss,
-            "val_bits_per_base": val_loss / math.log(2),
-            "tokens_per_s": throughput.tokens_per_s,
-            "mfu": throughput.mfu,
-            "peak_memory_bytes": memory.peak_bytes(),
-            "device": _device_name(trainer.strategy.root_device),
-            "precision": precision,
-            "wall_seconds": lifecycle.elapsed_before + (time.perf_counter() - wall_start),
-            # context
-            "best_val_loss": lifecycle.best_val_loss,
-            "best_step": lifecycle.best_step,
-            "world_size": world,
-            "global_batch_tokens": throughput.tokens_per_step,
-            "flops_per_token": throughput.flops_per_token,
-            "peak_flops": throughput.peak_flops_total,
-            "peak_flops_source": throughput.peak_source,
-            "param_fingerprints": lifecycle.param_fingerprints,
-            "data_manifest_sha256": genome.manifest_sha256,
-            "goatdna_version": __version__,
-        }
-        if trainer.is_global_zero:
+    runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
+    fabric = runtime.fabric(_strategy(config, precision), _loggers(config, run))
+    with claimed_run_dir(fabric, run, resolved, plan):
+        try:
+            summary = _fit(fabric, config, windows, run, plan.checkpoint, precision)
+        except NonFiniteLossError as err:
+            kept = (
+                f"last good checkpoint: {run.last_ckpt}"
+                if run.last_ckpt.is_file()
+                else "no checkpoint had been written yet"
+            )
+            raise NonFiniteLossError(f"{err} ({kept})") from None
+        summary["wall_seconds"] += time.perf_counter() - wall_start
+        if fabric.is_global_zero:
             bad = [k for k in ("train_loss", "val_loss") if not math.isfinite(summary[k])]
             if bad:
                 raise GoatDNAError(
@@ -378,8 +213,191 @@ def _train(
                 )
             run.write_summary(summary)
         return summary
-    finally:
-        writer.release()
+
+
+def _fit(
+    fabric: Any,
+    config: RunConfig,
+    windows: Any,
+    run: RunDir,
+    checkpoint: Path | None,
+    precision: str,
+) -> dict[str, Any]:
+    """The loop: optimizer steps from the checkpoint's step (or 0) to ``trainer.max_steps``."""
+    import torch
+    from lightning_fabric.utilities.seed import seed_everything
+
+    from goatdna.model import IGNORE_TARGET, flops_per_token
+    from goatdna.training.data import train_loader, val_loader
+    from goatdna.training.lifecycle import (
+        MetricsCSV,
+        StepProgress,
+        StopSignals,
+        load_checkpoint,
+        optimizer_step,
+        save_checkpoint,
+    )
+    from goatdna.training.module import GenomeLM, build_optimizer
+    from goatdna.training.throughput import (
+        ThroughputMonitor,
+        peak_flops_per_device,
+        peak_memory_bytes,
+    )
+
+    tr, device, world = config.trainer, fabric.device, fabric.world_size
+    seed_everything(config.seed, workers=True, verbose=False)
+    lm = GenomeLM(to_dict(config))
+    if tr.compile:
+        lm.model.compile()  # in place: state_dict keys stay "model.<key>"
+    model = fabric.setup_module(lm)
+    optimizer, scheduler = build_optimizer(
+        lm.model, config.optim, tr.max_steps, device.type == "cuda", lm.param_ndims
+    )
+    optimizer = fabric.setup_optimizers(optimizer)
+    loop = {"best_val_loss": math.inf, "best_step": -1, "last_val_loss": math.nan,
+            "last_train_loss": math.nan, "elapsed_seconds": 0.0}  # fmt: skip
+    state: dict[str, Any] = {"state_dict": model, "optimizer": optimizer,
+                             "scheduler": scheduler, "loop": loop}  # fmt: skip
+    start = load_checkpoint(fabric, checkpoint, state) if checkpoint else 0
+    loop = state["loop"]
+    elapsed_before = float(loop["elapsed_seconds"])
+    session_start = time.perf_counter()
+    hparams = {"config": to_dict(config), "data_manifest_sha256": windows.manifest_sha256,
+               "goatdna_version": __version__}  # fmt: skip
+
+    def save(path: Path, step: int) -> None:
+        loop["elapsed_seconds"] = elapsed_before + (time.perf_counter() - session_start)
+        kept = (f"{run.last_ckpt} keeps step {last_ckpt_step}" if last_ckpt_step > 0
+                else "no checkpoint was written yet")  # fmt: skip
+        full = {**state, "loop": dict(loop), "hyper_parameters": hparams}
+        save_checkpoint(fabric, path, full, step, kept, NON_FINITE_HINT)
+
+    metrics = MetricsCSV(run.metrics_csv)
+    if fabric.is_global_zero:
+        metrics.start(resume_step=start or None)
+    throughput = ThroughputMonitor(
+        tokens_per_step=config.tokens_per_micro_batch * tr.accumulate * world,
+        flops_per_token=flops_per_token(config.model, config.data.seq_len),
+        warmup_steps=tr.throughput_warmup,
+    )
+    peak, source = peak_flops_per_device(device, precision, tr.peak_flops)
+    throughput.set_peak(peak, world, source)
+    pin = device.type == "cuda"
+    micro_steps = range(start * tr.accumulate, tr.max_steps * tr.accumulate)
+    batches = iter(train_loader(windows, config.data, config.seed, micro_steps,
+                                fabric.global_rank, world, pin))  # fmt: skip
+    val = val_loader(windows, config.data, fabric.global_rank, world, pin)
+    check_grads = not precision.startswith("16")
+    last_ckpt_step = start if start > 0 else -1
+    progress = StepProgress(tr.progress_bar and fabric.is_global_zero, tr.max_steps, start)
+
+    @torch.no_grad()
+    def validate() -> float:
+        model.eval()
+        totals = torch.zeros(2, dtype=torch.float64, device=device)  # (loss sum, targets)
+        for batch in val:
+            tokens = batch["tokens"].to(device, non_blocking=True).long()  # (B, W)
+            weight = batch["weight"].to(device).double()[:, None]  # (B, 1) 0 for padding rows
+            losses = model(tokens, reduction="none").double()  # (B, L)
+            counted = (tokens[:, 1:] != IGNORE_TARGET).double()
+            totals += torch.stack([(losses * weight).sum(), (counted * weight).sum()])
+        model.train()
+        totals = fabric.all_reduce(totals, reduce_op="sum")
+        return float(totals[0] / totals[1]) if totals[1] > 0 else math.nan
+
+    throughput.start(start)
+    with StopSignals() as stop:
+        try:
+            for step in range(start + 1, tr.max_steps + 1):
+                loss, norm, lrs = optimizer_step(
+                    fabric, model, optimizer, scheduler,
+                    itertools.islice(batches, tr.accumulate),
+                    lambda tokens: model(tokens.to(device, non_blocking=True)),
+                    tr.accumulate, config.optim.grad_clip, step - 1, check_grads, NON_FINITE_HINT,
+                )  # fmt: skip
+                throughput.step_done(step, device)
+                final = step == tr.max_steps
+                row: dict[str, Any] = {}
+                if step % tr.log_every == 0 or final:
+                    loop["last_train_loss"] = float(fabric.all_reduce(loss, reduce_op="mean"))
+                    row.update(train_loss=loop["last_train_loss"], lr=lrs[0],
+                               tokens_per_s=throughput.take_interval_rate(),
+                               grad_norm=float(norm))  # fmt: skip
+                improved = False
+                if step % tr.eval_every == 0 or final:
+                    with throughput.paused():
+                        loop["last_val_loss"] = row["val_loss"] = validate()
+                    if loop["last_val_loss"] < loop["best_val_loss"]:
+                        loop["best_val_loss"], loop["best_step"] = loop["last_val_loss"], step
+                        improved = True
+                if row:
+                    row["step"] = step
+                    row["elapsed_s"] = round(
+                        elapsed_before + time.perf_counter() - session_start, 3
+                    )
+                    if fabric.is_global_zero:
+                        metrics.append(row)
+                    fabric.log_dict(
+                        {k: float(v) for k, v in row.items() if k != "step"}, step=step
+                    )
+                    progress.update(step, **{k: v for k, v in row.items()
+                                             if k in ("train_loss", "val_loss", "tokens_per_s")})  # fmt: skip
+                else:
+                    progress.update(step)
+                with throughput.paused():
+                    if improved:
+                        save(run.best_ckpt, step)
+                    if step % tr.ckpt_every == 0 or final:
+                        save(run.last_ckpt, step)
+                        last_ckpt_step = step
+                    if not final and stop.requested(fabric):
+                        if last_ckpt_step != step:
+                            save(run.last_ckpt, step)
+                        raise preflight.TrainingInterrupted(step, stop.signum or signal.SIGTERM)
+        finally:
+            progress.close()
+
+    steps = tr.max_steps
+    val_loss = float(loop["last_val_loss"])
+    return {
+        "positional": config.model.positional,
+        "params": lm.model.num_params(),
+        "steps": steps,
+        "tokens_seen": steps * throughput.tokens_per_step,
+        "train_loss": float(loop["last_train_loss"]),
+        "val_loss": val_loss,
+        "val_bits_per_base": val_loss / math.log(2),
+        "tokens_per_s": throughput.tokens_per_s,
+        "mfu": throughput.mfu,
+        "peak_memory_bytes": peak_memory_bytes(device),
+        "device": _device_name(device),
+        "precision": precision,
+        "wall_seconds": elapsed_before,  # + this session's, added by the caller
+        # context
+        "best_val_loss": float(loop["best_val_loss"]),
+        "best_step": int(loop["best_step"]),
+        "world_size": world,
+        "global_batch_tokens": throughput.tokens_per_step,
+        "flops_per_token": throughput.flops_per_token,
+        "peak_flops": throughput.peak_flops_total,
+        "peak_flops_source": throughput.peak_source,
+        "param_fingerprints": _fingerprints(fabric, lm, config),
+        "data_manifest_sha256": windows.manifest_sha256,
+        "goatdna_version": __version__,
+    }
+
+
+def _fingerprints(fabric: Any, lm: Any, config: RunConfig) -> list[list[float]] | None:
+    """(sum, sum of squares) of all weights on every rank: replicas must agree exactly."""
+    import torch
+
+    if config.trainer.strategy == "fsdp":
+        return None  # sharded: each rank holds different slices by design
+    params = [p.detach().double() for p in lm.model.parameters()]
+    local = torch.stack(
+        [torch.stack([p.sum() for p in params]).sum(), sum((p * p).sum() for p in params)]
+    )  # (2,)
+    return fabric.all_gather(local).reshape(-1, 2).cpu().tolist()  # (world, 2)
 
 
 def _device_name(device: Any) -> str:
