@@ -76,3 +76,14 @@ def test_run_config_yaml_round_trips(tmp_path: Path) -> None:
     again = load_run_config(run.config_yaml)
     assert isinstance(again, RunConfig) and again == config
     assert not config_differences(to_dict(config), to_dict(again))
+
+
+def test_data_seq_len_sets_the_models_train_length() -> None:
+    """One source: data.seq_len; a YAML (or --set) that sets model.train_length apart from it is
+    one line naming both keys."""
+    config = load_run_config(CONFIGS / "goat-tiny.yaml", ["data.seq_len=64"])
+    assert config.model.train_length == config.data.seq_len == 64
+    same = load_run_config(CONFIGS / "goat-tiny.yaml", ["data.seq_len=64", "model.train_length=64"])
+    assert same == config
+    with pytest.raises(GoatDNAError, match=r"model\.train_length \(128\) differs from data\.seq_len \(256\)"):
+        load_run_config(CONFIGS / "goat-tiny.yaml", ["model.train_length=128"])

@@ -87,7 +87,7 @@ class OptimConfig:
 
 @dataclass
 class TrainerConfig:
-    """How Lightning runs the loop: length, accumulation, devices, precision, cadence of I/O."""
+    """How the loop runs: length, accumulation, devices, precision (Fabric), cadence of I/O."""
 
     max_steps: int = 1000
     """Optimizer steps; the cosine schedule ends here."""
@@ -158,10 +158,11 @@ def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunCon
     data = {k: v for k, v in data.items() if k not in PROVENANCE_KEYS}
     model, section = data.get("model"), data.get("data")
     seq_len = section.get("seq_len", DataConfig.seq_len) if isinstance(section, dict) else None
-    if isinstance(model, dict) and "train_length" in model and model["train_length"] != seq_len:
+    length = model.get("train_length", seq_len) if isinstance(model, dict) else seq_len
+    if isinstance(seq_len, int) and isinstance(length, int) and length != seq_len:
         raise ConfigKeyError(
             "model.train_length",
-            f"{source}: model.train_length ({model['train_length']}) differs from data.seq_len "
+            f"{source}: model.train_length ({length}) differs from data.seq_len "
             f"({seq_len}); data.seq_len sets both: drop model.train_length (or make them equal)",
         )
     try:
