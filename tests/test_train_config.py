@@ -36,10 +36,10 @@ def test_125m_configs_carry_the_gpu_settings() -> None:
 
 
 def test_tiny_configs_train_on_cpu_in_fp32() -> None:
-    from goatdna.training.trainer import resolve_precision
+    from goatdna.training.lifecycle import resolve_precision
 
     config = load_run_config(CONFIGS / "goat-tiny.yaml", ["trainer.accelerator=cpu"])
-    assert resolve_precision(config) == "32-true"
+    assert resolve_precision(config.trainer.precision, config.trainer.accelerator) == "32-true"
     assert config.data.num_workers == 0
 
 
@@ -85,5 +85,7 @@ def test_data_seq_len_sets_the_models_train_length() -> None:
     assert config.model.train_length == config.data.seq_len == 64
     same = load_run_config(CONFIGS / "goat-tiny.yaml", ["data.seq_len=64", "model.train_length=64"])
     assert same == config
-    with pytest.raises(GoatDNAError, match=r"model\.train_length \(128\) differs from data\.seq_len \(256\)"):
+    with pytest.raises(
+        GoatDNAError, match=r"model\.train_length \(128\) differs from data\.seq_len \(256\)"
+    ):
         load_run_config(CONFIGS / "goat-tiny.yaml", ["model.train_length=128"])

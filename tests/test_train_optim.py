@@ -7,9 +7,9 @@ import math
 import pytest
 
 from goatdna.model import DNADecoder, ModelConfig
-from goatdna.training.throughput import ThroughputMonitor, gpu_peak_flops
 from goatdna.training.config import OptimConfig
 from goatdna.training.module import build_optimizer, lr_multiplier, parameter_groups
+from goatdna.training.throughput import ThroughputMonitor, gpu_peak_flops
 
 
 def test_warmup_then_cosine_to_the_floor() -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from goatdna.atomic import disk_full_error, is_disk_full
+from goatdna.atomic import DiskFullError, atomic_path, disk_full_error, is_disk_full
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 from goatdna.training import preflight
@@ -179,27 +179,20 @@ CHECKPOINT_FORMAT = "goatdna-fabric-1"
 def save_checkpoint(
     fabric: Any, path: Path, state: dict[str, Any], step: int, kept: str, hint: str
 ) -> None:
-    """`fabric.save` (every rank takes part; rank 0 writes a full state dict) to a temporary name
-    that rank 0 renames once complete. Non-finite weights are never written: the previous
-    checkpoint stays the last good one. ``kept`` says what survives a full disk."""
+    """`fabric.save` (every rank takes part; rank 0 writes a full state dict) through a temporary
+    name renamed once complete (`atomic_path`). Non-finite weights are never written: the
+    previous checkpoint stays the last good one. ``kept`` says what survives a full disk."""
     params = list(state["state_dict"].parameters())
     if any_rank(fabric, not all(bool(torch.isfinite(p).all()) for p in params)):
         raise NonFiniteLossError(
             f"weights became non-finite at step {step}; not checkpointed. {hint}, then "
             "--resume or start over"
         )
-    tmp = path.with_name(f".{path.name}.tmp")
+    full = {**state, "format": CHECKPOINT_FORMAT, "global_step": step}
     try:
-        if fabric.is_global_zero:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        fabric.save(tmp, {**state, "format": CHECKPOINT_FORMAT, "global_step": step})
-        if fabric.is_global_zero:
-            os.replace(tmp, path)
-    except BaseException as err:  # a full disk, a second Ctrl-C: no partial file stays
-        if fabric.is_global_zero:
-            tmp.unlink(missing_ok=True)
-        if not is_disk_full(err):
-            raise
+        with atomic_path(path) if fabric.is_global_zero else contextlib.nullcontext(path) as tmp:
+            fabric.save(tmp, full)
+    except DiskFullError:
         needed = 3 * sum(p.numel() * p.element_size() for p in params)  # weights + AdamW moments
         raise disk_full_error(path, needed, f"{RESUME_HINT}; {kept}") from None
     fabric.barrier()
@@ -215,6 +208,15 @@ def load_checkpoint(fabric: Any, path: Path, state: dict[str, Any]) -> int:
 
 
 # -------------------------------------------------------------------------- Ctrl-C and SIGTERM
+def resolve_precision(precision: str, accelerator: str) -> str:
+    """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
+    if precision != "auto":
+        return precision
+    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    return "32-true"
+
+
 class StopSignals:
     """First SIGINT/SIGTERM: finish the current optimizer step, write last.ckpt, stop (the loop
     asks `requested` at each step boundary). A second signal stops at once (KeyboardInterrupt).

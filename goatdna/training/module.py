@@ -108,4 +108,3 @@ class GenomeLM(nn.Module):
         tokens = tokens.long()
         logits = self.model(tokens[:, :-1])  # (B, L, V)
         return next_token_loss(logits, tokens[:, 1:], reduction=reduction)
-

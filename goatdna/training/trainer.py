@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from goatdna import __version__
-from goatdna.atomic import is_disk_full
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.runtime import Runtime, parse_devices
@@ -72,17 +71,6 @@ def _on_gpu(config: RunConfig) -> bool:
     import torch
 
     return config.trainer.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
-
-
-def resolve_precision(config: RunConfig) -> str:
-    """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
-    import torch
-
-    if config.trainer.precision != "auto":
-        return config.trainer.precision
-    if _on_gpu(config):
-        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-    return "32-true"
 
 
 def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
@@ -154,16 +142,9 @@ def train(
 
     # warnings from one process (Lightning's own reading of the launcher's rank variables)
     preflight.check_before_training(config, Path(run_dir), warn=rank_zero_only.rank == 0)
-    try:
+    command = f"goatdna train --run-dir {run_dir} --data {data_dir} --resume"
+    with preflight.reported_stops(Path(run_dir), command):
         return _train(config, Path(data_dir), Path(run_dir), resume=resume, force=force)
-    except (preflight.TrainingInterrupted, KeyboardInterrupt, SystemExit) as stop:
-        if isinstance(stop, SystemExit) and preflight.last_signal is None:
-            raise
-        raise preflight.interrupted_message(stop, Path(data_dir), Path(run_dir)) from None
-    except OSError as err:  # a full disk anywhere else (TensorBoard, metrics): one line too
-        if not is_disk_full(err):
-            raise
-        raise preflight.disk_full(err, Path(run_dir)) from None
 
 
 def _train(
@@ -172,7 +153,7 @@ def _train(
     import torch
 
     from goatdna.data_prep import ShardedGenome
-    from goatdna.training.lifecycle import NonFiniteLossError, claimed_run_dir
+    from goatdna.training.lifecycle import NonFiniteLossError, claimed_run_dir, resolve_precision
     from goatdna.training.windows import plan_windows
 
     wall_start = time.perf_counter()
@@ -187,7 +168,7 @@ def _train(
     resolved = resolved_config(config, genome.manifest_sha256)
     plan = run.check(resolved, resume=resume, force=force)
 
-    precision = resolve_precision(config)
+    precision = resolve_precision(config.trainer.precision, config.trainer.accelerator)
     if _on_gpu(config):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -337,9 +318,7 @@ def _fit(
                     )
                     if fabric.is_global_zero:
                         metrics.append(row)
-                    fabric.log_dict(
-                        {k: float(v) for k, v in row.items() if k != "step"}, step=step
-                    )
+                    fabric.log_dict({k: float(v) for k, v in row.items() if k != "step"}, step=step)
                     progress.update(step, **{k: v for k, v in row.items()
                                              if k in ("train_loss", "val_loss", "tokens_per_s")})  # fmt: skip
                 else:
