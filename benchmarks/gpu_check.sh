@@ -95,7 +95,7 @@ else
   SEQ=32
   TRAIN=(--max-steps 4 --accelerator cpu --devices 1 --precision 32-true
     --set model.n_layers=1 --set model.d_model=32 --set model.n_heads=2 --set model.mlp_hidden=64
-    --set model.goat_modes=2 --set model.train_length=$SEQ --set data.seq_len=$SEQ
+    --set model.goat_modes=2 --set data.seq_len=$SEQ
     --set data.micro_batch_size=4 --set data.val_max_windows=8 --set optim.warmup_steps=2
     --set trainer.throughput_warmup=1)
   GENOME=400000

@@ -116,6 +116,12 @@ def atomic_write_text(path: Path, text: str) -> None:
     _atomic_write_text(path, text, then=RESUME_HINT)
 
 
+LIGHTNING_CHECKPOINT = (
+    "was written by the Lightning Trainer loop of an older goatdna: it loads for evaluate, "
+    "export and fine-tuning, but a run cannot resume from it"
+)
+
+
 def checkpoint_problem(path: Path) -> str | None:
     """Why ``path`` cannot be resumed from (truncated, bit-flipped, not a checkpoint), or None.
 
@@ -141,10 +147,7 @@ def checkpoint_problem(path: Path) -> str | None:
     if not isinstance(ckpt, dict):
         return "it does not hold a checkpoint dictionary"
     if "pytorch-lightning_version" in ckpt:
-        return (
-            "it was written by the Lightning Trainer loop of an older goatdna, which cannot be "
-            "resumed (it still loads for evaluate, export and fine-tuning)"
-        )
+        return LIGHTNING_CHECKPOINT
     missing = [k for k in ("state_dict", "optimizer", "global_step") if k not in ckpt]
     if missing:
         return f"it lacks {', '.join(missing)} (not written by `goatdna train`?)"
@@ -319,6 +322,11 @@ class RunDir:
         problem = checkpoint_problem(self.last_ckpt)
         if problem is None:
             return
+        if problem == LIGHTNING_CHECKPOINT:
+            raise GoatDNAError(
+                f"--resume: {self.last_ckpt} {problem}; nothing in {self.root} was changed. "
+                "Start over with --force, or train a new --run-dir"
+            )
         offer = "start over with --force"
         best_step = checkpoint_step(self.best_ckpt) if self.best_ckpt.is_file() else None
         if best_step is not None:

@@ -320,7 +320,7 @@ def _fit(
                         metrics.append(row)
                     fabric.log_dict({k: float(v) for k, v in row.items() if k != "step"}, step=step)
                     progress.update(step, **{k: v for k, v in row.items()
-                                             if k in ("train_loss", "val_loss", "tokens_per_s")})  # fmt: skip
+                                             if k in ("train_loss", "val_loss", "tokens_per_s", "lr")})  # fmt: skip
                 else:
                     progress.update(step)
                 with throughput.paused():
