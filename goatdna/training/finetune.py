@@ -21,7 +21,6 @@ import functools
 import hashlib
 import json
 import math
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -65,7 +64,7 @@ from goatdna.training.metrics import (
     classification_metrics,
     regression_metrics,
 )
-from goatdna.training.module import lr_multiplier
+from goatdna.training.module import lr_multiplier, parameter_groups
 from goatdna.training.run import RunDir
 
 SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
@@ -194,17 +193,8 @@ def _gather_rows(fabric: Any, local: Tensor, n_total: int) -> Tensor:
 
 
 def _decay_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight matrices decay; biases, norms, embeddings and GOAT priors do not."""
-    decay, no_decay = [], []
-    for name, param in module.named_parameters():
-        if not param.requires_grad:
-            continue
-        matrix = param.ndim >= 2 and not name.startswith("embed.") and ".prior." not in name
-        (decay if matrix else no_decay).append(param)
-    return [
-        {"params": decay, "lr": lr, "weight_decay": weight_decay},
-        {"params": no_decay, "lr": lr, "weight_decay": 0.0},
-    ]
+    """Pretraining's weight-decay split (`parameter_groups`) at this learning rate."""
+    return [{**group, "lr": lr} for group in parameter_groups(module, weight_decay)]
 
 
 def evaluate_predictions(task: str, labels: np.ndarray, preds: np.ndarray) -> dict[str, float]:
@@ -344,14 +334,9 @@ def finetune(
     with preflight.reported_stops(run.root, f"goatdna finetune --out {run.root} --resume"):
         fabric = runtime.fabric(tr.strategy)
         with lifecycle.claimed_run_dir(fabric, run, resolved, start_plan):
-            summary = _fit(
-                fabric, config, resolved, backbone, task, plan, run, start_plan.checkpoint
-            )
-            summary.update(
-                positional=backbone.config.positional,
-                precision=precision,
-                wall_seconds=summary["wall_seconds"] + time.perf_counter() - wall_start,
-            )
+            summary = _fit(fabric, config, resolved, backbone, task, plan, run,
+                           start_plan.checkpoint, wall_start)  # fmt: skip
+            summary.update(positional=backbone.config.positional, precision=precision)
             if fabric.is_global_zero:
                 run.write_summary(summary)
             return summary
@@ -366,6 +351,7 @@ def _fit(
     plan: StepPlan,
     run: RunDir,
     checkpoint: Path | None,
+    started: float,
 ) -> dict[str, Any]:
     """The loop: one optimizer step per batch; validation and last.ckpt at every epoch's end."""
     from lightning_fabric.utilities.seed import seed_everything
@@ -390,31 +376,18 @@ def _fit(
     optimizer, scheduler = module.optimizer(total_steps)
     optimizer = fabric.setup_optimizers(optimizer)
     selection = SELECTION_METRIC[task.task]
-    loop: dict[str, Any] = {"best_value": math.nan, "best_step": -1, "last_val": {},
-                            "last_train_loss": math.nan, "elapsed_seconds": 0.0}  # fmt: skip
-    state: dict[str, Any] = {"state_dict": model, "optimizer": optimizer,
-                             "scheduler": scheduler, "loop": loop}  # fmt: skip
-    start = lifecycle.load_checkpoint(fabric, checkpoint, state) if checkpoint else 0
-    loop = state["loop"]
-    elapsed_before, session_start = float(loop["elapsed_seconds"]), time.perf_counter()
-    metrics = lifecycle.MetricsCSV(run.metrics_csv, metric_columns(task.task))
-    if fabric.is_global_zero:
-        metrics.start(resume_step=start or None)
+    loop = {"best_value": math.nan, "best_step": -1, "last_val": {}, "last_train_loss": math.nan}
+    objects = {"state_dict": model, "optimizer": optimizer, "scheduler": scheduler}
+    run_state = lifecycle.RunState(fabric, run, objects, loop, {"config": resolved}, checkpoint,
+                                   NON_FINITE_HINT, started, metric_columns(task.task))  # fmt: skip
+    start, loop = run_state.start, run_state.loop
     batches = StepBatches(task.splits["train"], plan, rank, fabric.world_size,
                           features.get("train") if features else None)  # fmt: skip
-    last_saved = start if start else -1
 
     def validate(split: str) -> dict[str, float]:
         found = features.get(split) if features else None
         preds = module.predict_rows(fabric, task.splits[split], found)
         return evaluate_predictions(task.task, task.splits[split].labels, preds)
-
-    def save(path: Path, step: int) -> None:
-        loop["elapsed_seconds"] = elapsed_before + (time.perf_counter() - session_start)
-        kept = (f"{run.last_ckpt} keeps step {last_saved}" if last_saved > 0
-                else "no checkpoint was written yet")  # fmt: skip
-        full = {**state, "loop": dict(loop), "hyper_parameters": {"config": resolved}}
-        lifecycle.save_checkpoint(fabric, path, full, step, kept, NON_FINITE_HINT)
 
     def loss_of(batch: dict[str, Tensor]) -> Tensor:
         batch = fabric.to_device(batch)
@@ -452,22 +425,11 @@ def _fit(
                     if _better(value, loop["best_value"], selection):
                         loop["best_value"], loop["best_step"], improved = value, step, True
                 if row:
-                    row.update(step=step, epoch=round(step / plan.steps_per_epoch, 4),
-                               elapsed_s=round(elapsed_before + time.perf_counter()
-                                               - session_start, 3))  # fmt: skip
-                    if fabric.is_global_zero:
-                        metrics.append(row)
+                    run_state.log(step, {**row, "epoch": round(step / plan.steps_per_epoch, 4)})
                 shown = {k: row[k] for k in ("train_loss", f"val_{selection}") if k in row}
                 progress.update(step, **shown)
-                if improved:
-                    save(run.best_ckpt, step)
-                if epoch_end:
-                    save(run.last_ckpt, step)
-                    last_saved = step
-                if not final and stop.requested(fabric):
-                    if last_saved != step:
-                        save(run.last_ckpt, step)
-                    raise preflight.TrainingInterrupted(step, stop.signum or signal.SIGTERM)
+                run_state.end_step(step, improved=improved, checkpoint=epoch_end, final=final,
+                                   stop=stop)  # fmt: skip
         finally:
             progress.close()
 
@@ -493,7 +455,7 @@ def _fit(
         "truncated_rows": {s: v.truncated for s, v in task.splits.items()},
         "device": device.type,
         "world_size": fabric.world_size,
-        "wall_seconds": elapsed_before,  # + this session's, added by the caller
+        "wall_seconds": run_state.elapsed,
         "goatdna_version": __version__,
     }
     if task.task == "classification":

@@ -18,6 +18,7 @@ import io
 import math
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -176,38 +177,95 @@ CHECKPOINT_FORMAT = "goatdna-fabric-1"
 """``format`` of the checkpoints this loop writes (the Lightning loop's had none)."""
 
 
-def save_checkpoint(
-    fabric: Any, path: Path, state: dict[str, Any], step: int, kept: str, hint: str
-) -> None:
-    """`fabric.save` (every rank takes part; rank 0 writes a full state dict) through a temporary
-    name renamed once complete (`atomic_path`). Non-finite weights are never written: the
-    previous checkpoint stays the last good one. ``kept`` says what survives a full disk."""
-    params = list(state["state_dict"].parameters())
-    if any_rank(fabric, not all(bool(torch.isfinite(p).all()) for p in params)):
-        raise NonFiniteLossError(
-            f"weights became non-finite at step {step}; not checkpointed. {hint}, then "
-            "--resume or start over"
-        )
-    full = {**state, "format": CHECKPOINT_FORMAT, "global_step": step}
-    try:
-        with atomic_path(path) if fabric.is_global_zero else contextlib.nullcontext(path) as tmp:
-            fabric.save(tmp, full)
-    except DiskFullError:
-        needed = 3 * sum(p.numel() * p.element_size() for p in params)  # weights + AdamW moments
-        raise disk_full_error(path, needed, f"{RESUME_HINT}; {kept}") from None
-    fabric.barrier()
-    if os.environ.get(KILL_AFTER_CHECKPOINT_ENV) == str(step) and path.name == "last.ckpt":
-        os.kill(os.getpid(), signal.SIGKILL)
+class RunState:
+    """What a loop carries across steps and sessions: the checkpointed objects (model, optimizer,
+    scheduler), its own bookkeeping ``loop`` (best and last values; wall seconds of earlier
+    sessions), metrics.csv and the step of the last last.ckpt. Restored from ``checkpoint``;
+    ``started``: `time.perf_counter` when this session began."""
+
+    def __init__(
+        self,
+        fabric: Any,
+        run: RunDir,
+        objects: dict[str, Any],
+        loop: dict[str, Any],
+        hyper_parameters: dict[str, Any],
+        checkpoint: Path | None,
+        hint: str,
+        started: float,
+        columns: tuple[str, ...] = METRIC_COLUMNS,
+    ) -> None:
+        self.fabric, self.run, self.hint = fabric, run, hint
+        self.hyper_parameters = hyper_parameters
+        self.objects = {**objects, "loop": {**loop, "elapsed_seconds": 0.0}}
+        self.start = 0
+        if checkpoint is not None:
+            remainder = fabric.load(checkpoint, self.objects, weights_only=True)
+            self.start = int(remainder["global_step"])
+        self.loop: dict[str, Any] = self.objects.pop("loop")
+        self._earlier, self._since = float(self.loop["elapsed_seconds"]), started
+        self.last_saved = self.start or -1
+        self.metrics = MetricsCSV(run.metrics_csv, columns)
+        if fabric.is_global_zero:
+            self.metrics.start(resume_step=self.start or None)
+
+    @property
+    def elapsed(self) -> float:
+        """Wall seconds of this run over all its sessions."""
+        return self._earlier + (time.perf_counter() - self._since)
+
+    def log(self, step: int, row: dict[str, Any]) -> None:
+        """A metrics.csv row (rank 0) and the same numbers to Fabric's loggers (TensorBoard)."""
+        row.update(step=step, elapsed_s=round(self.elapsed, 3))
+        if self.fabric.is_global_zero:
+            self.metrics.append(row)
+        self.fabric.log_dict({k: float(v) for k, v in row.items() if k != "step"}, step=step)
+
+    def end_step(
+        self, step: int, *, improved: bool, checkpoint: bool, final: bool, stop: StopSignals
+    ) -> None:
+        """best.ckpt when validation improved, last.ckpt when due; after a SIGINT/SIGTERM,
+        last.ckpt of this step and `TrainingInterrupted`."""
+        if improved:
+            self.save(self.run.best_ckpt, step)
+        if checkpoint:
+            self.save(self.run.last_ckpt, step)
+        if not final and stop.requested(self.fabric):
+            if self.last_saved != step:
+                self.save(self.run.last_ckpt, step)
+            raise preflight.TrainingInterrupted(step, stop.signum or signal.SIGTERM)
+
+    def save(self, path: Path, step: int) -> None:
+        """`fabric.save` (every rank takes part; rank 0 writes a full state dict) through a
+        temporary name renamed once complete (`atomic_path`). Non-finite weights are never
+        written: the previous checkpoint stays the last good one."""
+        fabric = self.fabric
+        params = list(self.objects["state_dict"].parameters())
+        if any_rank(fabric, not all(bool(torch.isfinite(p).all()) for p in params)):
+            raise NonFiniteLossError(
+                f"weights became non-finite at step {step}; not checkpointed. {self.hint}, then "
+                "--resume or start over"
+            )
+        self.loop["elapsed_seconds"] = self.elapsed
+        full = {**self.objects, "loop": dict(self.loop), "format": CHECKPOINT_FORMAT,
+                "hyper_parameters": self.hyper_parameters, "global_step": step}  # fmt: skip
+        try:
+            with (
+                atomic_path(path) if fabric.is_global_zero else contextlib.nullcontext(path) as tmp
+            ):
+                fabric.save(tmp, full)
+        except DiskFullError:
+            kept = (f"{self.run.last_ckpt} keeps step {self.last_saved}" if self.last_saved > 0
+                    else "no checkpoint was written yet")  # fmt: skip
+            needed = 3 * sum(p.numel() * p.element_size() for p in params)  # + AdamW's moments
+            raise disk_full_error(path, needed, f"{RESUME_HINT}; {kept}") from None
+        fabric.barrier()
+        if path == self.run.last_ckpt:
+            self.last_saved = step
+            if os.environ.get(KILL_AFTER_CHECKPOINT_ENV) == str(step):
+                os.kill(os.getpid(), signal.SIGKILL)
 
 
-def load_checkpoint(fabric: Any, path: Path, state: dict[str, Any]) -> int:
-    """Restore ``state`` (modules, optimizer, scheduler, plain dicts in place) from ``path``;
-    returns the optimizer step it holds."""
-    remainder = fabric.load(path, state, weights_only=True)
-    return int(remainder["global_step"])
-
-
-# -------------------------------------------------------------------------- Ctrl-C and SIGTERM
 def resolve_precision(precision: str, accelerator: str) -> str:
     """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
     if precision != "auto":
@@ -269,7 +327,7 @@ class StepProgress:
 
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
-            BarColumn(),
+            BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
@@ -283,7 +341,8 @@ class StepProgress:
     def update(self, step: int, **numbers: float) -> None:
         if self._progress is None:
             return
-        self._info.update({k: f"{k} {v:.4g}" for k, v in numbers.items()})
+        short = {"train_loss": "loss", "val_loss": "val", "tokens_per_s": "tok/s"}
+        self._info.update({k: f"{short.get(k, k)} {v:.4g}" for k, v in numbers.items()})
         self._progress.update(self._task, completed=step, info="  ".join(self._info.values()))
 
     def close(self) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -177,7 +176,7 @@ def _train(
     fabric = runtime.fabric(_strategy(config, precision), _loggers(config, run))
     with claimed_run_dir(fabric, run, resolved, plan):
         try:
-            summary = _fit(fabric, config, windows, run, plan.checkpoint, precision)
+            summary = _fit(fabric, config, windows, run, plan.checkpoint, precision, wall_start)
         except NonFiniteLossError as err:
             kept = (
                 f"last good checkpoint: {run.last_ckpt}"
@@ -185,7 +184,6 @@ def _train(
                 else "no checkpoint had been written yet"
             )
             raise NonFiniteLossError(f"{err} ({kept})") from None
-        summary["wall_seconds"] += time.perf_counter() - wall_start
         if fabric.is_global_zero:
             bad = [k for k in ("train_loss", "val_loss") if not math.isfinite(summary[k])]
             if bad:
@@ -203,6 +201,7 @@ def _fit(
     run: RunDir,
     checkpoint: Path | None,
     precision: str,
+    started: float,
 ) -> dict[str, Any]:
     """The loop: optimizer steps from the checkpoint's step (or 0) to ``trainer.max_steps``."""
     import torch
@@ -210,14 +209,7 @@ def _fit(
 
     from goatdna.model import IGNORE_TARGET, flops_per_token
     from goatdna.training.data import train_loader, val_loader
-    from goatdna.training.lifecycle import (
-        MetricsCSV,
-        StepProgress,
-        StopSignals,
-        load_checkpoint,
-        optimizer_step,
-        save_checkpoint,
-    )
+    from goatdna.training.lifecycle import RunState, StepProgress, StopSignals, optimizer_step
     from goatdna.training.module import GenomeLM, build_optimizer
     from goatdna.training.throughput import (
         ThroughputMonitor,
@@ -236,26 +228,12 @@ def _fit(
     )
     optimizer = fabric.setup_optimizers(optimizer)
     loop = {"best_val_loss": math.inf, "best_step": -1, "last_val_loss": math.nan,
-            "last_train_loss": math.nan, "elapsed_seconds": 0.0}  # fmt: skip
-    state: dict[str, Any] = {"state_dict": model, "optimizer": optimizer,
-                             "scheduler": scheduler, "loop": loop}  # fmt: skip
-    start = load_checkpoint(fabric, checkpoint, state) if checkpoint else 0
-    loop = state["loop"]
-    elapsed_before = float(loop["elapsed_seconds"])
-    session_start = time.perf_counter()
+            "last_train_loss": math.nan}  # fmt: skip
     hparams = {"config": to_dict(config), "data_manifest_sha256": windows.manifest_sha256,
                "goatdna_version": __version__}  # fmt: skip
-
-    def save(path: Path, step: int) -> None:
-        loop["elapsed_seconds"] = elapsed_before + (time.perf_counter() - session_start)
-        kept = (f"{run.last_ckpt} keeps step {last_ckpt_step}" if last_ckpt_step > 0
-                else "no checkpoint was written yet")  # fmt: skip
-        full = {**state, "loop": dict(loop), "hyper_parameters": hparams}
-        save_checkpoint(fabric, path, full, step, kept, NON_FINITE_HINT)
-
-    metrics = MetricsCSV(run.metrics_csv)
-    if fabric.is_global_zero:
-        metrics.start(resume_step=start or None)
+    objects = {"state_dict": model, "optimizer": optimizer, "scheduler": scheduler}
+    run_state = RunState(fabric, run, objects, loop, hparams, checkpoint, NON_FINITE_HINT, started)
+    start, loop = run_state.start, run_state.loop
     throughput = ThroughputMonitor(
         tokens_per_step=config.tokens_per_micro_batch * tr.accumulate * world,
         flops_per_token=flops_per_token(config.model, config.data.seq_len),
@@ -269,7 +247,6 @@ def _fit(
                                 fabric.global_rank, world, pin))  # fmt: skip
     val = val_loader(windows, config.data, fabric.global_rank, world, pin)
     check_grads = not precision.startswith("16")
-    last_ckpt_step = start if start > 0 else -1
     progress = StepProgress(tr.progress_bar and fabric.is_global_zero, tr.max_steps, start)
 
     @torch.no_grad()
@@ -312,27 +289,12 @@ def _fit(
                         loop["best_val_loss"], loop["best_step"] = loop["last_val_loss"], step
                         improved = True
                 if row:
-                    row["step"] = step
-                    row["elapsed_s"] = round(
-                        elapsed_before + time.perf_counter() - session_start, 3
-                    )
-                    if fabric.is_global_zero:
-                        metrics.append(row)
-                    fabric.log_dict({k: float(v) for k, v in row.items() if k != "step"}, step=step)
-                    progress.update(step, **{k: v for k, v in row.items()
-                                             if k in ("train_loss", "val_loss", "tokens_per_s", "lr")})  # fmt: skip
-                else:
-                    progress.update(step)
+                    run_state.log(step, row)
+                shown = ("train_loss", "val_loss", "tokens_per_s", "lr")
+                progress.update(step, **{k: v for k, v in row.items() if k in shown})
                 with throughput.paused():
-                    if improved:
-                        save(run.best_ckpt, step)
-                    if step % tr.ckpt_every == 0 or final:
-                        save(run.last_ckpt, step)
-                        last_ckpt_step = step
-                    if not final and stop.requested(fabric):
-                        if last_ckpt_step != step:
-                            save(run.last_ckpt, step)
-                        raise preflight.TrainingInterrupted(step, stop.signum or signal.SIGTERM)
+                    run_state.end_step(step, improved=improved, final=final, stop=stop,
+                                       checkpoint=step % tr.ckpt_every == 0 or final)  # fmt: skip
         finally:
             progress.close()
 
@@ -351,7 +313,7 @@ def _fit(
         "peak_memory_bytes": peak_memory_bytes(device),
         "device": _device_name(device),
         "precision": precision,
-        "wall_seconds": elapsed_before,  # + this session's, added by the caller
+        "wall_seconds": run_state.elapsed,
         # context
         "best_val_loss": float(loop["best_val_loss"]),
         "best_step": int(loop["best_step"]),
