@@ -130,7 +130,9 @@ def test_force_removes_only_goatdna_files(tmp_path, capsys):
     for path in ours + theirs:
         path.write_text("x")
     resolved = resolved_config(_config(), "0" * 64)
-    assert run.prepare(resolved, resume=False, force=True) is None
+    plan = run.check(resolved, resume=False, force=True)
+    run.start(resolved, plan)
+    assert plan.checkpoint is None
     for path in theirs:
         assert path.read_text() == "x", path
     assert run.config_yaml.is_file() and run.config_yaml.read_text() != "x"

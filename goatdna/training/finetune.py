@@ -101,14 +101,12 @@ class SequenceTaskModule(nn.Module):
             # the next-base head plays no part in the task (and DDP rejects unused parameters)
             self.model.head.requires_grad_(False)
 
-    def features(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        return pool_hidden(hidden_states(self.model, tokens), lengths, self.ft.backbone.pool)
-
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """Head outputs of a batch of tokens (``tokens``, ``lengths``) or cached ``features``."""
         if "features" in batch:
             return self.head(batch["features"])
-        return self.head(self.features(batch["tokens"], batch["lengths"]))
+        hidden = hidden_states(self.model, batch["tokens"])
+        return self.head(pool_hidden(hidden, batch["lengths"], self.ft.backbone.pool))
 
     def train_mode(self) -> None:
         """Training mode; a probe's frozen backbone stays in eval mode (no dropout)."""
@@ -153,27 +151,21 @@ class SequenceTaskModule(nn.Module):
         self.eval()
         batch_size, rc_average = self.ft.trainer.eval_batch_size, self.ft.backbone.rc_average
         block = rank_block(len(split), fabric.global_rank, fabric.world_size)
-        device = fabric.device
+        device, rows = fabric.device, slice(block.start, block.stop)
         outs: list[Tensor] = []
         with fabric.autocast():
-            if features is not None:
-                forward, rc = features
-                for start in range(block.start, block.stop, batch_size):
-                    rows = slice(start, min(start + batch_size, block.stop))
-                    out = self.head(forward[rows].to(device))
-                    out_rc = (
-                        self.head(rc[rows].to(device)) if rc is not None and rc_average else None
-                    )
-                    outs.append(self.to_predictions(out, out_rc))
+            if features is None:  # this block's pooled features, both strands when averaged
+                part = Split(split.tokens[rows], split.labels[rows])
+                features = embed_split(self.model, self.ft.backbone.pool, part, batch_size,
+                                       rc_average, device)  # fmt: skip
             else:
-                for tokens, lengths in eval_batches(split.tokens, block, batch_size):
-                    tokens, lengths = tokens.to(device), lengths.to(device)
-                    out = self.head(self.features(tokens, lengths))
-                    out_rc = None
-                    if rc_average:
-                        rc_tokens = reverse_complement_padded(tokens, lengths)
-                        out_rc = self.head(self.features(rc_tokens, lengths))
-                    outs.append(self.to_predictions(out, out_rc))
+                features = (features[0][rows], None if features[1] is None else features[1][rows])
+            forward, rc = features
+            for start in range(0, forward.shape[0], batch_size):
+                batch = slice(start, start + batch_size)
+                out = self.head(forward[batch].to(device))
+                out_rc = self.head(rc[batch].to(device)) if rc is not None and rc_average else None
+                outs.append(self.to_predictions(out, out_rc))
         width = len(self.config["head"]["classes"]) or 1
         local = torch.cat(outs).float() if outs else torch.zeros(0, width, device=device)
         self.train_mode()

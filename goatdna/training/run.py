@@ -220,17 +220,10 @@ class RunDir:
     def holds_run(self) -> bool:
         return any((self.root / name).exists() for name in RUN_ENTRIES)
 
-    def prepare(self, resolved: dict[str, Any], *, resume: bool | str, force: bool) -> Path | None:
-        """Check the directory against this run, then set it up; returns the checkpoint to
-        resume from. Nothing is removed or written until every check has passed."""
-        plan = self.check(resolved, resume=resume, force=force)
-        self.start(resolved, plan)
-        return plan.checkpoint
-
     def check(self, resolved: dict[str, Any], *, resume: bool | str, force: bool) -> StartPlan:
-        """Every check of `prepare`, reading only: every rank of a multi-process run calls it
-        before any rendezvous, so a user error stops all ranks at once instead of leaving the
-        others waiting for rank 0 until a timeout.
+        """Every check before a run starts here, reading only (`start` then writes): every rank
+        of a multi-process run calls it before any rendezvous, so a user error stops all ranks at
+        once instead of leaving the others waiting for rank 0 until a timeout.
 
         ``resume="auto"``: resume when ``last.ckpt`` exists, else start fresh (also over the
         files of this very run, same config, killed before its first checkpoint), so a
