@@ -394,9 +394,9 @@ def _fit(
             for step in range(start + 1, total_steps + 1):
                 # dropout masks are a function of (seed, step, rank): a resumed run draws the same
                 torch.manual_seed((config.seed * 1_000_003 + (step - 1) * 131 + rank) % 2**63)
-                loss, _, lrs = lifecycle.optimizer_step(
-                    fabric, model, optimizer, scheduler, [batches[step - 1]], loss_of, 1,
-                    config.optim.grad_clip, step - 1, True, NON_FINITE_HINT,
+                loss, _, lrs = run_state.optimizer_step(
+                    model, optimizer, scheduler, [batches[step - 1]], loss_of, 1,
+                    config.optim.grad_clip, step,
                 )  # fmt: skip
                 loss_sum, loss_count = loss_sum + float(loss), loss_count + 1
                 final = step == total_steps

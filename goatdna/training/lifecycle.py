@@ -111,7 +111,6 @@ def claimed_run_dir(
         yield
 
 
-# -------------------------------------------------------------------------- one optimizer step
 def any_rank(fabric: Any, flag: bool) -> bool:
     """True on every rank when ``flag`` is true on any rank."""
     if fabric.world_size == 1:
@@ -120,59 +119,7 @@ def any_rank(fabric: Any, flag: bool) -> bool:
     return bool(total > 0)
 
 
-def optimizer_step(
-    fabric: Any,
-    model: Any,
-    optimizer: Any,
-    scheduler: Any,
-    micro_batches: Iterable[Any],
-    loss_of: Callable[[Any], Tensor],
-    accumulate: int,
-    grad_clip: float,
-    step: int,
-    check_grads: bool,
-    hint: str,
-) -> tuple[Tensor, Tensor, list[float]]:
-    """Backward over the ``accumulate`` micro-batches, then one AdamW update and one LR-schedule
-    step; returns the step's mean loss, its pre-clipping global gradient norm (FSDP-aware:
-    Fabric clips through the root module) and the learning rates the update used.
-
-    Gradients are synchronised only on the last micro-batch (`no_backward_sync`). A step whose
-    loss or gradients are not finite on any rank is refused before it touches the weights.
-    ``check_grads=False`` under fp16 (``16-mixed``): an overflowing gradient is the loss
-    scaler's business there (it skips that step and lowers the scale).
-    """
-    loss_sum: Tensor | None = None
-    for i, batch in enumerate(micro_batches):
-        with fabric.no_backward_sync(model, enabled=i < accumulate - 1):
-            loss = loss_of(batch)
-            fabric.backward(loss / accumulate)
-        loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
-    assert loss_sum is not None
-    step_loss = loss_sum / accumulate
-    # max_norm=inf measures without clipping (the scale factor is then exactly 1)
-    norm = fabric.clip_gradients(
-        model, optimizer, max_norm=grad_clip or math.inf, error_if_nonfinite=False
-    )
-    finite = bool(torch.isfinite(step_loss)) and (not check_grads or bool(torch.isfinite(norm)))
-    if any_rank(fabric, not finite):
-        what = (
-            f"training loss became {float(step_loss)}"
-            if not torch.isfinite(step_loss)
-            else "gradients became non-finite"
-        )
-        raise NonFiniteLossError(
-            f"{what} at step {step + 1}; stopped before applying it. {hint}, then --resume "
-            "or start over"
-        )
-    lrs = [float(group["lr"]) for group in optimizer.param_groups]
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    return step_loss, norm.detach(), lrs
-
-
-# -------------------------------------------------------------------------- checkpoints
+# -------------------------------------------------------------------------- steps, checkpoints
 CHECKPOINT_FORMAT = "goatdna-fabric-1"
 """``format`` of the checkpoints this loop writes (the Lightning loop's had none)."""
 
@@ -234,6 +181,60 @@ class RunState:
             if self.last_saved != step:
                 self.save(self.run.last_ckpt, step)
             raise preflight.TrainingInterrupted(step, stop.signum or signal.SIGTERM)
+
+    def optimizer_step(
+        self,
+        model: Any,
+        optimizer: Any,
+        scheduler: Any,
+        micro_batches: Iterable[Any],
+        loss_of: Callable[[Any], Tensor],
+        accumulate: int,
+        grad_clip: float,
+        step: int,
+        check_grads: bool = True,
+    ) -> tuple[Tensor, Tensor, list[float]]:
+        """Update ``step`` (1-based): backward over the ``accumulate`` micro-batches, then one
+        AdamW update and one LR-schedule step; returns the step's mean loss, its pre-clipping
+        global gradient norm (FSDP-aware: Fabric clips through the root module) and the learning
+        rates the update used.
+
+        Gradients are synchronised only on the last micro-batch (`no_backward_sync`). A step
+        whose loss or gradients are not finite on any rank is refused before it touches the
+        weights. ``check_grads=False`` under fp16 (``16-mixed``): an overflowing gradient is the
+        loss scaler's business there (it skips that step and lowers the scale).
+        """
+        fabric = self.fabric
+        loss_sum: Tensor | None = None
+        for i, batch in enumerate(micro_batches):
+            with fabric.no_backward_sync(model, enabled=i < accumulate - 1):
+                loss = loss_of(batch)
+                fabric.backward(loss / accumulate)
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+        assert loss_sum is not None
+        step_loss = loss_sum / accumulate
+        # max_norm=inf measures without clipping (the scale factor is then exactly 1)
+        norm = fabric.clip_gradients(
+            model, optimizer, max_norm=grad_clip or math.inf, error_if_nonfinite=False
+        )
+        finite = bool(torch.isfinite(step_loss)) and (not check_grads or bool(norm.isfinite()))
+        if any_rank(fabric, not finite):
+            what = (
+                f"training loss became {float(step_loss)}"
+                if not torch.isfinite(step_loss)
+                else "gradients became non-finite"
+            )
+            kept = (f"last good checkpoint: {self.run.last_ckpt}" if self.last_saved > 0
+                    else "no checkpoint had been written yet")  # fmt: skip
+            raise NonFiniteLossError(
+                f"{what} at step {step}; stopped before applying it. {self.hint}, then --resume "
+                f"or start over ({kept})"
+            )
+        lrs = [float(group["lr"]) for group in optimizer.param_groups]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return step_loss, norm.detach(), lrs
 
     def save(self, path: Path, step: int) -> None:
         """`fabric.save` (every rank takes part; rank 0 writes a full state dict) through a

@@ -152,7 +152,7 @@ def _train(
     import torch
 
     from goatdna.data_prep import ShardedGenome
-    from goatdna.training.lifecycle import NonFiniteLossError, claimed_run_dir, resolve_precision
+    from goatdna.training.lifecycle import claimed_run_dir, resolve_precision
     from goatdna.training.windows import plan_windows
 
     wall_start = time.perf_counter()
@@ -175,15 +175,7 @@ def _train(
     runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
     fabric = runtime.fabric(_strategy(config, precision), _loggers(config, run))
     with claimed_run_dir(fabric, run, resolved, plan):
-        try:
-            summary = _fit(fabric, config, windows, run, plan.checkpoint, precision, wall_start)
-        except NonFiniteLossError as err:
-            kept = (
-                f"last good checkpoint: {run.last_ckpt}"
-                if run.last_ckpt.is_file()
-                else "no checkpoint had been written yet"
-            )
-            raise NonFiniteLossError(f"{err} ({kept})") from None
+        summary = _fit(fabric, config, windows, run, plan.checkpoint, precision, wall_start)
         if fabric.is_global_zero:
             bad = [k for k in ("train_loss", "val_loss") if not math.isfinite(summary[k])]
             if bad:
@@ -209,7 +201,7 @@ def _fit(
 
     from goatdna.model import IGNORE_TARGET, flops_per_token
     from goatdna.training.data import train_loader, val_loader
-    from goatdna.training.lifecycle import RunState, StepProgress, StopSignals, optimizer_step
+    from goatdna.training.lifecycle import RunState, StepProgress, StopSignals
     from goatdna.training.module import GenomeLM, build_optimizer
     from goatdna.training.throughput import (
         ThroughputMonitor,
@@ -267,11 +259,10 @@ def _fit(
     with StopSignals() as stop:
         try:
             for step in range(start + 1, tr.max_steps + 1):
-                loss, norm, lrs = optimizer_step(
-                    fabric, model, optimizer, scheduler,
-                    itertools.islice(batches, tr.accumulate),
+                loss, norm, lrs = run_state.optimizer_step(
+                    model, optimizer, scheduler, itertools.islice(batches, tr.accumulate),
                     lambda tokens: model(tokens.to(device, non_blocking=True)),
-                    tr.accumulate, config.optim.grad_clip, step - 1, check_grads, NON_FINITE_HINT,
+                    tr.accumulate, config.optim.grad_clip, step, check_grads,
                 )  # fmt: skip
                 throughput.step_done(step, device)
                 final = step == tr.max_steps
