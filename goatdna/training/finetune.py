@@ -368,7 +368,8 @@ def _fit(
     optimizer, scheduler = module.optimizer(total_steps)
     optimizer = fabric.setup_optimizers(optimizer)
     selection = SELECTION_METRIC[task.task]
-    loop = {"best_value": math.nan, "best_step": -1, "last_val": {}, "last_train_loss": math.nan}
+    loop: dict[str, Any] = {"best_value": math.nan, "best_step": -1, "last_val": {},
+                            "last_train_loss": math.nan}  # fmt: skip
     objects = {"state_dict": model, "optimizer": optimizer, "scheduler": scheduler}
     run_state = lifecycle.RunState(fabric, run, objects, loop, {"config": resolved}, checkpoint,
                                    NON_FINITE_HINT, started, metric_columns(task.task))  # fmt: skip

@@ -110,11 +110,9 @@ def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
 
 
 def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
-    if not config.trainer.tensorboard:
-        return []
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if not config.trainer.tensorboard or importlib.util.find_spec("tensorboard") is None:
         return []
     from lightning_fabric.loggers import TensorBoardLogger
 
@@ -140,7 +138,8 @@ def train(
     from lightning_fabric.utilities import rank_zero_only
 
     # warnings from one process (Lightning's own reading of the launcher's rank variables)
-    preflight.check_before_training(config, Path(run_dir), warn=rank_zero_only.rank == 0)
+    rank = getattr(rank_zero_only, "rank", 0)  # set by lightning_fabric from the launcher
+    preflight.check_before_training(config, Path(run_dir), warn=rank == 0)
     command = f"goatdna train --run-dir {run_dir} --data {data_dir} --resume"
     with preflight.reported_stops(Path(run_dir), command):
         return _train(config, Path(data_dir), Path(run_dir), resume=resume, force=force)
