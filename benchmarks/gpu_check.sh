@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_check.sh --cpu-dry-run  # the same steps, tiny configs, on a CPU (CI)
 #
 # Runs from a plain checkout (the repository root goes on PYTHONPATH; nothing is installed):
-#   1. prints the environment (nvidia-smi, python, torch, CUDA, flash-attn, Lightning)
+#   1. prints the environment (nvidia-smi, python, torch, CUDA, flash-attn, Lightning Fabric)
 #   2. gpu_bench.py eager at seq_len 1024 and 2048 (125M GOAT vs RoPE, alternating blocks)
 #   3. prepares synthetic shards there, trains the 125M GOAT and RoPE configs for 60 steps each
 #      through the real CLI (`goatdna train`, bf16-mixed) and reports tokens/s, MFU and peak CUDA
@@ -117,7 +117,7 @@ print("python", sys.version.split()[0], platform.platform())
 print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())
 if torch.cuda.is_available():
     print("gpu", torch.cuda.get_device_name(), "bf16", torch.cuda.is_bf16_supported())
-for name in ("flash_attn", "pytorch_lightning", "numpy", "pyfaidx", "Bio", "yaml", "typer", "rich"):
+for name in ("flash_attn", "lightning_fabric", "pytorch_lightning", "numpy", "pyfaidx", "Bio", "yaml", "typer", "rich"):
     try:
         module = importlib.import_module(name)
         print(name, getattr(module, "__version__", "installed"), module.__file__)

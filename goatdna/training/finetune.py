@@ -231,7 +231,7 @@ def probe_features(
     key_source = json.dumps(
         {"inputs": resolved["inputs"], "pool": config.backbone.pool,
          "max_length": config.task.max_length, "rc": _needs_rc(config), "seed": config.seed,
-         "val_fraction": config.task.val_fraction},
+         "val_fraction": config.task.val_fraction, "layout": "split -> (forward, reverse)"},
         sort_keys=True,
     )  # fmt: skip
     key = hashlib.sha256(key_source.encode()).hexdigest()
@@ -240,7 +240,7 @@ def probe_features(
         try:
             cached = torch.load(path, map_location="cpu", weights_only=True)
             if cached.get("key") == key:
-                return {s: (v["forward"], v.get("reverse")) for s, v in cached["splits"].items()}
+                return cached["splits"]
         except Exception:  # a damaged cache is recomputed
             pass
     backbone = backbone.to(device).eval()
@@ -251,15 +251,8 @@ def probe_features(
     }  # fmt: skip
     backbone.cpu()
     if write:
-        payload = {
-            "key": key,
-            "splits": {
-                s: {"forward": f, **({"reverse": r} if r is not None else {})}
-                for s, (f, r) in features.items()
-            },
-        }
         with atomic_path(path) as tmp:
-            torch.save(payload, tmp)
+            torch.save({"key": key, "splits": features}, tmp)
     return features
 
 

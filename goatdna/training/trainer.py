@@ -301,7 +301,7 @@ def _fit(
         "tokens_per_s": throughput.tokens_per_s,
         "mfu": throughput.mfu,
         "peak_memory_bytes": peak_memory_bytes(device),
-        "device": _device_name(device),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         "precision": precision,
         "wall_seconds": run_state.elapsed,
         # context
@@ -329,11 +329,3 @@ def _fingerprints(fabric: Any, lm: Any, config: RunConfig) -> list[list[float]] 
         [torch.stack([p.sum() for p in params]).sum(), sum((p * p).sum() for p in params)]
     )  # (2,)
     return fabric.all_gather(local).reshape(-1, 2).cpu().tolist()  # (world, 2)
-
-
-def _device_name(device: Any) -> str:
-    import torch
-
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return device.type
