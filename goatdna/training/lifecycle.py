@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from goatdna.atomic import DiskFullError, atomic_path, disk_full_error, is_disk_full
+from goatdna.atomic import DiskFullError, atomic_path, disk_full_error
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 from goatdna.training import preflight
@@ -65,16 +65,10 @@ class MetricsCSV:
         atomic_write_text(self.path, buf.getvalue())
 
     def append(self, row: dict[str, Any]) -> None:
-        cells = [_cell(row.get(k)) for k in self.columns]
-        line = ",".join(cells) + "\n"
-        try:
-            with self.path.open("a", newline="") as fh:
-                fh.write(line)
-                fh.flush()
-        except OSError as err:
-            if is_disk_full(err):  # a torn last row is dropped by MetricsCSV.start on resume
-                raise disk_full_error(self.path, len(line), RESUME_HINT) from None
-            raise
+        """One line, flushed (a full disk here is reported by `preflight.reported_stops`; a torn
+        last row is dropped by `start` on resume)."""
+        with self.path.open("a", newline="") as fh:
+            fh.write(",".join(_cell(row.get(k)) for k in self.columns) + "\n")
 
 
 def _cell(value: Any) -> str:
@@ -317,21 +311,14 @@ class StepProgress:
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        *description_and_bar, _, remaining = Progress.get_default_columns()
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=24),
+            *description_and_bar,
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            remaining,
             TextColumn("{task.fields[info]}"),
             console=Console(stderr=True),
         )

@@ -68,13 +68,6 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
         )
 
 
-def disk_full(err: OSError, run_dir: Path) -> GoatDNAError:
-    """A full disk met anywhere in training, as one line that says how to continue."""
-    from goatdna.training.run import RESUME_HINT
-
-    return disk_full_error(err.filename or run_dir, None, RESUME_HINT)
-
-
 def interrupted_message(stop: BaseException, run_dir: Path, resume_command: str) -> Interrupted:
     """One line: what stopped the run, which step last.ckpt holds, the command to continue."""
     from goatdna.training.run import RunDir, checkpoint_step
@@ -116,4 +109,6 @@ def reported_stops(run_dir: Path, resume_command: str) -> Iterator[None]:
     except OSError as err:
         if not is_disk_full(err):
             raise
-        raise disk_full(err, run_dir) from None
+        from goatdna.training.run import RESUME_HINT
+
+        raise disk_full_error(err.filename or run_dir, None, RESUME_HINT) from None

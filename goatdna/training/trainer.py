@@ -28,18 +28,6 @@ from goatdna.training.run import RunDir, resolved_config
 NON_FINITE_HINT = "Lower optim.lr, raise optim.warmup_steps or check the data"
 
 
-def launched_world_size() -> int | None:
-    """Processes an external launcher started (torchrun's WORLD_SIZE, srun's SLURM_NTASKS), as
-    Lightning detects the launcher; None when Lightning starts the processes itself."""
-    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-
-    if TorchElasticEnvironment.detect():
-        return int(os.environ["WORLD_SIZE"])
-    if SLURMEnvironment.detect():
-        return int(os.environ["SLURM_NTASKS"])
-    return None
-
-
 def _devices_per_node(config: RunConfig) -> int:
     """``trainer.devices`` as a count ("auto"/-1: every visible GPU, or 1 process on CPU)."""
     devices = parse_devices(config.trainer.devices)
@@ -55,7 +43,13 @@ def _devices_per_node(config: RunConfig) -> int:
 def check_world_size(config: RunConfig) -> None:
     """--devices x --num-nodes must equal the processes the launcher started (checked on every
     rank before any rendezvous: a mismatch would otherwise hang or shard the data wrongly)."""
-    launched = launched_world_size()
+    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+
+    launched = None  # processes an external launcher started (as Lightning detects it)
+    if TorchElasticEnvironment.detect():
+        launched = int(os.environ["WORLD_SIZE"])
+    elif SLURMEnvironment.detect():
+        launched = int(os.environ["SLURM_NTASKS"])
     per_node, nodes = _devices_per_node(config), config.trainer.num_nodes
     if launched is not None and launched != per_node * nodes:
         raise GoatDNAError(
