@@ -132,7 +132,7 @@ def train(
     from lightning_fabric.utilities import rank_zero_only
 
     # warnings from one process (Lightning's own reading of the launcher's rank variables)
-    rank = getattr(rank_zero_only, "rank", 0)  # set by lightning_fabric from the launcher
+    rank = getattr(rank_zero_only, "rank", 0)
     preflight.check_before_training(config, Path(run_dir), warn=rank == 0)
     command = f"goatdna train --run-dir {run_dir} --data {data_dir} --resume"
     with preflight.reported_stops(Path(run_dir), command):
