@@ -311,15 +311,29 @@ class StepProgress:
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.table import Column
 
-        *description_and_bar, _, remaining = Progress.get_default_columns()
+        def whole() -> Column:  # kept whole on a narrow console (the numbers give way first)
+            return Column(no_wrap=True)
+
         self._progress = Progress(
-            *description_and_bar,
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            remaining,
-            TextColumn("{task.fields[info]}"),
+            TextColumn("[progress.description]{task.description}", table_column=whole()),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(table_column=whole()),
+            TimeElapsedColumn(table_column=whole()),
+            TimeRemainingColumn(table_column=whole()),
+            TextColumn(
+                "{task.fields[info]}",
+                table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+            ),  # fmt: skip
             console=Console(stderr=True),
         )
         self._task = self._progress.add_task(label, total=total, completed=start, info="")
@@ -330,7 +344,10 @@ class StepProgress:
         if self._progress is None:
             return
         short = {"train_loss": "loss", "val_loss": "val", "tokens_per_s": "tok/s"}
-        self._info.update({k: f"{short.get(k, k)} {v:.4g}" for k, v in numbers.items()})
+        self._info.update(
+            {k: f"{short.get(k, k)} {v:,.0f}" if k == "tokens_per_s" else f"{short.get(k, k)} {v:.4g}"
+             for k, v in numbers.items()}
+        )  # fmt: skip
         self._progress.update(self._task, completed=step, info="  ".join(self._info.values()))
 
     def close(self) -> None:
