@@ -16,7 +16,7 @@ neither profits from running second; tokens/s is reported from the fastest and t
 Peak memory is each model's own steady-state training peak: the CUDA peak over its blocks minus
 what was allocated when the block started, plus its own parameters and optimizer state (the
 other model's resident state is not counted). MFU = tokens/s x `goatdna.model.flops_per_token`
-/ the GPU's dense bf16 peak (`goatdna.training.callbacks.PEAK_FLOPS`; ``--peak-flops``).
+/ the GPU's dense bf16 peak (`goatdna.training.throughput.PEAK_FLOPS`; ``--peak-flops``).
 
 ``--compile``: ``torch._dynamo.reset()`` before each seq_len, ``torch.compile(dynamic=False)``
 for both models (equally static graphs); the first (compiling) step is timed and reported as
@@ -140,7 +140,7 @@ class Contender:
 
         self.scheme, self.seq_len, self.device = scheme, seq_len, device
         self.on_cuda = device.type == "cuda"
-        overrides = [f"data.seq_len={seq_len}", f"model.train_length={seq_len}", *args.sets]
+        overrides = [f"data.seq_len={seq_len}", *args.sets]  # model.train_length follows
         config = load_run_config(REPO / "configs" / f"{scheme}-{args.size}.yaml", overrides)
         self.config = config
         self.micro = max(1, args.tokens // seq_len)
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> Path:
         name = torch.cuda.get_device_name(device)
     args.warmup = max(1, args.warmup)
 
-    from goatdna.training.callbacks import gpu_peak_flops
+    from goatdna.training.throughput import gpu_peak_flops
 
     if args.peak_flops is None:
         args.peak_flops = gpu_peak_flops(name, "bf16-mixed")

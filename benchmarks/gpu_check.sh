@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_check.sh --cpu-dry-run  # the same steps, tiny configs, on a CPU (CI)
 #
 # Runs from a plain checkout (the repository root goes on PYTHONPATH; nothing is installed):
-#   1. prints the environment (nvidia-smi, python, torch, CUDA, flash-attn, Lightning)
+#   1. prints the environment (nvidia-smi, python, torch, CUDA, flash-attn, Lightning Fabric)
 #   2. gpu_bench.py eager at seq_len 1024 and 2048 (125M GOAT vs RoPE, alternating blocks)
 #   3. prepares synthetic shards there, trains the 125M GOAT and RoPE configs for 60 steps each
 #      through the real CLI (`goatdna train`, bf16-mixed) and reports tokens/s, MFU and peak CUDA
@@ -95,7 +95,7 @@ else
   SEQ=32
   TRAIN=(--max-steps 4 --accelerator cpu --devices 1 --precision 32-true
     --set model.n_layers=1 --set model.d_model=32 --set model.n_heads=2 --set model.mlp_hidden=64
-    --set model.goat_modes=2 --set model.train_length=$SEQ --set data.seq_len=$SEQ
+    --set model.goat_modes=2 --set data.seq_len=$SEQ
     --set data.micro_batch_size=4 --set data.val_max_windows=8 --set optim.warmup_steps=2
     --set trainer.throughput_warmup=1)
   GENOME=400000
@@ -117,7 +117,7 @@ print("python", sys.version.split()[0], platform.platform())
 print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())
 if torch.cuda.is_available():
     print("gpu", torch.cuda.get_device_name(), "bf16", torch.cuda.is_bf16_supported())
-for name in ("flash_attn", "pytorch_lightning", "numpy", "pyfaidx", "Bio", "yaml", "typer", "rich"):
+for name in ("flash_attn", "lightning_fabric", "pytorch_lightning", "numpy", "pyfaidx", "Bio", "yaml", "typer", "rich"):
     try:
         module = importlib.import_module(name)
         print(name, getattr(module, "__version__", "installed"), module.__file__)

@@ -1,13 +1,14 @@
 """Training step time: tiny GOAT vs tiny RoPE, alternated in one run.
 
-One training step is exactly what `goatdna.training.module.GenomeLM` does per optimizer step:
-forward, next-base cross-entropy, backward, global-norm clipping at 1.0 and a fused-or-not AdamW
-update with the warmup/cosine schedule. The two models are built from configs/{goat,rope}-tiny.yaml
-(same shape; only the positional scheme differs) and timed in alternating blocks so that load
-from other processes hits both alike. The median block time per step is reported.
+One training step is what the training loop does per optimizer step
+(`goatdna.training.lifecycle.RunState.optimizer_step`): forward, next-base cross-entropy,
+backward, global-norm clipping at 1.0 and a fused-or-not AdamW update with the warmup/cosine
+schedule. The two models are built from configs/{goat,rope}-tiny.yaml (same shape; only the
+positional scheme differs) and timed in alternating blocks so that load from other processes
+hits both alike. The median block time per step is reported.
 
     python benchmarks/train_bench.py                      # CPU, fp32, the tiny configs
-    python benchmarks/train_bench.py --set data.seq_len=512 --set model.train_length=512
+    python benchmarks/train_bench.py --set data.seq_len=512
 
 Goal: GOAT step time <= 1.02x RoPE's.
 """

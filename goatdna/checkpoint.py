@@ -178,7 +178,8 @@ def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
     hyper = ckpt.get("hyper_parameters") or {}
     config = hyper.get("config") or {}
     steps = int(ckpt.get("global_step", 0))
-    lifecycle = (ckpt.get("callbacks") or {}).get("RunLifecycle") or {}
+    # the training loop's bookkeeping ("loop"; the older Lightning loop kept it in a callback)
+    lifecycle = ckpt.get("loop") or (ckpt.get("callbacks") or {}).get("RunLifecycle") or {}
     if lifecycle.get("best_step") == steps and lifecycle.get("best_val_loss") is not None:
         val_loss, val_step = lifecycle["best_val_loss"], steps
     else:

@@ -83,3 +83,50 @@ def test_sigkill_then_resume_matches_uninterrupted(synthetic_shards: Path, tmp_p
     final_b = torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     for key, value in final_a.items():
         torch.testing.assert_close(final_b[key], value, atol=1e-6, rtol=1e-5)
+
+
+def test_sigterm_checkpoints_the_step_and_resume_matches(
+    synthetic_shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fine-tuning loop shares pretraining's stop: SIGTERM mid-epoch finishes the step,
+    writes last.ckpt, exits 143 with the resume command; the resumed run equals a straight one."""
+    from goatdna.training.finetune import SequenceTaskModule
+
+    runner = CliRunner()
+    task = tmp_path / "task"
+    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+                                 "--label", "gc", "--max-train", "64", "--max-eval", "32"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
+                         train_length=64)  # fmt: skip
+    torch.manual_seed(0)
+    backbone = save_checkpoint(tmp_path / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
+    args = ["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),
+            "--val", str(task / "val.csv"), "--mode", "probe", "--epochs", "2",
+            "--batch-size", "16", "--no-progress"]  # fmt: skip
+    straight = runner.invoke(app, [*args, "--out", str(tmp_path / "straight")])
+    assert straight.exit_code == 0, (straight.output, straight.exception)
+
+    real_forward = SequenceTaskModule.forward
+    calls: list[int] = []
+
+    def forward_then_signal(self, batch):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-step 3 of 8
+        return real_forward(self, batch)
+
+    monkeypatch.setattr(SequenceTaskModule, "forward", forward_then_signal)
+    run = tmp_path / "stopped"
+    stopped = runner.invoke(app, [*args, "--out", str(run)])
+    assert stopped.exit_code == 143, (stopped.output, stopped.exception)
+    line = [x for x in stopped.stderr.splitlines() if x.startswith("interrupted: ")][0]
+    assert "SIGTERM" in line and "holds step 3 (stopped after writing it)" in line
+    assert f"goatdna finetune --out {run} --resume" in line
+    monkeypatch.setattr(SequenceTaskModule, "forward", real_forward)
+    resumed = runner.invoke(app, ["finetune", "--out", str(run), "--resume"])
+    assert resumed.exit_code == 0, (resumed.output, resumed.exception)
+    a = json.loads((tmp_path / "straight" / "summary.json").read_text())
+    b = json.loads((run / "summary.json").read_text())
+    assert a["steps"] == b["steps"] == 8 and a["best_step"] == b["best_step"]
+    assert b["val"] == pytest.approx(a["val"], abs=1e-6)

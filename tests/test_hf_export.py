@@ -132,11 +132,11 @@ def test_auto_classes_logits_loss_and_round_trip(exports: dict, tmp_path: Path) 
             )[0]
             theirs = hidden[layer if layer else -1][0].numpy()
             np.testing.assert_allclose(theirs, ours_vectors, atol=1e-5, rtol=0)
-        # labels= is the training loss: GenomeLM.batch_loss on the same window (N ignored)
+        # labels= is the training loss: GenomeLM's forward on the same window (N ignored)
         module = GenomeLM(run_config)
         module.model.load_state_dict(ours.state_dict())
         with torch.no_grad():
-            train_loss = module.batch_loss(tokens)
+            train_loss = module(tokens)
         torch.testing.assert_close(out.loss, train_loss, atol=1e-6, rtol=0)
         assert not torch.isclose(  # N targets really are left out
             out.loss,

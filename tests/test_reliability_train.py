@@ -130,7 +130,9 @@ def test_force_removes_only_goatdna_files(tmp_path, capsys):
     for path in ours + theirs:
         path.write_text("x")
     resolved = resolved_config(_config(), "0" * 64)
-    assert run.prepare(resolved, resume=False, force=True) is None
+    plan = run.check(resolved, resume=False, force=True)
+    run.start(resolved, plan)
+    assert plan.checkpoint is None
     for path in theirs:
         assert path.read_text() == "x", path
     assert run.config_yaml.is_file() and run.config_yaml.read_text() != "x"
@@ -182,17 +184,17 @@ def test_damaged_last_ckpt_is_one_line_offers_best_and_changes_nothing(
 def test_disk_full_at_a_checkpoint_is_one_line_and_resume_matches(
     reference, synthetic_shards, tmp_path, monkeypatch
 ):
-    import pytorch_lightning as pl
+    from lightning_fabric import Fabric
 
-    real_save = pl.Trainer.save_checkpoint
+    real_save = Fabric.save
 
-    def filling_save(self, filepath, *args, **kwargs):
-        if self.global_step == 8:
-            Path(filepath).write_bytes(b"partial")
+    def filling_save(self, path, state, *args, **kwargs):
+        if state["global_step"] == 8:
+            Path(path).write_bytes(b"partial")
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_save(self, filepath, *args, **kwargs)
+        return real_save(self, path, state, *args, **kwargs)
 
-    monkeypatch.setattr(pl.Trainer, "save_checkpoint", filling_save)
+    monkeypatch.setattr(Fabric, "save", filling_save)
     run = tmp_path / "run"
     sets = [x for item in OVERRIDES for x in ("--set", item)]
     result = CliRunner().invoke(
@@ -204,7 +206,7 @@ def test_disk_full_at_a_checkpoint_is_one_line_and_resume_matches(
     assert "disk full while writing" in line and ".ckpt" in line and "--resume" in line
     assert "it needs about" in line and "keeps step 4" in line
     assert not [p for p in run.rglob("*") if ".tmp" in p.name]
-    monkeypatch.setattr(pl.Trainer, "save_checkpoint", real_save)
+    monkeypatch.setattr(Fabric, "save", real_save)
 
     train(_config(), synthetic_shards, run, resume=True)
     _assert_same_weights(_weights(run), _weights(reference))
@@ -219,23 +221,24 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
 ):
     from goatdna.training.module import GenomeLM
 
-    real_step = GenomeLM.training_step
-    sent = []
+    real_forward = GenomeLM.forward
+    training_calls = []
 
-    def step_then_signal(self, batch, batch_idx):
-        if self.trainer.global_step == 5 and not sent:
-            sent.append(signum)
-            os.kill(os.getpid(), signum)  # arrives mid-step 6: step 6 is finished and saved
-        return real_step(self, batch, batch_idx)
+    def forward_then_signal(self, tokens, reduction="mean"):
+        if self.training:  # one micro-batch per step here; validation runs in eval mode
+            training_calls.append(1)
+            if len(training_calls) == 6:
+                os.kill(os.getpid(), signum)  # arrives mid-step 6: step 6 is finished and saved
+        return real_forward(self, tokens, reduction)
 
-    monkeypatch.setattr(GenomeLM, "training_step", step_then_signal)
+    monkeypatch.setattr(GenomeLM, "forward", forward_then_signal)
     run = tmp_path / "run"
     line = _one_line(_cli_train("--data", synthetic_shards, "--out", run), "interrupted: ", code)
     assert signal.Signals(signum).name in line
     assert "last.ckpt holds step 6 (stopped after writing it)" in line
     assert f"goatdna train --run-dir {run} --data {synthetic_shards} --resume" in line
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
-    monkeypatch.setattr(GenomeLM, "training_step", real_step)
+    monkeypatch.setattr(GenomeLM, "forward", real_forward)
 
     resumed = CliRunner().invoke(
         app,
@@ -244,9 +247,7 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
     )  # fmt: skip
     assert resumed.exit_code == 0, resumed.output
     _assert_same_weights(_weights(run), _weights(reference))
-    assert (
-        "12/12" in resumed.output
-    )  # the bar counts the whole run (Lightning's default showed "12/5")
+    assert "12/12" in resumed.output  # the bar counts the whole run's steps, not what is left
 
 
 # ------------------------------------------------------------------------------ devices, configs
@@ -316,9 +317,37 @@ def test_run_dir_below_a_file_is_one_line(synthetic_shards, tmp_path):
 def test_disk_full_anywhere_in_training_is_one_line(synthetic_shards, tmp_path, monkeypatch):
     from goatdna.training.module import GenomeLM
 
-    def full(self, batch, batch_idx):
+    def full(self, tokens, reduction="mean"):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "x"))
 
-    monkeypatch.setattr(GenomeLM, "training_step", full)
+    monkeypatch.setattr(GenomeLM, "forward", full)
     line = _one_line(_cli_train("--data", synthetic_shards, "--out", tmp_path / "run"))
     assert "disk full while writing" in line and "--resume" in line
+
+
+def test_a_lightning_loop_checkpoint_loads_for_analysis_but_is_not_resumed(
+    reference, synthetic_shards, tmp_path
+):
+    """A last.ckpt of the older Lightning-Trainer loop: readers load it, --resume refuses it."""
+    from goatdna.checkpoint import load_checkpoint
+
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    ours = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    old = {
+        "epoch": 0,
+        "global_step": ours["global_step"],
+        "pytorch-lightning_version": "2.6.6",
+        "state_dict": ours["state_dict"],
+        "loops": {},
+        "callbacks": {},
+        "optimizer_states": [ours["optimizer"]],
+        "lr_schedulers": [ours["scheduler"]],
+        "hparams_name": "kwargs",
+        "hyper_parameters": ours["hyper_parameters"],
+    }
+    torch.save(old, run / "checkpoints" / "last.ckpt")
+    model, config = load_checkpoint(run / "checkpoints" / "last.ckpt", "cpu")
+    assert config["model"]["positional"] == "goat" and model.num_params() > 0
+    line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", run, "--resume"))
+    assert "Lightning Trainer loop" in line and "--force" in line

@@ -1,6 +1,6 @@
 """Multi-process launches without the processes: which rank writes the run directory under
 every launcher's environment variables, checks that stop every rank before any rendezvous, the
-world-size check, `--resume auto`, and the progress-bar loss logged once per optimizer step."""
+world-size check, `--resume auto`, and the progress bar updated once per optimizer step."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import os
 from pathlib import Path
 
 import pytest
-import pytorch_lightning as pl
 import torch
 from typer.testing import CliRunner
 
 from goatdna.cli.app import app
 from goatdna.errors import GoatDNAError
 from goatdna.training import load_run_config, train
-from goatdna.training.module import GenomeLM
+from goatdna.training import trainer as trainer_module
+from goatdna.training.lifecycle import StepProgress
 from goatdna.training.run import RunDir, resolved_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,15 +54,22 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 
 class ReachedRendezvous(Exception):
-    """Raised instead of Trainer.fit: past this point a multi-process run waits for its peers."""
+    """Raised instead of the training loop: past this point a multi-process run needs its peers."""
 
 
-def _fit_until_setup(self: pl.Trainer, model, datamodule=None, ckpt_path=None, **kwargs):
-    """What fit does before any training, for one process: the callbacks' setup hooks (the
-    run-directory writer among them; its barrier is a no-op without a process group)."""
-    for callback in self.callbacks:
-        callback.setup(self, model, "fit")
-    raise ReachedRendezvous
+def _stop_before_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process goes as far as a real one before it needs its peers: Fabric is built but not
+    launched, its broadcast and barrier act as without peers (this process's own value; no
+    wait), the run directory is claimed, and the loop is not entered."""
+    from lightning_fabric import Fabric
+
+    def stop(*args, **kwargs):
+        raise ReachedRendezvous
+
+    monkeypatch.setattr(Fabric, "launch", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(Fabric, "broadcast", lambda self, obj, src=0: obj)
+    monkeypatch.setattr(Fabric, "barrier", lambda self, name=None: None)
+    monkeypatch.setattr(trainer_module, "_fit", stop)
 
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "job", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29400"}
@@ -165,7 +172,7 @@ MATRIX = [
 
 
 @pytest.mark.parametrize(("env", "devices", "nodes", "rank"), MATRIX)
-def test_run_dir_is_written_by_lightnings_global_rank_zero_only(
+def test_run_dir_is_written_by_fabrics_global_rank_zero_only(
     env: dict[str, str],
     devices: int,
     nodes: int,
@@ -176,22 +183,24 @@ def test_run_dir_is_written_by_lightnings_global_rank_zero_only(
 ) -> None:
     for name, value in env.items():
         clean_env.setenv(name, value)
-    clean_env.setattr(pl.Trainer, "fit", _fit_until_setup)
+    _stop_before_the_loop(clean_env)
     sets = [*SMALL, f"trainer.devices={devices}", f"trainer.num_nodes={nodes}"]
     sets += ["trainer.accelerator=cpu", "trainer.strategy=ddp" if devices * nodes > 1 else ""]
     config = load_run_config(TINY, [s for s in sets if s])
     seen: dict[str, int] = {}
-    original = pl.Trainer.__init__
+    from lightning_fabric import Fabric
+
+    original = Fabric.__init__
 
     def spy_init(self, *args, **kwargs):
         original(self, *args, **kwargs)
         seen["rank"] = self.global_rank
 
-    clean_env.setattr(pl.Trainer, "__init__", spy_init)
+    clean_env.setattr(Fabric, "__init__", spy_init)
     run_dir = tmp_path / "run"
     with pytest.raises(ReachedRendezvous):
         train(config, synthetic_shards, run_dir)
-    assert seen["rank"] == rank  # Lightning's own answer for this launch
+    assert seen["rank"] == rank  # Fabric's own answer for this launch
     assert (run_dir / "config.yaml").is_file() == (rank == 0)
 
 
@@ -218,7 +227,7 @@ def test_run_dir_checks_stop_every_rank_before_rendezvous(
     wait for rank 0 in rendezvous until a timeout)."""
     for name, value in env.items():
         clean_env.setenv(name, value)
-    clean_env.setattr(pl.Trainer, "fit", _fit_until_setup)
+    _stop_before_the_loop(clean_env)
     config = load_run_config(TINY, [*SMALL, "trainer.devices=2", "trainer.strategy=ddp"])
     run_dir = tmp_path / "run"
     if message == "already holds a run":
@@ -233,7 +242,7 @@ def test_devices_times_nodes_must_equal_the_launched_world(
 ) -> None:
     for name, value in {**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4"}.items():
         clean_env.setenv(name, value)
-    clean_env.setattr(pl.Trainer, "fit", _fit_until_setup)
+    _stop_before_the_loop(clean_env)
     config = load_run_config(TINY, [*SMALL, "trainer.devices=2", "trainer.num_nodes=1"])
     with pytest.raises(GoatDNAError, match=r"--devices 2 x --num-nodes 1 = 2 processes.*started 4"):
         train(config, synthetic_shards, tmp_path / "run")
@@ -255,7 +264,7 @@ def test_resume_auto_decides_from_the_checkpoint(tmp_path: Path) -> None:
         run.check(other, resume="auto", force=False)  # someone else's run: refused
     run.checkpoints.mkdir()
     # a complete archive with the keys a resume needs (the damaged-checkpoint check reads it)
-    torch.save({"state_dict": {}, "optimizer_states": [], "global_step": 3}, run.last_ckpt)
+    torch.save({"state_dict": {}, "optimizer": {}, "global_step": 3}, run.last_ckpt)
     assert run.check(resolved, resume="auto", force=False).checkpoint == run.last_ckpt
     with pytest.raises(GoatDNAError, match="contradict"):
         run.check(resolved, resume="auto", force=True)
@@ -277,26 +286,27 @@ def test_resume_auto_through_the_cli(synthetic_shards: Path, tmp_path: Path) -> 
     assert bad.exit_code == 2 and "--resume auto" in bad.stderr
 
 
-def test_loss_reaches_the_progress_bar_once_per_optimizer_step_as_a_float(
+def test_progress_bar_is_updated_once_per_optimizer_step_with_floats(
     synthetic_shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No tensor is logged per micro-batch (each would cost a host-device sync when the bar
-    reads it): one Python float per optimizer step."""
-    logged: list[tuple[str, type]] = []
-    original = GenomeLM.log
+    """No tensor reaches the bar (each would cost a host-device sync when it renders): one
+    update per optimizer step, whatever the accumulation, numbers as Python floats."""
+    updates: list[tuple[int, dict]] = []
+    original = StepProgress.update
 
-    def spy(self, name, value, *args, **kwargs):
-        logged.append((name, type(value)))
-        return original(self, name, value, *args, **kwargs)
+    def spy(self, step, **numbers):
+        updates.append((step, numbers))
+        return original(self, step, **numbers)
 
-    monkeypatch.setattr(GenomeLM, "log", spy)
+    monkeypatch.setattr(StepProgress, "update", spy)
     overrides = [*SMALL, "trainer.progress_bar=true", "trainer.accumulate=3", "trainer.log_every=5"]
     config = load_run_config(TINY, overrides)
     config.trainer.max_steps = 2
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     train(config, synthetic_shards, tmp_path / "run")
-    losses = [kind for name, kind in logged if name == "loss"]
-    assert losses == [float, float]  # 2 optimizer steps of 3 micro-batches each
+    assert [step for step, _ in updates] == [1, 2]  # 2 optimizer steps of 3 micro-batches each
+    assert all(type(v) is float for _, numbers in updates for v in numbers.values())
+    assert "train_loss" in updates[-1][1]  # the last step is always logged
 
 
 def test_fsdp_strategy_keeps_float32_and_refuses_compile() -> None:
@@ -310,7 +320,7 @@ def test_fsdp_strategy_keeps_float32_and_refuses_compile() -> None:
     for precision in ("bf16-mixed", "16-mixed", "32-true"):
         mixed = _strategy(config, precision).mixed_precision
         assert mixed.param_dtype == mixed.reduce_dtype == mixed.buffer_dtype == torch.float32
-    assert _strategy(config, "bf16-true").mixed_precision is None  # Lightning's true-bf16 path
+    assert _strategy(config, "bf16-true").mixed_precision is None  # Fabric's true-bf16 path
     config = load_run_config(TINY, [*SMALL, "trainer.strategy=fsdp", "trainer.compile=true"])
     with pytest.raises(GoatDNAError, match="compile.*fsdp"):
         _strategy(config, "bf16-mixed")

@@ -36,10 +36,10 @@ def test_125m_configs_carry_the_gpu_settings() -> None:
 
 
 def test_tiny_configs_train_on_cpu_in_fp32() -> None:
-    from goatdna.training.trainer import resolve_precision
+    from goatdna.training.lifecycle import resolve_precision
 
     config = load_run_config(CONFIGS / "goat-tiny.yaml", ["trainer.accelerator=cpu"])
-    assert resolve_precision(config) == "32-true"
+    assert resolve_precision(config.trainer.precision, config.trainer.accelerator) == "32-true"
     assert config.data.num_workers == 0
 
 
@@ -76,3 +76,16 @@ def test_run_config_yaml_round_trips(tmp_path: Path) -> None:
     again = load_run_config(run.config_yaml)
     assert isinstance(again, RunConfig) and again == config
     assert not config_differences(to_dict(config), to_dict(again))
+
+
+def test_data_seq_len_sets_the_models_train_length() -> None:
+    """One source: data.seq_len; a YAML (or --set) that sets model.train_length apart from it is
+    one line naming both keys."""
+    config = load_run_config(CONFIGS / "goat-tiny.yaml", ["data.seq_len=64"])
+    assert config.model.train_length == config.data.seq_len == 64
+    same = load_run_config(CONFIGS / "goat-tiny.yaml", ["data.seq_len=64", "model.train_length=64"])
+    assert same == config
+    with pytest.raises(
+        GoatDNAError, match=r"model\.train_length \(128\) differs from data\.seq_len \(256\)"
+    ):
+        load_run_config(CONFIGS / "goat-tiny.yaml", ["model.train_length=128"])

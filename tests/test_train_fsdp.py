@@ -1,13 +1,13 @@
 """FSDP, as `goatdna train --strategy fsdp` configures it, takes the same step as DDP (CPU, gloo).
 
-Lightning refuses FSDP on a CPU accelerator ("requires a GPU accelerator"), so this test runs the
-closest thing that CPUs allow: torch's FullyShardedDataParallel built from the very
-`FSDPStrategy` that `goatdna.training.trainer._strategy` returns (wrap policy, sharding,
-`use_orig_params`, mixed precision), wrapped around `GenomeLM` as Lightning wraps it, against
+Fabric refuses FSDP on a CPU accelerator, so this test runs the closest thing that CPUs allow:
+torch's FullyShardedDataParallel built from the very `FSDPStrategy` that
+`goatdna.training.trainer._strategy` returns (sharding, mixed precision; one unit per `Block`,
+`use_orig_params`, as it is configured), wrapped around `GenomeLM` as Fabric wraps it, against
 DistributedDataParallel; two gloo ranks, one optimizer step under bf16 autocast (as bf16-mixed
-runs it on a GPU), with the real optimizer (`GenomeLM.configure_optimizers`) and clipping.
-Lightning's default FSDP mixed precision for bf16-mixed (bf16 parameters and reductions) is
-run too, to show that the test can tell the difference.
+runs it on a GPU), with the real optimizer (`build_optimizer`) and clipping. Fabric's default
+FSDP mixed precision for bf16-mixed (bf16 parameters and reductions) is run too, to show that
+the test can tell the difference.
 """
 
 from __future__ import annotations
@@ -42,14 +42,15 @@ OVERRIDES = [
 def _rank(rank: int, world: int, port: int, out: str) -> None:
     import torch
     import torch.distributed as dist
-    from pytorch_lightning.plugins.precision.fsdp import FSDPPrecision
+    from lightning_fabric.plugins.precision.fsdp import FSDPPrecision
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from goatdna.configfile import to_dict
-    from goatdna.model import next_token_loss
+    from goatdna.model.transformer import Block
     from goatdna.training import load_run_config
-    from goatdna.training.module import GenomeLM, clean_param_name
+    from goatdna.training.module import GenomeLM, build_optimizer, clean_param_name
     from goatdna.training.trainer import _strategy
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -70,17 +71,17 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
         return lm
 
     def step(wrapped, lm: GenomeLM, clip) -> tuple[float, float]:
-        optimizer = lm.configure_optimizers()["optimizer"]  # built after wrapping, as in Lightning
+        # built after wrapping, as in the training loop
+        optimizer = build_optimizer(lm.model, config.optim, 1, False, lm.param_ndims)[0]
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = wrapped(tokens[:, :-1])
-        loss = next_token_loss(logits.float(), tokens[:, 1:])
+            loss = wrapped(tokens)  # GenomeLM's forward: the next-base loss
         loss.backward()
         norm = clip()
         optimizer.step()
         return float(loss.detach()), float(norm)
 
     ddp_lm = module()
-    ddp = DDP(ddp_lm.model)
+    ddp = DDP(ddp_lm)
     ddp_loss, ddp_norm = step(
         ddp, ddp_lm, lambda: torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
     )
@@ -95,7 +96,8 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
             sharding_strategy=strategy.sharding_strategy,
             mixed_precision=mixed,
             device_id=torch.device("cpu"),  # FSDP on CPU needs the device named
-            **strategy.kwargs,
+            auto_wrap_policy=ModuleWrapPolicy({Block}),
+            use_orig_params=True,
         )
         loss, norm = step(fsdp, lm, lambda fsdp=fsdp: fsdp.clip_grad_norm_(1.0))
         with FSDP.summon_full_params(fsdp):
@@ -139,7 +141,7 @@ def test_fsdp_step_equals_ddp_step_on_cpu_gloo(tmp_path: Path) -> None:
     assert ours["loss_diff"] < 1e-6, results
     assert ours["grad_norm_rel_diff"] < 1e-5, results
     assert ours["max_param_diff"] < 1e-6, results
-    # bf16 parameters and reductions (Lightning's default) do not match: the test can tell
+    # bf16 parameters and reductions (Fabric's default) do not match: the test can tell
     theirs = results["lightning"]
     assert theirs["max_param_diff"] > 1e-3 and theirs["grad_norm_rel_diff"] > 1e-5, results
 

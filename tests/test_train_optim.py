@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import pytest
 
 from goatdna.model import DNADecoder, ModelConfig
-from goatdna.training.callbacks import ThroughputMonitor, gpu_peak_flops
 from goatdna.training.config import OptimConfig
 from goatdna.training.module import build_optimizer, lr_multiplier, parameter_groups
+from goatdna.training.throughput import ThroughputMonitor, gpu_peak_flops
 
 
 def test_warmup_then_cosine_to_the_floor() -> None:
@@ -75,13 +74,9 @@ def test_throughput_average_skips_warmup() -> None:
         tokens_per_step=100, flops_per_token=10.0, warmup_steps=2, clock=lambda: next(times)
     )
     monitor.set_peak(1000.0, world_size=2, source="test")
-    trainer = SimpleNamespace(
-        global_step=0, strategy=SimpleNamespace(root_device=SimpleNamespace(type="cpu"))
-    )
-    monitor.on_train_start(trainer, None)
+    monitor.start(0)
     for step in (1, 2, 3, 4):
-        trainer.global_step = step
-        monitor.step_done(trainer)
+        monitor.step_done(step)
     # steps 3 and 4 (after 2 warm-up steps): 200 tokens in 1.5 s
     assert monitor.tokens_per_s == pytest.approx(200 / 1.5)
     assert monitor.mfu == pytest.approx((200 / 1.5) * 10.0 / 2000.0)

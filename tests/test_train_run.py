@@ -103,6 +103,9 @@ def test_checkpoint_contract(tiny_runs: dict[str, Path], synthetic_shards: Path)
     assert type(config) is dict and set(config) == {"model", "data", "optim", "trainer", "seed"}
     stored = yaml.safe_load((run / "config.yaml").read_text())
     assert config == {k: v for k, v in stored.items() if k in config}
+    assert ckpt["hyper_parameters"]["data_manifest_sha256"] == stored["data_manifest_sha256"]
+    assert ckpt["hyper_parameters"]["goatdna_version"] == stored["goatdna_version"]
+    assert {"optimizer", "scheduler", "loop"} <= set(ckpt)  # what --resume restores
     model = DNADecoder(ModelConfig(**config["model"]))
     prefix = "model."
     assert all(k.startswith(prefix) for k in ckpt["state_dict"])

@@ -1,7 +1,7 @@
-"""Lightning training of GOAT and RoPE decoders on prepared shards.
+"""Training of GOAT and RoPE decoders on prepared shards (a plain loop on Lightning Fabric).
 
 ``from goatdna.training import RunConfig, load_run_config, train``. The config names import
-instantly; `train` (and the Lightning pieces) load PyTorch Lightning on first use.
+instantly; `train` loads torch and Lightning Fabric on first use.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ class DataConfig:
     """Training windows and validation tiling over a prepared shard directory."""
 
     seq_len: int = 1024
-    """Tokens the model sees per sequence; windows hold seq_len + 1 bases (inputs + shifted targets)."""
+    """Tokens the model sees per sequence; windows hold seq_len + 1 bases (inputs + shifted targets).
+    Also the model's ``train_length`` (the GOAT prior scales its features by it): set here only."""
     micro_batch_size: int = 8
     """Sequences per device per forward/backward pass."""
     max_n_fraction: float = 0.0
@@ -92,7 +93,7 @@ class OptimConfig:
 
 @dataclass
 class TrainerConfig:
-    """How Lightning runs the loop: length, accumulation, devices, precision, cadence of I/O."""
+    """How the loop runs: length, accumulation, devices, precision (Fabric), cadence of I/O."""
 
     max_steps: int = 1000
     """Optimizer steps; the cosine schedule ends here."""
@@ -143,12 +144,7 @@ class RunConfig:
     seed: int = 1234
 
     def __post_init__(self) -> None:
-        if self.model.train_length != self.data.seq_len:
-            raise ValueError(
-                f"model.train_length ({self.model.train_length}) must equal data.seq_len "
-                f"({self.data.seq_len}): the GOAT prior's features are scaled by the training "
-                "length; set both (e.g. --set model.train_length=N --set data.seq_len=N)"
-            )
+        self.model.train_length = self.data.seq_len  # derived: data.seq_len is the one source
 
     @property
     def tokens_per_micro_batch(self) -> int:
@@ -177,6 +173,15 @@ def _positive(obj: Any, *names: str) -> None:
 def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
     """Strict dict -> RunConfig; provenance keys written into a run's config.yaml are ignored."""
     data = {k: v for k, v in data.items() if k not in PROVENANCE_KEYS}
+    model, section = data.get("model"), data.get("data")
+    seq_len = section.get("seq_len", DataConfig.seq_len) if isinstance(section, dict) else None
+    length = model.get("train_length", seq_len) if isinstance(model, dict) else seq_len
+    if isinstance(seq_len, int) and isinstance(length, int) and length != seq_len:
+        raise ConfigKeyError(
+            "model.train_length",
+            f"{source}: model.train_length ({length}) differs from data.seq_len "
+            f"({seq_len}); data.seq_len sets both: drop model.train_length (or make them equal)",
+        )
     try:
         return from_dict(RunConfig, data)
     except ConfigKeyError as err:

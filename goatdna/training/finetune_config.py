@@ -80,7 +80,7 @@ class FinetuneOptimConfig:
 
 @dataclass
 class FinetuneTrainerConfig:
-    """Epochs, batch sizes and where Lightning runs (the device keys may change on --resume)."""
+    """Epochs, batch sizes and where Fabric runs (the device keys may change on --resume)."""
 
     epochs: int = 5
     batch_size: int = 32

@@ -1,6 +1,6 @@
 """Fine-tuning data: labelled splits, per-step batches that resume exactly, cached embeddings.
 
-The training "dataset" is indexed by optimizer step, like pretraining's (`training.data`):
+The training batches are indexed by optimizer step, like pretraining's (`training.data`):
 step ``s`` belongs to epoch ``s // steps_per_epoch``; each epoch is a permutation of the train
 rows drawn from ``(seed, epoch)``, and which strand a row shows under ``rc_augment`` is drawn
 from ``(seed, epoch)`` too. So the batches are a pure function of the step, a run resumed from
@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from goatdna.data_prep.tables import (
     SequenceTable,
@@ -154,27 +153,22 @@ class StepPlan:
         return rows, np.zeros(rows.size, dtype=bool)
 
 
-class StepBatches(Dataset):
-    """Item ``s``: this rank's share of step ``s``'s batch — tokens or cached features."""
+class StepBatches:
+    """``batches[s]``: this rank's share of step ``s``'s batch — tokens or cached features."""
 
     def __init__(
         self,
         split: Split,
         plan: StepPlan,
-        total_steps: int,
         rank: int,
         world_size: int,
         features: tuple[torch.Tensor, torch.Tensor | None] | None = None,
     ) -> None:
         self.split = split
         self.plan = plan
-        self.total_steps = total_steps
         self.rank = rank
         self.world_size = world_size
         self.features = features
-
-    def __len__(self) -> int:
-        return self.total_steps
 
     def __getitem__(self, step: int) -> dict[str, torch.Tensor]:
         rows, flips = self.plan.rows(step)

@@ -1,9 +1,13 @@
-"""What happens at each optimizer-step boundary: log, validate, checkpoint — in that order.
+"""What every goatdna training loop does around its optimizer steps, on `lightning_fabric`.
 
-One callback owns the order because it matters for resuming: a checkpoint written at step K
-already contains step K's validation and best-checkpoint bookkeeping, so a run killed right after
-it and resumed repeats nothing and skips nothing. Lightning's own validation loop and
-ModelCheckpoint are not used for that reason.
+Pretraining (`training.trainer`) and fine-tuning (`training.finetune`) are plain Python loops
+over a launched Fabric: Fabric owns devices, precision, the DDP/FSDP wrapping, collectives and
+checkpoint I/O; the pieces here own what happens at each optimizer-step boundary, in this order:
+the step (micro-batches, backward, the non-finite guard, clipping, AdamW, the LR schedule), a
+metrics row, validation, best.ckpt, last.ckpt. A checkpoint written at step K therefore already
+holds step K's validation and best-checkpoint bookkeeping, and the data position is a pure
+function of the step, so a run killed right after it and resumed repeats nothing and skips
+nothing.
 """
 
 from __future__ import annotations
@@ -15,18 +19,18 @@ import math
 import os
 import signal
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
+from torch import Tensor
 
-from goatdna.atomic import disk_full_error, is_disk_full
+from goatdna.atomic import DiskFullError, atomic_path, disk_full_error
+from goatdna.errors import GoatDNAError
+from goatdna.locking import folder_lock
 from goatdna.training import preflight
-from goatdna.training.callbacks import ThroughputMonitor
-from goatdna.training.module import NonFiniteLossError
-from goatdna.training.preflight import TrainingInterrupted
-from goatdna.training.run import RunDir, atomic_write_text
+from goatdna.training.run import RESUME_HINT, RunDir, StartPlan, atomic_write_text
 
 KILL_AFTER_CHECKPOINT_ENV = "GOATDNA_KILL_AFTER_CHECKPOINT_STEP"
 """Crash drill: SIGKILL this process right after last.ckpt of that step is on disk (tests use it)."""
@@ -34,6 +38,10 @@ KILL_AFTER_CHECKPOINT_ENV = "GOATDNA_KILL_AFTER_CHECKPOINT_STEP"
 METRIC_COLUMNS = (
     "step", "train_loss", "val_loss", "lr", "tokens_per_s", "grad_norm", "elapsed_s"
 )  # fmt: skip
+
+
+class NonFiniteLossError(GoatDNAError):
+    """The training loss (or the weights) became NaN or infinite; the step was not applied."""
 
 
 class MetricsCSV:
@@ -57,19 +65,10 @@ class MetricsCSV:
         atomic_write_text(self.path, buf.getvalue())
 
     def append(self, row: dict[str, Any]) -> None:
-        cells = [_cell(row.get(k)) for k in self.columns]
-        line = ",".join(cells) + "\n"
-        try:
-            with self.path.open("a", newline="") as fh:
-                fh.write(line)
-                fh.flush()
-        except OSError as err:
-            if is_disk_full(err):  # a torn last row is dropped by MetricsCSV.start on resume
-                raise disk_full_error(self.path, len(line), _RESUME) from None
-            raise
-
-
-_RESUME = "rerun the same command with --resume (it continues from the last checkpoint)"
+        """One line, flushed (a full disk here is reported by `preflight.reported_stops`; a torn
+        last row is dropped by `start` on resume)."""
+        with self.path.open("a", newline="") as fh:
+            fh.write(",".join(_cell(row.get(k)) for k in self.columns) + "\n")
 
 
 def _cell(value: Any) -> str:
@@ -80,217 +79,277 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-class RunLifecycle(pl.Callback):
-    """Per optimizer step: metrics row, validation, best.ckpt, last.ckpt (and the crash drill)."""
+# -------------------------------------------------------------------------- the run directory
+@contextlib.contextmanager
+def claimed_run_dir(
+    fabric: Any, run: RunDir, resolved: dict[str, Any], plan: StartPlan
+) -> Iterator[None]:
+    """Once the process group is up: global rank 0 (Fabric's rank, right for torchrun, SLURM and
+    its own launcher alike) takes the run directory's lock and sets it up; every rank waits at a
+    barrier until it is done. Every rank has already run the same read-only `RunDir.check`, so
+    all agree on the directory. A lock held by another run is broadcast, so every rank stops
+    with the same one-line error instead of waiting at the barrier. The lock is held until the
+    block ends."""
+    with contextlib.ExitStack() as lock:
+        error = None
+        if fabric.is_global_zero:
+            try:
+                lock.enter_context(folder_lock(run.root, "--run-dir"))
+                run.start(resolved, plan)
+            except GoatDNAError as err:
+                error = str(err)
+        error = fabric.broadcast(error, src=0)
+        if error:
+            raise GoatDNAError(error)
+        fabric.barrier()
+        yield
 
-    def __init__(self, run: RunDir, throughput: ThroughputMonitor) -> None:
-        self.run = run
-        self.throughput = throughput
-        self.metrics = MetricsCSV(run.metrics_csv)
-        self.best_val_loss = math.inf
-        self.best_step = -1
-        self.last_val_loss = math.nan
-        self.last_train_loss = math.nan
-        self.last_ckpt_step = -1
-        self.elapsed_before = 0.0  # wall seconds of earlier sessions of this run
-        self.param_fingerprints: list[list[float]] | None = None
-        self._session_start = time.perf_counter()
-        self._seen_step = 0
-        kill = os.environ.get(KILL_AFTER_CHECKPOINT_ENV)
-        self._kill_step = int(kill) if kill else None
-        self.stop_signal: int | None = None  # set by the first SIGINT/SIGTERM
-        self._old_handlers: dict[int, Any] = {}
 
-    # ---------------------------------------------------------------- state in checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "best_val_loss": self.best_val_loss,
-            "best_step": self.best_step,
-            "last_val_loss": self.last_val_loss,
-            "last_train_loss": self.last_train_loss,
-            "elapsed_seconds": self.elapsed_seconds,
-        }
+def any_rank(fabric: Any, flag: bool) -> bool:
+    """True on every rank when ``flag`` is true on any rank."""
+    if fabric.world_size == 1:
+        return flag
+    total = fabric.all_reduce(torch.tensor(float(flag), device=fabric.device), reduce_op="sum")
+    return bool(total > 0)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.best_val_loss = float(state["best_val_loss"])
-        self.best_step = int(state["best_step"])
-        self.last_val_loss = float(state["last_val_loss"])
-        self.last_train_loss = float(state["last_train_loss"])
-        self.elapsed_before = float(state["elapsed_seconds"])
+
+# -------------------------------------------------------------------------- steps, checkpoints
+CHECKPOINT_FORMAT = "goatdna-fabric-1"
+"""``format`` of the checkpoints this loop writes (the Lightning loop's had none)."""
+
+
+class RunState:
+    """What a loop carries across steps and sessions: the checkpointed objects (model, optimizer,
+    scheduler), its own bookkeeping ``loop`` (best and last values; wall seconds of earlier
+    sessions), metrics.csv and the step of the last last.ckpt. Restored from ``checkpoint``;
+    ``started``: `time.perf_counter` when this session began."""
+
+    def __init__(
+        self,
+        fabric: Any,
+        run: RunDir,
+        objects: dict[str, Any],
+        loop: dict[str, Any],
+        hyper_parameters: dict[str, Any],
+        checkpoint: Path | None,
+        hint: str,
+        started: float,
+        columns: tuple[str, ...] = METRIC_COLUMNS,
+    ) -> None:
+        self.fabric, self.run, self.hint = fabric, run, hint
+        self.hyper_parameters = hyper_parameters
+        self.objects = {**objects, "loop": {**loop, "elapsed_seconds": 0.0}}
+        self.start = 0
+        if checkpoint is not None:
+            remainder = fabric.load(checkpoint, self.objects, weights_only=True)
+            self.start = int(remainder["global_step"])
+        self.loop: dict[str, Any] = self.objects.pop("loop")
+        self._earlier, self._since = float(self.loop["elapsed_seconds"]), started
+        self.last_saved = self.start or -1
+        self.metrics = MetricsCSV(run.metrics_csv, columns)
+        if fabric.is_global_zero:
+            self.metrics.start(resume_step=self.start or None)
 
     @property
-    def elapsed_seconds(self) -> float:
-        return self.elapsed_before + (time.perf_counter() - self._session_start)
+    def elapsed(self) -> float:
+        """Wall seconds of this run over all its sessions."""
+        return self._earlier + (time.perf_counter() - self._since)
 
-    # ---------------------------------------------------------------- hooks
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._session_start = time.perf_counter()
-        self._seen_step = trainer.global_step
-        self.last_ckpt_step = trainer.global_step if trainer.global_step > 0 else -1
-        if trainer.is_global_zero:
-            self.metrics.start(resume_step=trainer.global_step if trainer.global_step else None)
-        self._catch_signals()
+    def log(self, step: int, row: dict[str, Any]) -> None:
+        """A metrics.csv row (rank 0) and the same numbers to Fabric's loggers (TensorBoard)."""
+        row.update(step=step, elapsed_s=round(self.elapsed, 3))
+        if self.fabric.is_global_zero:
+            self.metrics.append(row)
+        self.fabric.log_dict({k: float(v) for k, v in row.items() if k != "step"}, step=step)
 
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    def end_step(
+        self, step: int, *, improved: bool, checkpoint: bool, final: bool, stop: StopSignals
     ) -> None:
-        step = trainer.global_step
-        if step == self._seen_step:  # still accumulating micro-batches
-            return
-        self._seen_step = step
-        cfg = pl_module.run_config.trainer
-        final = step >= trainer.max_steps
-        self.throughput.step_done(trainer)
-        row: dict[str, Any] = {}
+        """best.ckpt when validation improved, last.ckpt when due; after a SIGINT/SIGTERM,
+        last.ckpt of this step and `TrainingInterrupted`."""
+        if improved:
+            self.save(self.run.best_ckpt, step)
+        if checkpoint:
+            self.save(self.run.last_ckpt, step)
+        if not final and stop.requested(self.fabric):
+            if self.last_saved != step:
+                self.save(self.run.last_ckpt, step)
+            raise preflight.TrainingInterrupted(step, stop.signum or signal.SIGTERM)
 
-        if step % cfg.log_every == 0 or final:
-            loss = trainer.strategy.reduce(pl_module.last_step_loss, reduce_op="mean")
-            self.last_train_loss = float(loss)
-            rate = self.throughput.take_interval_rate()
-            row.update(
-                train_loss=self.last_train_loss,
-                lr=pl_module.last_lr,
-                tokens_per_s=rate,
-                grad_norm=self._global_grad_norm(trainer, pl_module),
-            )
-            pl_module.log("tok/s", rate, prog_bar=True, logger=False, on_step=True)
-            pl_module.log("lr", pl_module.last_lr, prog_bar=True, logger=False, on_step=True)
+    def optimizer_step(
+        self,
+        model: Any,
+        optimizer: Any,
+        scheduler: Any,
+        micro_batches: Iterable[Any],
+        loss_of: Callable[[Any], Tensor],
+        accumulate: int,
+        grad_clip: float,
+        step: int,
+        check_grads: bool = True,
+    ) -> tuple[Tensor, Tensor, list[float]]:
+        """Update ``step`` (1-based): backward over the ``accumulate`` micro-batches, then one
+        AdamW update and one LR-schedule step; returns the step's mean loss, its pre-clipping
+        global gradient norm (FSDP-aware: Fabric clips through the root module) and the learning
+        rates the update used.
 
-        improved = False
-        if step % cfg.eval_every == 0 or final:
-            with self.throughput.paused():
-                self.last_val_loss = self._validate(trainer, pl_module)
-            row["val_loss"] = self.last_val_loss
-            pl_module.log("val_loss", self.last_val_loss, prog_bar=True, logger=False)
-            if self.last_val_loss < self.best_val_loss:
-                self.best_val_loss, self.best_step, improved = self.last_val_loss, step, True
-
-        if row:
-            row["step"] = step
-            row["elapsed_s"] = round(self.elapsed_seconds, 3)
-            if trainer.is_global_zero:
-                self.metrics.append(row)
-            numbers = {k: float(v) for k, v in row.items() if k != "step" and v is not None}
-            for logger in trainer.loggers:
-                logger.log_metrics(numbers, step=step)
-
-        with self.throughput.paused():
-            if improved:
-                self._save(trainer, self.run.best_ckpt)
-            if step % cfg.ckpt_every == 0 or final:
-                self._save(trainer, self.run.last_ckpt)
-                self.last_ckpt_step = step
-                if self._kill_step == step:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            if not final and self._stop_requested(trainer):
-                if self.last_ckpt_step != step:
-                    self._save(trainer, self.run.last_ckpt)
-                    self.last_ckpt_step = step
-                raise TrainingInterrupted(step, self.stop_signal or signal.SIGTERM)
-
-    # ---------------------------------------------------------------- Ctrl-C and SIGTERM
-    def _catch_signals(self) -> None:
-        """First SIGINT/SIGTERM: finish the current optimizer step, write last.ckpt, stop.
-
-        Replaces Lightning's SIGTERM handler for the length of the fit (Lightning would stop
-        after any micro-batch, possibly mid-accumulation, without a checkpoint); Lightning puts
-        its own handlers back at teardown. A second signal stops at once (KeyboardInterrupt).
+        Gradients are synchronised only on the last micro-batch (`no_backward_sync`). A step
+        whose loss or gradients are not finite on any rank is refused before it touches the
+        weights. ``check_grads=False`` under fp16 (``16-mixed``): an overflowing gradient is the
+        loss scaler's business there (it skips that step and lowers the scale).
         """
+        fabric = self.fabric
+        loss_sum: Tensor | None = None
+        for i, batch in enumerate(micro_batches):
+            with fabric.no_backward_sync(model, enabled=i < accumulate - 1):
+                loss = loss_of(batch)
+                fabric.backward(loss / accumulate)
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+        assert loss_sum is not None
+        step_loss = loss_sum / accumulate
+        # max_norm=inf measures without clipping (the scale factor is then exactly 1)
+        norm = fabric.clip_gradients(
+            model, optimizer, max_norm=grad_clip or math.inf, error_if_nonfinite=False
+        )
+        finite = bool(torch.isfinite(step_loss)) and (not check_grads or bool(norm.isfinite()))
+        if any_rank(fabric, not finite):
+            what = (
+                f"training loss became {float(step_loss)}"
+                if not torch.isfinite(step_loss)
+                else "gradients became non-finite"
+            )
+            kept = (f"last good checkpoint: {self.run.last_ckpt}" if self.last_saved > 0
+                    else "no checkpoint had been written yet")  # fmt: skip
+            raise NonFiniteLossError(
+                f"{what} at step {step}; stopped before applying it. {self.hint}, then --resume "
+                f"or start over ({kept})"
+            )
+        lrs = [float(group["lr"]) for group in optimizer.param_groups]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return step_loss, norm.detach(), lrs
+
+    def save(self, path: Path, step: int) -> None:
+        """`fabric.save` (every rank takes part; rank 0 writes a full state dict) through a
+        temporary name renamed once complete (`atomic_path`). Non-finite weights are never
+        written: the previous checkpoint stays the last good one."""
+        fabric = self.fabric
+        params = list(self.objects["state_dict"].parameters())
+        if any_rank(fabric, not all(bool(torch.isfinite(p).all()) for p in params)):
+            raise NonFiniteLossError(
+                f"weights became non-finite at step {step}; not checkpointed. {self.hint}, then "
+                "--resume or start over"
+            )
+        self.loop["elapsed_seconds"] = self.elapsed
+        full = {**self.objects, "loop": dict(self.loop), "format": CHECKPOINT_FORMAT,
+                "hyper_parameters": self.hyper_parameters, "global_step": step}  # fmt: skip
+        try:
+            with (
+                atomic_path(path) if fabric.is_global_zero else contextlib.nullcontext(path) as tmp
+            ):
+                fabric.save(tmp, full)
+        except DiskFullError:
+            kept = (f"{self.run.last_ckpt} keeps step {self.last_saved}" if self.last_saved > 0
+                    else "no checkpoint was written yet")  # fmt: skip
+            needed = 3 * sum(p.numel() * p.element_size() for p in params)  # + AdamW's moments
+            raise disk_full_error(path, needed, f"{RESUME_HINT}; {kept}") from None
+        fabric.barrier()
+        if path == self.run.last_ckpt:
+            self.last_saved = step
+            if os.environ.get(KILL_AFTER_CHECKPOINT_ENV) == str(step):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+def resolve_precision(precision: str, accelerator: str) -> str:
+    """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
+    if precision != "auto":
+        return precision
+    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    return "32-true"
+
+
+class StopSignals:
+    """First SIGINT/SIGTERM: finish the current optimizer step, write last.ckpt, stop (the loop
+    asks `requested` at each step boundary). A second signal stops at once (KeyboardInterrupt).
+    The previous handlers come back when the block ends."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
         for signum in (signal.SIGINT, signal.SIGTERM):
             try:
-                self._old_handlers[signum] = signal.signal(signum, self._on_signal)
+                self._old[signum] = signal.signal(signum, self._on_signal)
             except ValueError:  # not the main thread: leave signals to the caller
-                return
+                break
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._old.items():
+            signal.signal(signum, handler)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.stop_signal is not None:
+        if self.signum is not None:
             raise KeyboardInterrupt
-        self.stop_signal = preflight.last_signal = signum
+        self.signum = preflight.last_signal = signum
 
-    def _restore_signals(self) -> None:
-        for signum, handler in self._old_handlers.items():
-            with contextlib.suppress(ValueError, TypeError):
-                signal.signal(signum, handler)
-        self._old_handlers.clear()
-
-    def _stop_requested(self, trainer: pl.Trainer) -> bool:
-        asked = self.stop_signal is not None
-        if trainer.world_size > 1:  # every rank stops at the same step (one rank may see it)
-            asked = bool(trainer.strategy.reduce_boolean_decision(asked, all=False))
-        return asked
-
-    def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
-        self._restore_signals()
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        self._restore_signals()
-        if self.last_ckpt_step != trainer.global_step:
-            self._save(trainer, self.run.last_ckpt)
-            self.last_ckpt_step = trainer.global_step
-        self.param_fingerprints = self._fingerprints(trainer, pl_module)
-
-    # ---------------------------------------------------------------- helpers
-    def _validate(self, trainer: pl.Trainer, pl_module: Any) -> float:
-        loss_sum, count = pl_module.validation_totals(trainer.datamodule.val_loader())
-        return loss_sum / count if count > 0 else math.nan
-
-    def _save(self, trainer: pl.Trainer, path: Path) -> None:
-        """Lightning checkpoint through a temporary name, renamed by rank 0 once complete.
-
-        Weights that are not finite are never written: the previous checkpoint stays the last
-        good one.
-        """
-        if not trainer.lightning_module.weights_are_finite():
-            raise NonFiniteLossError(
-                f"weights became non-finite at step {trainer.global_step}; not checkpointed. "
-                "Lower optim.lr or raise optim.warmup_steps, then --resume or start over"
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
-            trainer.save_checkpoint(
-                tmp, weights_only=False
-            )  # every rank takes part; rank 0 writes; ends in a barrier
-            if trainer.is_global_zero:
-                os.replace(tmp, path)
-        except BaseException as err:  # a full disk, a second Ctrl-C: no partial file stays
-            if trainer.is_global_zero:
-                tmp.unlink(missing_ok=True)
-            if not is_disk_full(err):
-                raise
-            kept = (
-                f"{self.run.last_ckpt} keeps step {self.last_ckpt_step}"
-                if self.last_ckpt_step > 0
-                else "no checkpoint was written yet"
-            )
-            raise disk_full_error(path, _checkpoint_bytes(trainer), f"{_RESUME}; {kept}") from None
-        trainer.strategy.barrier("goatdna-checkpoint-renamed")
-
-    def _global_grad_norm(self, trainer: pl.Trainer, pl_module: Any) -> float:
-        """Pre-clipping gradient norm: replicas (DDP) hold equal grads, FSDP ranks disjoint shards."""
-        norm = pl_module.last_grad_norm.double()
-        if _is_fsdp(trainer):
-            return float(trainer.strategy.reduce(norm * norm, reduce_op="sum").sqrt())
-        return float(trainer.strategy.reduce(norm, reduce_op="mean"))
-
-    def _fingerprints(self, trainer: pl.Trainer, pl_module: Any) -> list[list[float]] | None:
-        """(sum, sum of squares) of all weights on every rank: replicas must agree exactly."""
-        if _is_fsdp(trainer):
-            return None  # sharded: each rank holds different slices by design
-        params = [p.detach().double() for p in pl_module.model.parameters()]
-        local = torch.stack(
-            [torch.stack([p.sum() for p in params]).sum(), sum((p * p).sum() for p in params)]
-        )  # (2,)
-        gathered = pl_module.all_gather(local)
-        gathered = gathered.reshape(-1, 2)  # (world, 2)
-        return gathered.cpu().tolist()
+    def requested(self, fabric: Any) -> bool:
+        """Every rank stops at the same step (one rank may have seen the signal)."""
+        return any_rank(fabric, self.signum is not None)
 
 
-def _checkpoint_bytes(trainer: pl.Trainer) -> int:
-    """About what a checkpoint takes: the weights plus AdamW's two moments per parameter."""
-    params = trainer.lightning_module.parameters()
-    return 3 * sum(p.numel() * p.element_size() for p in params)
+# -------------------------------------------------------------------------- progress
+class StepProgress:
+    """A rich progress bar over optimizer steps on global rank 0 (counted from the resumed step,
+    so a resumed run shows the whole run's steps), with the latest numbers next to it."""
 
+    def __init__(self, enabled: bool, total: int, start: int, label: str = "train") -> None:
+        self._progress = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.table import Column
 
-def _is_fsdp(trainer: pl.Trainer) -> bool:
-    return "fsdp" in type(trainer.strategy).__name__.lower()
+        def whole() -> Column:  # kept whole on a narrow console (the numbers give way first)
+            return Column(no_wrap=True)
+
+        self._progress = Progress(
+            TextColumn("[progress.description]{task.description}", table_column=whole()),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(table_column=whole()),
+            TimeElapsedColumn(table_column=whole()),
+            TimeRemainingColumn(table_column=whole()),
+            TextColumn(
+                "{task.fields[info]}",
+                table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+            ),  # fmt: skip
+            console=Console(stderr=True),
+        )
+        self._task = self._progress.add_task(label, total=total, completed=start, info="")
+        self._progress.start()
+        self._info: dict[str, str] = {}
+
+    def update(self, step: int, **numbers: float) -> None:
+        if self._progress is None:
+            return
+        short = {"train_loss": "loss", "val_loss": "val", "tokens_per_s": "tok/s"}
+        self._info.update(
+            {k: f"{short.get(k, k)} {v:,.0f}" if k == "tokens_per_s" else f"{short.get(k, k)} {v:.4g}"
+             for k, v in numbers.items()}
+        )  # fmt: skip
+        self._progress.update(self._task, completed=step, info="  ".join(self._info.values()))
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()

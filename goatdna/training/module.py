@@ -1,8 +1,9 @@
-"""The LightningModule: next-base cross-entropy, AdamW, warmup + cosine, a NaN guard.
+"""What pretraining optimises: next-base cross-entropy, AdamW, warmup + cosine.
 
 Checkpoint contract (the analysis code reads checkpoints without importing this package):
-``state_dict`` keys are ``"model." + <DNADecoder key>`` and ``hyper_parameters["config"]`` is the
-resolved `RunConfig` as a plain dict, so ``torch.load(..., weights_only=True)`` works.
+``state_dict`` keys are ``"model." + <DNADecoder key>`` (the keys of `GenomeLM`) and
+``hyper_parameters["config"]`` is the resolved `RunConfig` as a plain dict, so
+``torch.load(..., weights_only=True)`` works.
 """
 
 from __future__ import annotations
@@ -11,17 +12,11 @@ import functools
 import math
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
-from goatdna.errors import GoatDNAError
-from goatdna.model import IGNORE_TARGET, DNADecoder, next_token_loss
+from goatdna.model import DNADecoder, next_token_loss
 from goatdna.training.config import OptimConfig, run_config_from_dict
-
-
-class NonFiniteLossError(GoatDNAError):
-    """The training loss became NaN or infinite; the step was not applied."""
 
 
 def lr_multiplier(step: int, *, warmup: int, total: int, floor: float) -> float:
@@ -94,142 +89,22 @@ def build_optimizer(
     return optimizer, scheduler
 
 
-class GenomeLM(pl.LightningModule):
-    """DNADecoder trained on next-base prediction (N targets ignored by `next_token_loss`)."""
+class GenomeLM(nn.Module):
+    """DNADecoder trained on next-base prediction (N targets ignored by `next_token_loss`).
 
-    def __init__(
-        self, config: dict[str, Any], data_manifest_sha256: str = "", goatdna_version: str = ""
-    ) -> None:
+    ``forward`` returns the loss, so the module Fabric wraps (DDP, FSDP, autocast) computes it:
+    under FSDP the forward must go through the root module.
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
         super().__init__()
-        self.save_hyperparameters()  # plain dict + strings: checkpoints load with weights_only
         self.run_config = run_config_from_dict(config)
         self.model = DNADecoder(self.run_config.model)
         # parameter shapes before any wrapping (FSDP flattens them): what weight decay reads
-        self._param_ndims = {n: p.ndim for n, p in self.model.named_parameters()}
-        self._compiled: Any = None
-        self._loss_sum: Tensor | None = None  # sum of micro-batch losses of the current step
-        self._loss_terms = 0
-        self.last_step_loss: Tensor | None = None  # mean loss of the last optimizer step
-        self.last_grad_norm: Tensor | None = None  # its gradient norm before clipping
-        self._grad_norm: Tensor | None = None
-        self.last_lr = 0.0
+        self.param_ndims = {n: p.ndim for n, p in self.model.named_parameters()}
 
-    # ----------------------------------------------------------------- forward
-    def configure_model(self) -> None:
-        if self.run_config.trainer.compile and self._compiled is None:
-            # Kept out of the module registry so state_dict keys stay "model.<key>".
-            self.__dict__["_compiled"] = torch.compile(self.model)
-
-    def forward(self, idx: Tensor) -> Tensor:
-        fn = self._compiled if self._compiled is not None else self.model
-        return fn(idx)  # (B, L, V)
-
-    def batch_loss(self, tokens: Tensor, reduction: str = "mean") -> Tensor:
+    def forward(self, tokens: Tensor, reduction: str = "mean") -> Tensor:
         """tokens (B, L + 1) -> next-base cross-entropy of inputs[:, :-1] against [:, 1:]."""
         tokens = tokens.long()
-        logits = self(tokens[:, :-1])  # (B, L, V)
+        logits = self.model(tokens[:, :-1])  # (B, L, V)
         return next_token_loss(logits, tokens[:, 1:], reduction=reduction)
-
-    # ----------------------------------------------------------------- training
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss = self.batch_loss(batch["tokens"])
-        detached = loss.detach()
-        self._loss_sum = detached if self._loss_sum is None else self._loss_sum + detached
-        self._loss_terms += 1
-        # nothing is logged here: a tensor logged per micro-batch costs a host-device sync each
-        # time the progress bar reads it; the step's mean loss is logged once per optimizer step
-        return loss
-
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Refuse a step whose loss or gradients are not finite on any rank (weights stay good).
-
-        Under fp16 (``16-mixed``) an overflowing gradient is the loss scaler's business: it
-        skips that step and lowers the scale, so only the loss is checked there.
-        """
-        assert self._loss_sum is not None
-        step_loss = self._loss_sum / self._loss_terms
-        self._loss_sum, self._loss_terms = None, 0
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        grad_norm = torch.nn.utils.get_total_norm(grads) if grads else step_loss.new_zeros(())
-        self._grad_norm = grad_norm  # reused by the clipping below (one pass over the grads)
-        finite = torch.isfinite(step_loss)
-        if not str(self.trainer.precision).startswith("16"):
-            finite = finite & torch.isfinite(grad_norm)
-        if self.trainer.strategy.reduce_boolean_decision(not bool(finite), all=False):
-            what = (
-                f"training loss became {float(step_loss)}"
-                if not torch.isfinite(step_loss)
-                else "gradients became non-finite"
-            )
-            raise NonFiniteLossError(
-                f"{what} at step {self.trainer.global_step + 1}; stopped before applying it. "
-                "Lower optim.lr, raise optim.warmup_steps or check the data, then --resume "
-                "or start over"
-            )
-        self.last_step_loss = step_loss
-        self.last_grad_norm = grad_norm
-        if self.trainer.progress_bar_callback is not None:
-            # a Python float, once per optimizer step (the finiteness check above already synced)
-            self.log("loss", float(step_loss), prog_bar=True, logger=False, on_step=True)
-        self.last_lr = float(optimizer.param_groups[0]["lr"])
-
-    def configure_gradient_clipping(
-        self, optimizer: torch.optim.Optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
-    ) -> None:
-        """Global-norm clipping at optim.grad_clip; FSDP clips through its root module.
-
-        (Lightning's own norm clipping refuses FSDP: plain ``clip_grad_norm_`` would see only
-        this rank's shards.)
-        """
-        max_norm = self.run_config.optim.grad_clip
-        if not max_norm:
-            return
-        root = self.trainer.strategy.model
-        if hasattr(root, "clip_grad_norm_") and "FullyShardedDataParallel" in type(root).__name__:
-            root.clip_grad_norm_(max_norm)
-            return
-        params = [p for p in self.parameters() if p.grad is not None]
-        torch.nn.utils.clip_grads_with_norm_(params, max_norm, self._grad_norm)
-
-    def weights_are_finite(self) -> bool:
-        """True when every weight is finite on every rank (checked before each checkpoint)."""
-        local = all(bool(torch.isfinite(p).all()) for p in self.parameters())
-        return not self.trainer.strategy.reduce_boolean_decision(not local, all=False)
-
-    def configure_optimizers(self) -> dict[str, Any]:
-        on_cuda = self.device.type == "cuda"
-        optimizer, scheduler = build_optimizer(
-            self.model,
-            self.run_config.optim,
-            self.run_config.trainer.max_steps,
-            on_cuda,
-            self._param_ndims,
-        )
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
-        }
-
-    # ----------------------------------------------------------------- validation
-    @torch.no_grad()
-    def validation_totals(self, loader: Any) -> tuple[float, float]:
-        """(summed CE over counted targets, number of counted targets), summed over all ranks."""
-        was_training = self.training
-        self.eval()
-        device = self.device
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        count = torch.zeros((), dtype=torch.float64, device=device)
-        context = self.trainer.precision_plugin.forward_context()
-        with context:
-            for batch in loader:
-                tokens = batch["tokens"].to(device, non_blocking=True).long()  # (B, W)
-                weight = batch["weight"].to(device)  # (B,) 0 for padding rows
-                losses = next_token_loss(self(tokens[:, :-1]), tokens[:, 1:], reduction="none")
-                counted = (tokens[:, 1:] != IGNORE_TARGET).to(torch.float64)  # (B, L)
-                loss_sum += (losses.double() * weight[:, None]).sum()
-                count += (counted * weight[:, None]).sum()
-        totals = torch.stack([loss_sum, count])
-        totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
-        if was_training:
-            self.train()
-        return float(totals[0]), float(totals[1])

@@ -8,11 +8,13 @@ checkpoint holds and how to continue. This module imports no Lightning.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from goatdna.atomic import check_output_dir, disk_full_error
+from goatdna.atomic import check_output_dir, disk_full_error, is_disk_full
 from goatdna.errors import GoatDNAError, Interrupted
 from goatdna.training.config import RunConfig
 
@@ -42,8 +44,6 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
 
     from goatdna.runtime import check_accelerator, parse_devices
 
-    global last_signal
-    last_signal = None
     if warn:  # global rank 0: the one that writes the run directory
         check_output_dir(run_dir, "--run-dir")
     trainer = config.trainer
@@ -68,16 +68,7 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
         )
 
 
-def disk_full(err: OSError, run_dir: Path) -> GoatDNAError:
-    """A full disk met anywhere in training, as one line that says how to continue."""
-    return disk_full_error(
-        err.filename or run_dir,
-        None,
-        "rerun the same command with --resume (it continues from the last checkpoint)",
-    )
-
-
-def interrupted_message(stop: BaseException, data_dir: Path, run_dir: Path) -> Interrupted:
+def interrupted_message(stop: BaseException, run_dir: Path, resume_command: str) -> Interrupted:
     """One line: what stopped the run, which step last.ckpt holds, the command to continue."""
     from goatdna.training.run import RunDir, checkpoint_step
 
@@ -98,7 +89,26 @@ def interrupted_message(stop: BaseException, data_dir: Path, run_dir: Path) -> I
         else "the step in progress was lost"
     )
     return Interrupted(
-        f"{name}: {run.last_ckpt} holds step {step} ({how}); continue with: goatdna train "
-        f"--run-dir {run_dir} --data {data_dir} --resume",
+        f"{name}: {run.last_ckpt} holds step {step} ({how}); continue with: {resume_command}",
         signum,
     )
+
+
+@contextlib.contextmanager
+def reported_stops(run_dir: Path, resume_command: str) -> Iterator[None]:
+    """A Ctrl-C/SIGTERM (`Interrupted`, exit 128 + signal) or a full disk met anywhere in the
+    block (TensorBoard, metrics) become one line that says how to continue."""
+    global last_signal
+    last_signal = None
+    try:
+        yield
+    except (TrainingInterrupted, KeyboardInterrupt, SystemExit) as stop:
+        if isinstance(stop, SystemExit) and last_signal is None:
+            raise
+        raise interrupted_message(stop, run_dir, resume_command) from None
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        from goatdna.training.run import RESUME_HINT
+
+        raise disk_full_error(err.filename or run_dir, None, RESUME_HINT) from None

@@ -108,9 +108,18 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[s
     ]
 
 
+RESUME_HINT = "rerun the same command with --resume (it continues from the last checkpoint)"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    _atomic_write_text(path, text, then="rerun the same command with --resume")
+    _atomic_write_text(path, text, then=RESUME_HINT)
+
+
+LIGHTNING_CHECKPOINT = (
+    "was written by the Lightning Trainer loop of an older goatdna: it loads for evaluate, "
+    "export and fine-tuning, but a run cannot resume from it"
+)
 
 
 def checkpoint_problem(path: Path) -> str | None:
@@ -137,7 +146,9 @@ def checkpoint_problem(path: Path) -> str | None:
         return f"it cannot be read ({err.__class__.__name__}: {first[:120]})"
     if not isinstance(ckpt, dict):
         return "it does not hold a checkpoint dictionary"
-    missing = [k for k in ("state_dict", "optimizer_states", "global_step") if k not in ckpt]
+    if "pytorch-lightning_version" in ckpt:
+        return LIGHTNING_CHECKPOINT
+    missing = [k for k in ("state_dict", "optimizer", "global_step") if k not in ckpt]
     if missing:
         return f"it lacks {', '.join(missing)} (not written by `goatdna train`?)"
     return None
@@ -209,17 +220,10 @@ class RunDir:
     def holds_run(self) -> bool:
         return any((self.root / name).exists() for name in RUN_ENTRIES)
 
-    def prepare(self, resolved: dict[str, Any], *, resume: bool | str, force: bool) -> Path | None:
-        """Check the directory against this run, then set it up; returns the checkpoint to
-        resume from. Nothing is removed or written until every check has passed."""
-        plan = self.check(resolved, resume=resume, force=force)
-        self.start(resolved, plan)
-        return plan.checkpoint
-
     def check(self, resolved: dict[str, Any], *, resume: bool | str, force: bool) -> StartPlan:
-        """Every check of `prepare`, reading only: every rank of a multi-process run calls it
-        before any rendezvous, so a user error stops all ranks at once instead of leaving the
-        others waiting for rank 0 until a timeout.
+        """Every check before a run starts here, reading only (`start` then writes): every rank
+        of a multi-process run calls it before any rendezvous, so a user error stops all ranks at
+        once instead of leaving the others waiting for rank 0 until a timeout.
 
         ``resume="auto"``: resume when ``last.ckpt`` exists, else start fresh (also over the
         files of this very run, same config, killed before its first checkpoint), so a
@@ -311,6 +315,11 @@ class RunDir:
         problem = checkpoint_problem(self.last_ckpt)
         if problem is None:
             return
+        if problem == LIGHTNING_CHECKPOINT:
+            raise GoatDNAError(
+                f"--resume: {self.last_ckpt} {problem}; nothing in {self.root} was changed. "
+                "Start over with --force, or train a new --run-dir"
+            )
         offer = "start over with --force"
         best_step = checkpoint_step(self.best_ckpt) if self.best_ckpt.is_file() else None
         if best_step is not None:

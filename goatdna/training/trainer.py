@@ -2,55 +2,30 @@
 
 The same function trains a tiny model on a laptop CPU and the 125M models on GPUs: devices,
 strategy (single device, DDP, FSDP), precision and the number of nodes come from
-``config.trainer`` and go straight to Lightning, so ``torchrun`` and SLURM launches work as
-Lightning documents them. Every process runs this function and checks the run directory (read
-only); global rank 0, as Lightning ranks the processes, writes it.
+``config.trainer`` and go to `lightning_fabric.Fabric` (through `goatdna.runtime.Runtime`), so
+``torchrun`` and SLURM launches work as Lightning documents them. The loop itself is plain
+Python (see `training.lifecycle` for the order of things at each step boundary). Every process
+runs this function and checks the run directory (read only); global rank 0 writes it.
 """
 
 from __future__ import annotations
 
-import logging
+import itertools
 import math
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 from goatdna import __version__
-from goatdna.atomic import is_disk_full
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
-from goatdna.locking import folder_lock
-from goatdna.runtime import parse_devices
+from goatdna.runtime import Runtime, parse_devices
 from goatdna.training import preflight
 from goatdna.training.config import RunConfig
-from goatdna.training.run import RunDir, StartPlan, resolved_config
+from goatdna.training.run import RunDir, resolved_config
 
-
-class _DropAdvertisements(logging.Filter):
-    """Lightning logs a product tip on every Trainer; keep the console for the run's own lines."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in record.getMessage()
-
-
-def _quiet_lightning_tips() -> None:
-    log = logging.getLogger("pytorch_lightning.utilities.rank_zero")
-    if not any(isinstance(f, _DropAdvertisements) for f in log.filters):
-        log.addFilter(_DropAdvertisements())
-
-
-def launched_world_size() -> int | None:
-    """Processes an external launcher started (torchrun's WORLD_SIZE, srun's SLURM_NTASKS), as
-    Lightning detects the launcher; None when Lightning starts the processes itself."""
-    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-
-    if TorchElasticEnvironment.detect():
-        return int(os.environ["WORLD_SIZE"])
-    if SLURMEnvironment.detect():
-        return int(os.environ["SLURM_NTASKS"])
-    return None
+NON_FINITE_HINT = "Lower optim.lr, raise optim.warmup_steps or check the data"
 
 
 def _devices_per_node(config: RunConfig) -> int:
@@ -68,7 +43,13 @@ def _devices_per_node(config: RunConfig) -> int:
 def check_world_size(config: RunConfig) -> None:
     """--devices x --num-nodes must equal the processes the launcher started (checked on every
     rank before any rendezvous: a mismatch would otherwise hang or shard the data wrongly)."""
-    launched = launched_world_size()
+    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+
+    launched = None  # processes an external launcher started (as Lightning detects it)
+    if TorchElasticEnvironment.detect():
+        launched = int(os.environ["WORLD_SIZE"])
+    elif SLURMEnvironment.detect():
+        launched = int(os.environ["SLURM_NTASKS"])
     per_node, nodes = _devices_per_node(config), config.trainer.num_nodes
     if launched is not None and launched != per_node * nodes:
         raise GoatDNAError(
@@ -85,17 +66,6 @@ def _on_gpu(config: RunConfig) -> bool:
     return config.trainer.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
 
 
-def resolve_precision(config: RunConfig) -> str:
-    """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
-    import torch
-
-    if config.trainer.precision != "auto":
-        return config.trainer.precision
-    if _on_gpu(config):
-        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-    return "32-true"
-
-
 def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
     name = config.trainer.strategy
     if name == "fsdp":
@@ -106,14 +76,14 @@ def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
                 "--set trainer.compile=false with fsdp"
             )
         import torch
-        from pytorch_lightning.strategies import FSDPStrategy
+        from lightning_fabric.strategies import FSDPStrategy
         from torch.distributed.fsdp import MixedPrecision
 
         from goatdna.model.transformer import Block
 
         # One FSDP unit per decoder block; full state dicts keep the checkpoint contract.
         # Parameters, gradient reductions and buffers stay float32 as under DDP and on one device
-        # (Lightning's default for *-mixed casts them to bf16/fp16, which would run GOAT's prior
+        # (Fabric's default for *-mixed casts them to bf16/fp16, which would run GOAT's prior
         # in bf16 and reduce gradients in bf16); the precision plugin's autocast does the rest.
         fp32 = None
         if not precision.endswith("-true") or precision == "32-true":
@@ -127,76 +97,20 @@ def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
             mixed_precision=fp32,
         )
     if name == "ddp":
-        from pytorch_lightning.strategies import DDPStrategy
+        from lightning_fabric.strategies import DDPStrategy
 
         return DDPStrategy(gradient_as_bucket_view=True)
     return name
 
 
 def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
-    if not config.trainer.tensorboard:
+    import importlib.util
+
+    if not config.trainer.tensorboard or importlib.util.find_spec("tensorboard") is None:
         return []
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        return []
-    from pytorch_lightning.loggers import TensorBoardLogger
+    from lightning_fabric.loggers import TensorBoardLogger
 
-    return [TensorBoardLogger(save_dir=str(run.tensorboard), name="", version="", sub_dir=None)]
-
-
-def _run_dir_writer(run: RunDir, resolved: dict[str, Any], plan: StartPlan) -> Any:
-    """A callback that, once the process group is up, takes the run directory's lock and sets
-    the directory up on global rank 0 (Lightning's own rank, right for torchrun, SLURM and its
-    own launcher alike), then holds every rank at a barrier until it is done. Before that point
-    every rank has already run the same read-only `RunDir.check` against the untouched
-    directory, so all agree on it. A lock held by another run is broadcast, so every rank stops
-    with the same one-line error instead of waiting at the barrier. ``release()`` (called when
-    `fit` returns or fails) drops the lock."""
-    import contextlib
-
-    import pytorch_lightning as pl
-
-    class _RunDirWriter(pl.Callback):
-        def __init__(self) -> None:
-            self._lock = contextlib.ExitStack()
-
-        def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
-            error = None
-            if trainer.is_global_zero:
-                try:
-                    self._lock.enter_context(folder_lock(run.root, "--run-dir"))
-                    run.start(resolved, plan)
-                except GoatDNAError as err:
-                    error = str(err)
-            error = trainer.strategy.broadcast(error, src=0)
-            if error:
-                raise GoatDNAError(error)
-            trainer.strategy.barrier("goatdna-run-dir-ready")
-
-        def release(self) -> None:
-            self._lock.close()
-
-    return _RunDirWriter()
-
-
-def _progress_bar(enabled: bool) -> list[Any]:
-    """Rich bar labelled by steps (Lightning's default label counts epochs, of which we run one)."""
-    if not enabled:
-        return []
-    from pytorch_lightning.callbacks import RichProgressBar
-
-    class StepProgressBar(RichProgressBar):
-        def _get_train_description(self, current_epoch: int) -> str:
-            return "train"
-
-        @property
-        def total_train_batches(self) -> int | float:
-            # The whole run's micro-batches: the bar counts from the restored position on
-            # --resume (Lightning's default, the remaining optimizer steps, shows "20/9").
-            return self.trainer.num_training_batches
-
-    return [StepProgressBar(leave=True)]
+    return [TensorBoardLogger(root_dir=str(run.tensorboard), name="", version="")]
 
 
 def train(
@@ -215,162 +129,47 @@ def train(
     resumes when the run directory has a checkpoint and starts fresh otherwise. Devices are
     checked before the run directory is touched; global rank 0 holds the run directory's lock.
     """
-    from pytorch_lightning.utilities import rank_zero_only
+    from lightning_fabric.utilities import rank_zero_only
 
     # warnings from one process (Lightning's own reading of the launcher's rank variables)
-    preflight.check_before_training(config, Path(run_dir), warn=rank_zero_only.rank == 0)
-    try:
-        return _train(config, data_dir, run_dir, resume=resume, force=force)
-    except (preflight.TrainingInterrupted, KeyboardInterrupt, SystemExit) as stop:
-        if isinstance(stop, SystemExit) and preflight.last_signal is None:
-            raise
-        raise preflight.interrupted_message(stop, Path(data_dir), Path(run_dir)) from None
-    except OSError as err:  # a full disk anywhere else (TensorBoard, metrics): one line too
-        if not is_disk_full(err):
-            raise
-        raise preflight.disk_full(err, Path(run_dir)) from None
+    rank = getattr(rank_zero_only, "rank", 0)
+    preflight.check_before_training(config, Path(run_dir), warn=rank == 0)
+    command = f"goatdna train --run-dir {run_dir} --data {data_dir} --resume"
+    with preflight.reported_stops(Path(run_dir), command):
+        return _train(config, Path(data_dir), Path(run_dir), resume=resume, force=force)
 
 
 def _train(
-    config: RunConfig,
-    data_dir: str | Path,
-    run_dir: str | Path,
-    *,
-    resume: bool | str = False,
-    force: bool = False,
+    config: RunConfig, data_dir: Path, run_dir: Path, *, resume: bool | str, force: bool
 ) -> dict[str, Any]:
-    wall_start = time.perf_counter()
-    import pytorch_lightning as pl
     import torch
 
     from goatdna.data_prep import ShardedGenome
-    from goatdna.model import flops_per_token
-    from goatdna.training.callbacks import MemoryMonitor, ThroughputMonitor, peak_flops_per_device
-    from goatdna.training.data import GenomeDataModule
-    from goatdna.training.lifecycle import RunLifecycle
-    from goatdna.training.module import GenomeLM, NonFiniteLossError
+    from goatdna.training.lifecycle import claimed_run_dir, resolve_precision
     from goatdna.training.windows import plan_windows
 
+    wall_start = time.perf_counter()
     # Every check below reads only and runs on every rank before any rendezvous, so a user error
-    # stops all ranks alike; rank 0 (as Lightning ranks processes) writes once the group is up.
+    # stops all ranks alike; rank 0 (as Fabric ranks processes) writes once the group is up.
     check_world_size(config)
     genome = ShardedGenome(data_dir)
     if config.data.verify:
         genome.verify()
     windows = plan_windows(genome, config.data)
-
-    run = RunDir(Path(run_dir))
+    run = RunDir(run_dir)
     resolved = resolved_config(config, genome.manifest_sha256)
     plan = run.check(resolved, resume=resume, force=force)
-    ckpt_path = plan.checkpoint
 
-    precision = resolve_precision(config)
-    _quiet_lightning_tips()
+    precision = resolve_precision(config.trainer.precision, config.trainer.accelerator)
     if _on_gpu(config):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    pl.seed_everything(config.seed, workers=True, verbose=False)
-
-    module = GenomeLM(
-        config=to_dict(config),
-        data_manifest_sha256=genome.manifest_sha256,
-        goatdna_version=__version__,
-    )
     tr = config.trainer
-    datamodule = GenomeDataModule(
-        windows, config.data, seed=config.seed, accumulate=tr.accumulate, max_steps=tr.max_steps
-    )
-    throughput = ThroughputMonitor(
-        tokens_per_step=0,  # set once the world size is known (below)
-        flops_per_token=flops_per_token(config.model, config.data.seq_len),
-        warmup_steps=tr.throughput_warmup,
-    )
-    memory = MemoryMonitor()
-    lifecycle = RunLifecycle(run, throughput)
-    writer = _run_dir_writer(run, resolved, plan)
-    trainer = pl.Trainer(
-        accelerator=tr.accelerator,
-        devices=parse_devices(tr.devices),
-        num_nodes=tr.num_nodes,
-        strategy=_strategy(config, precision),
-        precision=precision,
-        max_steps=tr.max_steps,
-        max_epochs=-1,
-        accumulate_grad_batches=tr.accumulate,
-        # clipping: GenomeLM.configure_gradient_clipping (optim.grad_clip; FSDP-aware)
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=_loggers(config, run),
-        callbacks=[
-            writer,
-            throughput,
-            memory,
-            lifecycle,
-            *_progress_bar(tr.progress_bar),
-        ],
-        enable_checkpointing=False,
-        enable_progress_bar=tr.progress_bar,
-        enable_model_summary=False,  # `goatdna model-info` has the breakdown; its FLOPs line reads 0
-        log_every_n_steps=min(tr.log_every, tr.max_steps * tr.accumulate),
-        use_distributed_sampler=False,
-        default_root_dir=str(run.root),
-    )
-    world = trainer.world_size
-    throughput.tokens_per_step = config.tokens_per_micro_batch * tr.accumulate * world
-    peak, source = peak_flops_per_device(trainer.strategy.root_device, precision, tr.peak_flops)
-    throughput.set_peak(peak, world, source)
-
-    try:  # the run directory stays locked until its summary is written
-        with warnings.catch_warnings():
-            # The data position is restored from global_step (see GenomeDataModule), not from a
-            # loader state, so Lightning's "dataloader is not resumable" warning does not apply.
-            warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
-            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-            warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
-            try:
-                trainer.fit(
-                    module,
-                    datamodule=datamodule,
-                    ckpt_path=str(ckpt_path) if ckpt_path else None,
-                    weights_only=True,  # the checkpoint contract: plain types only
-                )
-            except NonFiniteLossError as err:
-                kept = (
-                    f"last good checkpoint: {run.last_ckpt}"
-                    if run.last_ckpt.is_file()
-                    else "no checkpoint had been written yet"
-                )
-                raise NonFiniteLossError(f"{err} ({kept})") from None
-
-        steps = trainer.global_step
-        val_loss = lifecycle.last_val_loss
-        summary: dict[str, Any] = {
-            "positional": config.model.positional,
-            "params": module.model.num_params(),
-            "steps": steps,
-            "tokens_seen": steps * throughput.tokens_per_step,
-            "train_loss": lifecycle.last_train_loss,
-            "val_loss": val_loss,
-            "val_bits_per_base": val_loss / math.log(2),
-            "tokens_per_s": throughput.tokens_per_s,
-            "mfu": throughput.mfu,
-            "peak_memory_bytes": memory.peak_bytes(),
-            "device": _device_name(trainer.strategy.root_device),
-            "precision": precision,
-            "wall_seconds": lifecycle.elapsed_before + (time.perf_counter() - wall_start),
-            # context
-            "best_val_loss": lifecycle.best_val_loss,
-            "best_step": lifecycle.best_step,
-            "world_size": world,
-            "global_batch_tokens": throughput.tokens_per_step,
-            "flops_per_token": throughput.flops_per_token,
-            "peak_flops": throughput.peak_flops_total,
-            "peak_flops_source": throughput.peak_source,
-            "param_fingerprints": lifecycle.param_fingerprints,
-            "data_manifest_sha256": genome.manifest_sha256,
-            "goatdna_version": __version__,
-        }
-        if trainer.is_global_zero:
+    runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
+    fabric = runtime.fabric(_strategy(config, precision), _loggers(config, run))
+    with claimed_run_dir(fabric, run, resolved, plan):
+        summary = _fit(fabric, config, windows, run, plan.checkpoint, precision, wall_start)
+        if fabric.is_global_zero:
             bad = [k for k in ("train_loss", "val_loss") if not math.isfinite(summary[k])]
             if bad:
                 raise GoatDNAError(
@@ -378,13 +177,149 @@ def _train(
                 )
             run.write_summary(summary)
         return summary
-    finally:
-        writer.release()
 
 
-def _device_name(device: Any) -> str:
+def _fit(
+    fabric: Any,
+    config: RunConfig,
+    windows: Any,
+    run: RunDir,
+    checkpoint: Path | None,
+    precision: str,
+    started: float,
+) -> dict[str, Any]:
+    """The loop: optimizer steps from the checkpoint's step (or 0) to ``trainer.max_steps``."""
+    import torch
+    from lightning_fabric.utilities.seed import seed_everything
+
+    from goatdna.model import IGNORE_TARGET, flops_per_token
+    from goatdna.training.data import train_loader, val_loader
+    from goatdna.training.lifecycle import RunState, StepProgress, StopSignals
+    from goatdna.training.module import GenomeLM, build_optimizer
+    from goatdna.training.throughput import (
+        ThroughputMonitor,
+        peak_flops_per_device,
+        peak_memory_bytes,
+    )
+
+    tr, device, world = config.trainer, fabric.device, fabric.world_size
+    seed_everything(config.seed, workers=True, verbose=False)
+    lm = GenomeLM(to_dict(config))
+    if tr.compile:
+        lm.model.compile()  # in place: state_dict keys stay "model.<key>"
+    model = fabric.setup_module(lm)
+    optimizer, scheduler = build_optimizer(
+        lm.model, config.optim, tr.max_steps, device.type == "cuda", lm.param_ndims
+    )
+    optimizer = fabric.setup_optimizers(optimizer)
+    loop = {"best_val_loss": math.inf, "best_step": -1, "last_val_loss": math.nan,
+            "last_train_loss": math.nan}  # fmt: skip
+    hparams = {"config": to_dict(config), "data_manifest_sha256": windows.manifest_sha256,
+               "goatdna_version": __version__}  # fmt: skip
+    objects = {"state_dict": model, "optimizer": optimizer, "scheduler": scheduler}
+    run_state = RunState(fabric, run, objects, loop, hparams, checkpoint, NON_FINITE_HINT, started)
+    start, loop = run_state.start, run_state.loop
+    throughput = ThroughputMonitor(
+        tokens_per_step=config.tokens_per_micro_batch * tr.accumulate * world,
+        flops_per_token=flops_per_token(config.model, config.data.seq_len),
+        warmup_steps=tr.throughput_warmup,
+    )
+    peak, source = peak_flops_per_device(device, precision, tr.peak_flops)
+    throughput.set_peak(peak, world, source)
+    pin = device.type == "cuda"
+    micro_steps = range(start * tr.accumulate, tr.max_steps * tr.accumulate)
+    batches = iter(train_loader(windows, config.data, config.seed, micro_steps,
+                                fabric.global_rank, world, pin))  # fmt: skip
+    val = val_loader(windows, config.data, fabric.global_rank, world, pin)
+    check_grads = not precision.startswith("16")
+    progress = StepProgress(tr.progress_bar and fabric.is_global_zero, tr.max_steps, start)
+
+    @torch.no_grad()
+    def validate() -> float:
+        model.eval()
+        totals = torch.zeros(2, dtype=torch.float64, device=device)  # (loss sum, targets)
+        for batch in val:
+            tokens = batch["tokens"].to(device, non_blocking=True).long()  # (B, W)
+            weight = batch["weight"].to(device).double()[:, None]  # (B, 1) 0 for padding rows
+            losses = model(tokens, reduction="none").double()  # (B, L)
+            counted = (tokens[:, 1:] != IGNORE_TARGET).double()
+            totals += torch.stack([(losses * weight).sum(), (counted * weight).sum()])
+        model.train()
+        totals = fabric.all_reduce(totals, reduce_op="sum")
+        return float(totals[0] / totals[1]) if totals[1] > 0 else math.nan
+
+    throughput.start(start)
+    with StopSignals() as stop:
+        try:
+            for step in range(start + 1, tr.max_steps + 1):
+                loss, norm, lrs = run_state.optimizer_step(
+                    model, optimizer, scheduler, itertools.islice(batches, tr.accumulate),
+                    lambda tokens: model(tokens.to(device, non_blocking=True)),
+                    tr.accumulate, config.optim.grad_clip, step, check_grads,
+                )  # fmt: skip
+                throughput.step_done(step, device)
+                final = step == tr.max_steps
+                row: dict[str, Any] = {}
+                if step % tr.log_every == 0 or final:
+                    loop["last_train_loss"] = float(fabric.all_reduce(loss, reduce_op="mean"))
+                    row.update(train_loss=loop["last_train_loss"], lr=lrs[0],
+                               tokens_per_s=throughput.take_interval_rate(),
+                               grad_norm=float(norm))  # fmt: skip
+                improved = False
+                if step % tr.eval_every == 0 or final:
+                    with throughput.paused():
+                        loop["last_val_loss"] = row["val_loss"] = validate()
+                    if loop["last_val_loss"] < loop["best_val_loss"]:
+                        loop["best_val_loss"], loop["best_step"] = loop["last_val_loss"], step
+                        improved = True
+                if row:
+                    run_state.log(step, row)
+                shown = ("train_loss", "val_loss", "tokens_per_s", "lr")
+                progress.update(step, **{k: v for k, v in row.items() if k in shown})
+                with throughput.paused():
+                    run_state.end_step(step, improved=improved, final=final, stop=stop,
+                                       checkpoint=step % tr.ckpt_every == 0 or final)  # fmt: skip
+        finally:
+            progress.close()
+
+    steps = tr.max_steps
+    val_loss = float(loop["last_val_loss"])
+    return {
+        "positional": config.model.positional,
+        "params": lm.model.num_params(),
+        "steps": steps,
+        "tokens_seen": steps * throughput.tokens_per_step,
+        "train_loss": float(loop["last_train_loss"]),
+        "val_loss": val_loss,
+        "val_bits_per_base": val_loss / math.log(2),
+        "tokens_per_s": throughput.tokens_per_s,
+        "mfu": throughput.mfu,
+        "peak_memory_bytes": peak_memory_bytes(device),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        "precision": precision,
+        "wall_seconds": run_state.elapsed,
+        # context
+        "best_val_loss": float(loop["best_val_loss"]),
+        "best_step": int(loop["best_step"]),
+        "world_size": world,
+        "global_batch_tokens": throughput.tokens_per_step,
+        "flops_per_token": throughput.flops_per_token,
+        "peak_flops": throughput.peak_flops_total,
+        "peak_flops_source": throughput.peak_source,
+        "param_fingerprints": _fingerprints(fabric, lm, config),
+        "data_manifest_sha256": windows.manifest_sha256,
+        "goatdna_version": __version__,
+    }
+
+
+def _fingerprints(fabric: Any, lm: Any, config: RunConfig) -> list[list[float]] | None:
+    """(sum, sum of squares) of all weights on every rank: replicas must agree exactly."""
     import torch
 
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return device.type
+    if config.trainer.strategy == "fsdp":
+        return None  # sharded: each rank holds different slices by design
+    params = [p.detach().double() for p in lm.model.parameters()]
+    local = torch.stack(
+        [torch.stack([p.sum() for p in params]).sum(), sum((p * p).sum() for p in params)]
+    )  # (2,)
+    return fabric.all_gather(local).reshape(-1, 2).cpu().tolist()  # (world, 2)

@@ -1,4 +1,4 @@
-"""Throughput (tokens/s, MFU) and memory callbacks.
+"""Throughput (tokens/s, MFU) and peak memory of a training run (plain classes the loop calls).
 
 MFU = achieved model FLOP/s / peak FLOP/s of the devices. Model FLOPs per token come from
 `goatdna.model.flops_per_token` (6N plus the attention term, the PaLM convention), so MFU does not
@@ -14,9 +14,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
-import pytorch_lightning as pl
 import torch
 
 # Dense peak FLOP/s per device: (bf16/fp16 tensor cores with fp32 accumulate, tf32).
@@ -85,11 +83,11 @@ def peak_flops_per_device(device: torch.device, precision: str, override: float 
     return measure_cpu_matmul_flops(), "measured fp32 matmul rate on this CPU"
 
 
-class ThroughputMonitor(pl.Callback):
+class ThroughputMonitor:
     """Tokens/s and MFU over optimizer steps after a warm-up, excluding validation/checkpoints.
 
     The clock runs between optimizer steps; `paused()` removes the time spent inside it (the
-    lifecycle callback wraps validation and checkpoint writes in it).
+    loop wraps validation and checkpoint writes in it).
     """
 
     def __init__(
@@ -122,8 +120,9 @@ class ThroughputMonitor(pl.Callback):
         self.peak_flops_total = None if per_device is None else per_device * world_size
         self.peak_source = source
 
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._last_step = trainer.global_step
+    def start(self, step: int) -> None:
+        """The loop starts (or resumes) at optimizer step ``step``."""
+        self._last_step = step
         self._last_time = self.clock()
         self._last_paused = self._paused
 
@@ -135,16 +134,16 @@ class ThroughputMonitor(pl.Callback):
         finally:
             self._paused += self.clock() - t0
 
-    def step_done(self, trainer: pl.Trainer) -> float | None:
+    def step_done(self, step: int, device: torch.device | None = None) -> float | None:
         """Record an optimizer step; returns tokens/s since the previous call (None if unknown).
 
         The first ``warmup_steps`` steps of this process (compilation, allocator, page cache)
         are kept out of the average; a run too short for that falls back to its steps after
         the first, then to everything.
         """
-        _sync(trainer)
+        if device is not None and device.type == "cuda":
+            torch.cuda.synchronize(device)
         now = self.clock()
-        step = trainer.global_step
         steps = step - self._last_step
         busy = (now - self._last_time) - (self._paused - self._last_paused)
         self._last_step, self._last_time, self._last_paused = step, now, self._paused
@@ -185,23 +184,9 @@ class ThroughputMonitor(pl.Callback):
         return self.tokens_per_s * self.flops_per_token / self.peak_flops_total
 
 
-class MemoryMonitor(pl.Callback):
+def peak_memory_bytes(device: torch.device) -> int:
     """Peak memory: ``torch.cuda.max_memory_allocated`` on CUDA, peak RSS of the process on CPU."""
-
-    def __init__(self) -> None:
-        self.device: torch.device | None = None
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.device = trainer.strategy.root_device
-
-    def peak_bytes(self) -> int:
-        if self.device is not None and self.device.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.device))
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return int(rss if sys.platform == "darwin" else rss * 1024)  # Linux reports KiB
-
-
-def _sync(trainer: Any) -> None:
-    device = trainer.strategy.root_device
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)  # Linux reports KiB
