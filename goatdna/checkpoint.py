@@ -268,7 +268,7 @@ def best_checkpoint(run_dir: str | Path) -> Path:
             return candidate
     raise GoatDNAError(
         f"{run_dir}: no checkpoints/best.ckpt or checkpoints/last.ckpt; "
-        "train the run first with `goatdna train --run-dir ...`"
+        "train the run first with `goatdna train --out ...`"
     )
 
 

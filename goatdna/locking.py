@@ -1,6 +1,6 @@
 """One writer per output folder: an exclusive ``fcntl.flock`` held for a whole command.
 
-Two ``prepare`` runs into one ``--out``, two ``train`` runs on one ``--run-dir`` or two ``report``
+Two ``prepare`` runs into one ``--out``, two ``train`` runs on one run directory (``--out``) or two ``report``
 runs into one folder would interleave their files. The lock file lies beside the folder
 (``PARENT/.NAME.goatdna.lock``), not inside it, so it survives a report folder being swapped in
 and never shows up as a stray file of a dataset or run. It holds the pid and command line of its
@@ -45,7 +45,7 @@ def _holder(path: Path) -> str:
 def folder_lock(folder: str | Path, option: str) -> Iterator[Path]:
     """Hold the exclusive lock of ``folder`` for the block; fail at once if another has it.
 
-    ``option`` names the flag in the error (``--out``, ``--run-dir``). Yields the lock file path.
+    ``option`` names the flag in the error (``--out``). Yields the lock file path.
     """
     folder = Path(folder)
     path = lock_path(folder)

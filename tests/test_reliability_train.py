@@ -98,9 +98,9 @@ def reference(synthetic_shards, tmp_path_factory) -> Path:
 
 def test_second_train_on_a_locked_run_dir_fails_at_once(synthetic_shards, tmp_path):
     run = tmp_path / "run"
-    with folder_lock(run, "--run-dir"):
+    with folder_lock(run, "--out"):
         line = _one_line(_cli_train("--data", synthetic_shards, "--out", run))
-    assert "--run-dir" in line and "in use by another goatdna process" in line
+    assert "--out" in line and "in use by another goatdna process" in line
     assert f"pid {os.getpid()}" in line
     assert not run.exists()
 
@@ -236,7 +236,7 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
     line = _one_line(_cli_train("--data", synthetic_shards, "--out", run), "interrupted: ", code)
     assert signal.Signals(signum).name in line
     assert "last.ckpt holds step 6 (stopped after writing it)" in line
-    assert f"goatdna train --run-dir {run} --data {synthetic_shards} --resume" in line
+    assert f"goatdna train --out {run} --data {synthetic_shards} --resume" in line
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
     monkeypatch.setattr(GenomeLM, "forward", real_forward)
 
@@ -311,7 +311,7 @@ def test_run_dir_below_a_file_is_one_line(synthetic_shards, tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
     line = _one_line(_cli_train("--data", synthetic_shards, "--out", blocker / "run"))
-    assert "--run-dir" in line and "is a file" in line
+    assert "--out" in line and "is a file" in line
 
 
 def test_disk_full_anywhere_in_training_is_one_line(synthetic_shards, tmp_path, monkeypatch):
@@ -349,5 +349,5 @@ def test_a_lightning_loop_checkpoint_loads_for_analysis_but_is_not_resumed(
     torch.save(old, run / "checkpoints" / "last.ckpt")
     model, config = load_checkpoint(run / "checkpoints" / "last.ckpt", "cpu")
     assert config["model"]["positional"] == "goat" and model.num_params() > 0
-    line = _one_line(_cli_train("--data", synthetic_shards, "--run-dir", run, "--resume"))
+    line = _one_line(_cli_train("--data", synthetic_shards, "--out", run, "--resume"))
     assert "Lightning Trainer loop" in line and "--force" in line

@@ -94,7 +94,7 @@ def claimed_run_dir(
         error = None
         if fabric.is_global_zero:
             try:
-                lock.enter_context(folder_lock(run.root, "--run-dir"))
+                lock.enter_context(folder_lock(run.root, "--out"))
                 run.start(resolved, plan)
             except GoatDNAError as err:
                 error = str(err)

@@ -45,7 +45,7 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
     from goatdna.runtime import check_accelerator, parse_devices
 
     if warn:  # global rank 0: the one that writes the run directory
-        check_output_dir(run_dir, "--run-dir")
+        check_output_dir(run_dir, "--out")
     trainer = config.trainer
     check_accelerator(trainer.accelerator)
     devices = parse_devices(trainer.devices)

@@ -283,11 +283,11 @@ class RunDir:
                 return (
                     f"run dir {self.root} holds a run with a different config: {key} is "
                     f"{_show(old)} there, {_show(new)} now{more}; pass --force to start over "
-                    "there or choose another --run-dir"
+                    "there or choose another --out"
                 )
         return (
             f"run dir {self.root} already holds a run; pass --resume to continue it, --force "
-            "to start over, or choose another --run-dir"
+            "to start over, or choose another --out"
         )
 
     def _check_resumable(self, resolved: dict[str, Any]) -> None:
@@ -300,7 +300,7 @@ class RunDir:
             raise GoatDNAError(
                 f"--resume: {key} is {_show(old)} in {self.config_yaml} but {_show(new)} now; a "
                 "resumed run must learn the same thing (only trainer length, devices and logging "
-                "may change); use the stored config or start a new --run-dir"
+                "may change); use the stored config or start a new --out"
             )
         stored_sha = stored.get("data_manifest_sha256")
         if stored_sha and stored_sha != resolved.get("data_manifest_sha256"):
@@ -318,7 +318,7 @@ class RunDir:
         if problem == LIGHTNING_CHECKPOINT:
             raise GoatDNAError(
                 f"--resume: {self.last_ckpt} {problem}; nothing in {self.root} was changed. "
-                "Start over with --force, or train a new --run-dir"
+                "Start over with --force, or train into a new --out"
             )
         offer = "start over with --force"
         best_step = checkpoint_step(self.best_ckpt) if self.best_ckpt.is_file() else None

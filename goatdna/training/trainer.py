@@ -134,7 +134,7 @@ def train(
     # warnings from one process (Lightning's own reading of the launcher's rank variables)
     rank = getattr(rank_zero_only, "rank", 0)
     preflight.check_before_training(config, Path(run_dir), warn=rank == 0)
-    command = f"goatdna train --run-dir {run_dir} --data {data_dir} --resume"
+    command = f"goatdna train --out {run_dir} --data {data_dir} --resume"
     with preflight.reported_stops(Path(run_dir), command):
         return _train(config, Path(data_dir), Path(run_dir), resume=resume, force=force)
 
