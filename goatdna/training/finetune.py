@@ -315,6 +315,33 @@ def finetune(
             return summary
 
 
+def _standardized_head(
+    fabric: Any,
+    module: SequenceTaskModule,
+    run: RunDir,
+    resolved: dict[str, Any],
+    task: TaskData,
+    config: FinetuneConfig,
+) -> dict[str, Any] | None:
+    """Set the head's input standardization from the pretrained backbone's train features.
+
+    Probe mode computes (or reads from the run's cache) every split's features once and returns
+    them; full fine-tuning standardizes on (up to) the first 512 train rows and returns None.
+    """
+    device = fabric.device
+    if config.backbone.mode == "probe":
+        features = probe_features(run, resolved, module.model, task, config, device,
+                                  fabric.is_global_zero)  # fmt: skip
+        module.head.set_standardization(features["train"][0])
+        return features
+    sample = Split(task.splits["train"].tokens[:512], task.splits["train"].labels[:512])
+    first, _ = embed_split(module.model, config.backbone.pool, sample,
+                           config.trainer.eval_batch_size, False, device)  # fmt: skip
+    module.model.cpu()
+    module.head.set_standardization(first)
+    return None
+
+
 def _fit(
     fabric: Any,
     config: FinetuneConfig,
@@ -333,17 +360,7 @@ def _fit(
     module = SequenceTaskModule(resolved)
     module.model.load_state_dict(backbone.state_dict())
     device, rank, tr = fabric.device, fabric.global_rank, config.trainer
-    features = None
-    if config.backbone.mode == "probe":
-        features = probe_features(run, resolved, module.model, task, config, device,
-                                  fabric.is_global_zero)  # fmt: skip
-        module.head.set_standardization(features["train"][0])
-    else:  # the pretrained backbone's features of (up to) the first 512 train rows
-        sample = Split(task.splits["train"].tokens[:512], task.splits["train"].labels[:512])
-        first, _ = embed_split(module.model, config.backbone.pool, sample,
-                               tr.eval_batch_size, False, device)  # fmt: skip
-        module.model.cpu()
-        module.head.set_standardization(first)
+    features = _standardized_head(fabric, module, run, resolved, task, config)
     total_steps = int(resolved["head"]["total_steps"])
     model = fabric.setup_module(module)
     optimizer, scheduler = module.optimizer(total_steps)

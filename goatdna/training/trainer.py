@@ -189,17 +189,15 @@ def _fit(
     started: float,
 ) -> dict[str, Any]:
     """The loop: optimizer steps from the checkpoint's step (or 0) to ``trainer.max_steps``."""
-    import torch
     from lightning_fabric.utilities.seed import seed_everything
 
-    from goatdna.model import IGNORE_TARGET, flops_per_token
+    from goatdna.model import flops_per_token
     from goatdna.training.data import train_loader, val_loader
     from goatdna.training.lifecycle import RunState, StepProgress, StopSignals
     from goatdna.training.module import GenomeLM, build_optimizer
     from goatdna.training.throughput import (
         ThroughputMonitor,
         peak_flops_per_device,
-        peak_memory_bytes,
     )
 
     tr, device, world = config.trainer, fabric.device, fabric.world_size
@@ -234,20 +232,6 @@ def _fit(
     check_grads = not precision.startswith("16")
     progress = StepProgress(tr.progress_bar and fabric.is_global_zero, tr.max_steps, start)
 
-    @torch.no_grad()
-    def validate() -> float:
-        model.eval()
-        totals = torch.zeros(2, dtype=torch.float64, device=device)  # (loss sum, targets)
-        for batch in val:
-            tokens = batch["tokens"].to(device, non_blocking=True).long()  # (B, W)
-            weight = batch["weight"].to(device).double()[:, None]  # (B, 1) 0 for padding rows
-            losses = model(tokens, reduction="none").double()  # (B, L)
-            counted = (tokens[:, 1:] != IGNORE_TARGET).double()
-            totals += torch.stack([(losses * weight).sum(), (counted * weight).sum()])
-        model.train()
-        totals = fabric.all_reduce(totals, reduce_op="sum")
-        return float(totals[0] / totals[1]) if totals[1] > 0 else math.nan
-
     throughput.start(start)
     with StopSignals() as stop:
         try:
@@ -268,7 +252,9 @@ def _fit(
                 improved = False
                 if step % tr.eval_every == 0 or final:
                     with throughput.paused():
-                        loop["last_val_loss"] = row["val_loss"] = validate()
+                        loop["last_val_loss"] = row["val_loss"] = validation_loss(
+                            fabric, model, val
+                        )
                     if loop["last_val_loss"] < loop["best_val_loss"]:
                         loop["best_val_loss"], loop["best_step"] = loop["last_val_loss"], step
                         improved = True
@@ -282,7 +268,48 @@ def _fit(
         finally:
             progress.close()
 
-    steps = tr.max_steps
+    return _summary(fabric, config, lm, loop, throughput, precision, run_state.elapsed, windows)
+
+
+def validation_loss(fabric: Any, model: Any, val: Any) -> float:
+    """Mean next-base cross-entropy over the validation tiling, summed over ranks in float64
+    (padding rows weigh 0, N targets are not counted)."""
+    import torch
+
+    from goatdna.model import IGNORE_TARGET
+
+    device = fabric.device
+    model.eval()
+    totals = torch.zeros(2, dtype=torch.float64, device=device)  # (loss sum, targets)
+    with torch.no_grad():
+        for batch in val:
+            tokens = batch["tokens"].to(device, non_blocking=True).long()  # (B, W)
+            weight = batch["weight"].to(device).double()[:, None]  # (B, 1) 0 for padding rows
+            losses = model(tokens, reduction="none").double()  # (B, L)
+            counted = (tokens[:, 1:] != IGNORE_TARGET).double()
+            totals += torch.stack([(losses * weight).sum(), (counted * weight).sum()])
+    model.train()
+    totals = fabric.all_reduce(totals, reduce_op="sum")
+    return float(totals[0] / totals[1]) if totals[1] > 0 else math.nan
+
+
+def _summary(
+    fabric: Any,
+    config: RunConfig,
+    lm: Any,
+    loop: dict[str, Any],
+    throughput: Any,
+    precision: str,
+    elapsed: float,
+    windows: Any,
+) -> dict[str, Any]:
+    """summary.json: the run's numbers and the context to read them in."""
+    import torch
+
+    from goatdna.training.throughput import peak_memory_bytes
+
+    steps = config.trainer.max_steps
+    device, world = fabric.device, fabric.world_size
     val_loss = float(loop["last_val_loss"])
     return {
         "positional": config.model.positional,
@@ -297,7 +324,7 @@ def _fit(
         "peak_memory_bytes": peak_memory_bytes(device),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         "precision": precision,
-        "wall_seconds": run_state.elapsed,
+        "wall_seconds": elapsed,
         # context
         "best_val_loss": float(loop["best_val_loss"]),
         "best_step": int(loop["best_step"]),
