@@ -52,7 +52,8 @@ def parameter_groups(
     dimensions, taken before wrapping) decides what a matrix is: FSDP's ``use_orig_params``
     turns every parameter into a flat 1-D shard, so its own ``ndim`` no longer tells.
     """
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
@@ -78,7 +79,7 @@ def build_optimizer(
     optimizer = torch.optim.AdamW(
         parameter_groups(model, optim.weight_decay, ndims),
         lr=optim.lr,
-        betas=tuple(optim.betas),
+        betas=(optim.betas[0], optim.betas[1]),
         eps=optim.eps,
         fused=on_cuda,
     )
