@@ -30,9 +30,21 @@ EXPORT_WEIGHTS = "model.safetensors"
 EXPORT_MODEL_TYPE = "goatdna"
 
 
-def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
+ROPE_EXTENSIONS = ("none", "linear", "ntk")
+"""`ModelConfig.rope_extension`'s values (also the choices of ``--rope-extension``)."""
+
+
+def load_checkpoint(
+    path: str | Path, device: str = "cpu", rope_extension: str | None = None
+) -> tuple[Any, dict[str, Any]]:
     """Load a DNADecoder model (eval mode, on ``device``) and the run config dict from a checkpoint
-    (a ``.ckpt`` from `goatdna train`, or a folder from `goatdna export`)."""
+    (a ``.ckpt`` from `goatdna train`, or a folder from `goatdna export`).
+
+    ``rope_extension`` (``none``/``linear``/``ntk``) applies RoPE position interpolation or NTK
+    scaling to a RoPE model at evaluation time, as the paper's RoPE-PI baseline does: it changes
+    nothing within the training length and stretches the rotation beyond it. None keeps the
+    checkpoint's own setting.
+    """
     import torch
 
     from goatdna.model import ModelConfig
@@ -40,7 +52,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     path = Path(path)
     check_device(device)
     if path.is_dir():
-        return load_export(path, device)
+        return load_export(path, device, rope_extension)
     if not path.is_file():
         raise GoatDNAError(
             f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
@@ -62,6 +74,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
             f"{path}: checkpoint lacks hyper_parameters.config.model or state_dict; "
             "was it written by `goatdna train`?"
         ) from None
+    model_dict = with_rope_extension(dict(model_dict), rope_extension, path)
+    config = {**config, "model": model_dict}
     model_config = from_dict(ModelConfig, dict(model_dict), "model")
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
@@ -114,7 +128,27 @@ def read_export_config(folder: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_export(folder: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
+def with_rope_extension(
+    model_dict: dict[str, Any], extension: str | None, source: Path
+) -> dict[str, Any]:
+    """``model_dict`` with ``rope_extension`` set (None: unchanged); only RoPE models take one."""
+    if extension is None:
+        return model_dict
+    if extension not in ROPE_EXTENSIONS:
+        raise GoatDNAError(
+            f"--rope-extension {extension!r}: expected one of {', '.join(ROPE_EXTENSIONS)}"
+        )
+    positional = model_dict.get("positional")
+    if positional != "rope":
+        raise GoatDNAError(
+            f"--rope-extension applies to RoPE models; {source} is {positional}: drop the option"
+        )
+    return {**model_dict, "rope_extension": extension}
+
+
+def load_export(
+    folder: str | Path, device: str = "cpu", rope_extension: str | None = None
+) -> tuple[Any, dict[str, Any]]:
     """Load a `goatdna export` folder: (DNADecoder in eval mode on ``device``, run config dict).
 
     The run config is the one the model was trained with (``goatdna_run_config``), its
@@ -133,7 +167,7 @@ def load_export(folder: str | Path, device: str = "cpu") -> tuple[Any, dict[str,
         raise GoatDNAError(
             f"{config_path}: lacks model field(s) {', '.join(missing)}; re-run `goatdna export`"
         )
-    model_dict = {name: data[name] for name in names}
+    model_dict = with_rope_extension({name: data[name] for name in names}, rope_extension, folder)
     model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
     weights_path = folder / EXPORT_WEIGHTS
     if not weights_path.is_file():

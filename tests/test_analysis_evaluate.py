@@ -15,12 +15,13 @@ from typer.testing import CliRunner
 
 from goatdna.analysis.evaluate import (
     bits_per_base,
+    evaluate_checkpoint,
     evaluate_context,
     evaluate_model,
     parse_context_lengths,
     window_starts,
 )
-from goatdna.checkpoint import save_checkpoint
+from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.data_prep import ShardedGenome
@@ -207,3 +208,41 @@ def test_import_direction(package: str) -> None:
                 names = [node.module]
             for name in names:
                 assert not name.startswith(banned), f"{path.name} imports {name}"
+
+
+def test_rope_extension_at_evaluation(
+    random_checkpoint: Path, synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """--rope-extension turns a trained RoPE model into RoPE-PI / NTK at evaluation: the same
+    NLL within the training length, a different one beyond it; other schemes refuse it."""
+    torch.manual_seed(1)
+    cfg = ModelConfig(
+        positional="rope", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=32
+    )
+    rope = save_checkpoint(
+        tmp_path / "rope.ckpt", DNADecoder(cfg), {"model": to_dict(cfg), "data": {"seq_len": 32}}
+    )
+    nll = {}
+    for extension in (None, "linear", "ntk"):
+        evaluation = evaluate_checkpoint(
+            rope, synthetic_shards, "val", [32, 128], 4096, rope_extension=extension
+        )
+        nll[extension] = [r.nll for r in evaluation.results]
+    for extension in ("linear", "ntk"):
+        assert nll[extension][0] == pytest.approx(nll[None][0], abs=1e-6)  # 1x: unchanged
+        assert nll[extension][1] != nll[None][1]  # 4x: stretched positions
+    plain, _ = load_checkpoint(rope)
+    model, config = load_checkpoint(rope, rope_extension="ntk")
+    assert model.config.rope_extension == "ntk" and config["model"]["rope_extension"] == "ntk"
+    ids = torch.randint(0, 4, (1, 128))
+    with torch.no_grad():
+        assert torch.equal(model(ids[:, :32]), plain(ids[:, :32]))
+        assert (model(ids) - plain(ids)).abs().max() > 1e-5  # float noise is ~1e-7
+
+    res = CliRunner().invoke(
+        app,
+        ["evaluate", "-c", str(random_checkpoint), "-d", str(synthetic_shards),
+         "--rope-extension", "ntk"],
+    )  # fmt: skip
+    assert res.exit_code == 2
+    assert "--rope-extension applies to RoPE models" in res.output and "goat" in res.output

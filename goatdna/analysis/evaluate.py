@@ -298,13 +298,15 @@ def evaluate_checkpoint(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     device: str = "cpu",
     show_progress: bool = False,
+    rope_extension: str | None = None,
 ) -> Evaluation:
-    """Load a checkpoint and evaluate it on ``split`` of the shards in ``data_dir``."""
+    """Load a checkpoint and evaluate it on ``split`` of the shards in ``data_dir``
+    (``rope_extension``: see `goatdna.checkpoint.load_checkpoint`)."""
     from goatdna.checkpoint import load_checkpoint, train_length_of
     from goatdna.data_prep import ShardedGenome
 
     genome = ShardedGenome(data_dir)
-    model, config = load_checkpoint(checkpoint, device=device)
+    model, config = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension)
     train_length = train_length_of(config)
     lengths = list(context_lengths) if context_lengths else default_context_lengths(train_length)
     results = evaluate_model(

@@ -50,6 +50,7 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
     "seed": ("--seed",),
     "threads": ("--threads",),
     "device": ("--device",),
+    "rope_extension": ("--rope-extension",),
     "accelerator": ("--accelerator",),
     "devices": ("--devices",),
     "num_nodes": ("--num-nodes",),
@@ -80,6 +81,8 @@ OPTION_HELP: dict[str, str] = {
     "threads": "torch CPU threads for scoring and decoding, restored afterwards (default: "
     "torch's setting; 1 is often fastest for tiny models on a busy CPU).",
     "device": "torch device, e.g. cpu or cuda.",
+    "rope_extension": "RoPE models only: none, linear (position interpolation) or ntk (NTK-aware "
+    "scaling) beyond the training length, applied at load (default: the checkpoint's own).",
     "accelerator": "auto | cpu | gpu (cuda) | mps.",
     "devices": "Devices per node: a count, -1 for all, 'auto', or ids like 0,1.",
     "num_nodes": "Nodes (torchrun/SLURM).",
@@ -108,6 +111,7 @@ def option(concept: str, help: str | None = None, **kwargs: Any) -> Any:
 CheckpointOpt = Annotated[Path, option("checkpoint")]
 DataOpt = Annotated[Path, option("data")]
 DeviceOpt = Annotated[str, option("device")]
+RopeExtensionOpt = Annotated[str | None, option("rope_extension")]
 SeedOpt = Annotated[int, option("seed")]
 SplitOpt = Annotated[str, option("split")]
 ContextLengthsOpt = Annotated[str | None, option("context_lengths")]

@@ -14,6 +14,7 @@ from goatdna.cli.common import (
     DataOpt,
     DeviceOpt,
     MaxEvalTokensOpt,
+    RopeExtensionOpt,
     SplitOpt,
     eval_token_cap,
     option,
@@ -36,6 +37,7 @@ def evaluate(
         Path | None, option("out", "Directory for evaluation.json and evaluation.csv.")
     ] = None,
     device: DeviceOpt = "cpu",
+    rope_extension: RopeExtensionOpt = None,
 ) -> None:
     """Mean NLL (nats/base), bits/base and perplexity over non-overlapping windows, per context length."""
     from rich.console import Console
@@ -56,7 +58,15 @@ def evaluate(
         check_output_dir(out, "--out")  # before any work
     lengths = parse_context_lengths(context_lengths) if context_lengths else None
     evaluation = evaluate_checkpoint(
-        checkpoint, data, split, lengths, cap, batch_tokens, device, show_progress=True
+        checkpoint,
+        data,
+        split,
+        lengths,
+        cap,
+        batch_tokens,
+        device,
+        show_progress=True,
+        rope_extension=rope_extension,
     )
     table = Table(
         title=f"{evaluation.positional} on {split} (training length {evaluation.train_length}; "

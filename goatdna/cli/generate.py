@@ -14,6 +14,7 @@ from goatdna.cli.common import (
     CheckpointOpt,
     DeviceOpt,
     NumSamplesOpt,
+    RopeExtensionOpt,
     SeedOpt,
     TemperatureOpt,
     ThreadsOpt,
@@ -91,6 +92,7 @@ def generate(
         ),
     ] = False,
     device: DeviceOpt = "cpu",
+    rope_extension: RopeExtensionOpt = None,
     threads: ThreadsOpt = None,
 ) -> None:
     """Continue a DNA prompt with a trained model (KV-cached sampling; never emits N)."""
@@ -123,7 +125,7 @@ def generate(
         seed=seed,
     )
     options.validate()
-    model, _config = load_checkpoint(checkpoint, device=device)
+    model, _config = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension)
     batches = -(-num_samples // options.batch_size)
     with decoding_progress(len(text.strip()), max_new_tokens * batches) as on_step:
         samples = generate_continuations(model, [text], options, on_step, threads)[0]
