@@ -21,11 +21,7 @@ tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy), ``eva
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import shutil
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +49,7 @@ from goatdna.analysis.report_runs import (
     unique_names,
     validation_nll,
 )
-from goatdna.atomic import atomic_write_text, check_output_dir
+from goatdna.atomic import atomic_dir, atomic_write_text, check_output_dir
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 
@@ -195,36 +191,12 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
     result = ReportResult(out_dir=final_dir, summary=None)
     with folder_lock(final_dir, "--out"):
         check_report_out(final_dir)  # again, now that no other report can write there
-        with staging_folder(final_dir) as out_dir:
+        # built in a hidden sibling folder, swapped in whole only when every file is written
+        with atomic_dir(final_dir.absolute(), then="rerun the same report command") as out_dir:
             writer = _Writer(out_dir, result)
             _write_report(options, genome, runs, writer, log or (lambda _msg: None), recall)
     result.files = [final_dir / path.name for path in result.files]
     return result
-
-
-@contextmanager
-def staging_folder(final_dir: Path) -> Iterator[Path]:
-    """Build the report in a hidden sibling folder; swap it in only when every file is written.
-
-    An earlier report is replaced as a whole (never mixed with the new one); on any error the
-    staging folder is removed and the earlier report stays as it was.
-    """
-    final_dir = final_dir.absolute()
-    final_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = final_dir.with_name(f".{final_dir.name}.staging-{os.getpid()}-{secrets.token_hex(4)}")
-    staging.mkdir()  # the umask's usual mode (mkdtemp's 0700 would hide the report from others)
-    try:
-        yield staging
-        old = None
-        if final_dir.exists():
-            old = final_dir.with_name(f".{final_dir.name}.old-{os.getpid()}")
-            os.rename(final_dir, old)
-        os.rename(staging, final_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 @dataclass
