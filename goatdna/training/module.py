@@ -86,9 +86,7 @@ def build_optimizer(
     so existing checkpoints' optimizer states still load.
     """
     groups = parameter_groups(model, optim.weight_decay, ndims)
-    prior = {
-        id(p) for name, p in model.named_parameters() if ".prior." in clean_param_name(name)
-    }
+    prior = {id(p) for name, p in model.named_parameters() if ".prior." in clean_param_name(name)}
     if optim.prior_lr_scale != 1.0 and prior:
         no_decay = groups[1]["params"]
         groups[1]["params"] = [p for p in no_decay if id(p) not in prior]
