@@ -8,17 +8,18 @@ steps, and scores each on the SAME held-out test windows at 1x, 4x and 16x the t
 Prints one table: NLL in nats/base and bits/base, and each run's difference from RoPE trained
 with the same seed and steps (negative: better than RoPE).
 
-Variants (the issue's questions): RoPE; GOAT ``goat_init`` zero vs alibi (both seeds: the spread
-between seeds is the noise level); then, on the ``--ablate-init`` base, the prior's learning
+Variants (the issue's questions), in running order: RoPE, GOAT ``goat_init`` zero and alibi on
+every seed (the spread between seeds is the noise level); then one change at a time on the
+``--ablate-init`` base (by default the init with the lower mean 1x NLL): the prior's learning
 rate (``optim.prior_lr_scale``), ``goat_modes`` (head dim 32: 4, 6, 10), the prior MLP width
-(``goat_mlp_hidden``), ``goat_learn_freqs``; and finally training length: the GOAT variant best
-at 1x (first seed) and RoPE again at ``--long-factor`` x the steps.
+(``goat_mlp_hidden``), ``goat_learn_freqs`` (the first ``--ablations`` of them, first seed);
+finally training length: RoPE and that GOAT init again at ``--long-factor`` x the steps.
 
 Resumable: each finished run writes ``--out/results/<name>.json`` and a rerun skips it (delete
 the file to redo one). The issue's full version is ``--steps 800 --long-factor 3``.
 
     python benchmarks/gap_sweep.py --out /tmp/gap [--steps 400] [--seeds 1234,4321]
-        [--long-factor 2] [--threads 1] [--table-only]
+        [--ablations 7] [--long-factor 2] [--threads 1] [--table-only]
 """
 
 from __future__ import annotations
@@ -202,6 +203,9 @@ def main() -> None:
         help="GOAT init the ablations and the long run build on (auto: better mean 1x NLL)",
     )
     parser.add_argument(
+        "--ablations", type=int, default=len(ABLATIONS), help="run the first N ablations"
+    )
+    parser.add_argument(
         "--long-factor", type=int, default=2, help="RoPE and GOAT at this x steps (0: skip)"
     )
     parser.add_argument("--eval-tokens", type=int, default=None, help="cap per context length")
@@ -225,9 +229,9 @@ def main() -> None:
         if not results:
             raise SystemExit("no finished main-contrast runs yet")
         init = better_init(results)
+    results += run(ablation_variants(init, args.steps, seeds[0])[: args.ablations])
     if args.long_factor > 0:
         results += run(long_variants(init, args.steps * args.long_factor, seeds[0]))
-    results += run(ablation_variants(init, args.steps, seeds[0]))
     print(
         f"\nheld-out test split: {results[0]['bases']['1']:,} bases per context length "
         f"(train length {TRAIN_LENGTH}); ablations and long runs build on goat-{init}; "
