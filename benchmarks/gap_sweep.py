@@ -151,7 +151,8 @@ def run_variant(
         "parameters": sum(p.numel() for p in model.parameters()),
         "train_seconds": round(train_s, 1),
         "eval_seconds": round(time.perf_counter() - start, 1),
-        "final_train_loss": summary.get("final_train_loss"),
+        "train_loss": summary.get("train_loss"),
+        "val_loss": summary.get("val_loss"),
         "nll": {str(r.context_length // TRAIN_LENGTH): r.nll for r in scores},
         "bases": {str(r.context_length // TRAIN_LENGTH): r.bases for r in scores},
     }
