@@ -81,3 +81,33 @@ def test_throughput_average_skips_warmup() -> None:
     assert monitor.tokens_per_s == pytest.approx(200 / 1.5)
     assert monitor.mfu == pytest.approx((200 / 1.5) * 10.0 / 2000.0)
     assert monitor.take_interval_rate() == pytest.approx(400 / 3.0)
+
+
+def test_prior_lr_scale_gives_the_prior_its_own_scaled_group() -> None:
+    config = ModelConfig(n_layers=2, d_model=64, n_heads=2, mlp_hidden=64, goat_modes=4)
+    model = DNADecoder(config)
+    names = {id(p): n for n, p in model.named_parameters()}
+    opt, sched = build_optimizer(
+        model, OptimConfig(lr=1e-3, warmup_steps=4, prior_lr_scale=10.0), 20, on_cuda=False
+    )
+    decay, no_decay, prior = opt.param_groups
+    assert {names[id(p)] for p in prior["params"]} == {n for n in names.values() if ".prior." in n}
+    assert not any(".prior." in names[id(p)] for p in decay["params"] + no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) + len(prior["params"]) == len(names)
+    assert prior["weight_decay"] == 0.0 and no_decay["params"]  # norms and embedding stay
+    lrs = []
+    for _ in range(5):
+        lrs.append([g["lr"] for g in opt.param_groups])
+        opt.step()
+        sched.step()
+    # the schedule scales every group; the prior's LR stays 10x the weights' at every step
+    assert [lr[2] for lr in lrs] == pytest.approx([10 * lr[0] for lr in lrs])
+    assert lrs[3] == pytest.approx([1e-3, 1e-3, 1e-2])
+    # scale 1 (the default) keeps the two groups that existing optimizer states were saved with
+    opt, _ = build_optimizer(model, OptimConfig(lr=1e-3), 20, on_cuda=False)
+    assert len(opt.param_groups) == 2
+    rope = DNADecoder(ModelConfig(positional="rope", n_layers=1, d_model=64, n_heads=2))
+    opt, _ = build_optimizer(rope, OptimConfig(prior_lr_scale=10.0), 20, on_cuda=False)
+    assert len(opt.param_groups) == 2  # no prior: nothing to scale
+    with pytest.raises(ValueError, match="prior_lr_scale"):
+        OptimConfig(prior_lr_scale=0.0)

@@ -80,9 +80,11 @@ class OptimConfig:
     eps: float = 1e-8
     grad_clip: float = 1.0
     """Global gradient-norm clip (0 disables it)."""
+    prior_lr_scale: float = 1.0
+    """Multiplies ``lr`` for the GOAT prior's parameters (their own AdamW group when != 1)."""
 
     def __post_init__(self) -> None:
-        _positive(self, "lr")
+        _positive(self, "lr", "prior_lr_scale")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.warmup_steps < 0 or self.weight_decay < 0 or self.grad_clip < 0:

@@ -75,9 +75,26 @@ def build_optimizer(
     on_cuda: bool,
     ndims: dict[str, int] | None = None,
 ):
-    """AdamW (fused kernels on CUDA) and its per-step LambdaLR schedule."""
+    """AdamW (fused kernels on CUDA) and its per-step LambdaLR schedule.
+
+    ``optim.prior_lr_scale != 1`` moves the GOAT prior's parameters into a third group whose LR
+    is scaled (the schedule multiplies each group's own LR); at 1 the groups stay as they were,
+    so existing checkpoints' optimizer states still load.
+    """
+    groups = parameter_groups(model, optim.weight_decay, ndims)
+    prior = {id(p) for name, p in model.named_parameters() if ".prior." in clean_param_name(name)}
+    if optim.prior_lr_scale != 1.0 and prior:
+        no_decay = groups[1]["params"]
+        groups[1]["params"] = [p for p in no_decay if id(p) not in prior]
+        groups.append(
+            {
+                "params": [p for p in no_decay if id(p) in prior],
+                "weight_decay": 0.0,
+                "lr": optim.lr * optim.prior_lr_scale,
+            }
+        )
     optimizer = torch.optim.AdamW(
-        parameter_groups(model, optim.weight_decay, ndims),
+        groups,
         lr=optim.lr,
         betas=(optim.betas[0], optim.betas[1]),
         eps=optim.eps,
