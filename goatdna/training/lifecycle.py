@@ -26,11 +26,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from goatdna.atomic import DiskFullError, atomic_path, disk_full_error
+from goatdna.atomic import DiskFullError, atomic_path, atomic_write_text, disk_full_error
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 from goatdna.training import preflight
-from goatdna.training.run import RESUME_HINT, RunDir, StartPlan, atomic_write_text
+from goatdna.training.run import RESUME_HINT, RunDir, StartPlan
 
 KILL_AFTER_CHECKPOINT_ENV = "GOATDNA_KILL_AFTER_CHECKPOINT_STEP"
 """Crash drill: SIGKILL this process right after last.ckpt of that step is on disk (tests use it)."""
@@ -62,7 +62,7 @@ class MetricsCSV:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: row.get(k, "") for k in self.columns})
-        atomic_write_text(self.path, buf.getvalue())
+        atomic_write_text(self.path, buf.getvalue(), then=RESUME_HINT)
 
     def append(self, row: dict[str, Any]) -> None:
         """One line, flushed (a full disk here is reported by `preflight.reported_stops`; a torn

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from goatdna import __version__
-from goatdna.atomic import atomic_write_text as _atomic_write_text
+from goatdna.atomic import atomic_write_text
 from goatdna.configfile import load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import PROVENANCE_KEYS, RunConfig
@@ -109,11 +109,6 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[s
 
 
 RESUME_HINT = "rerun the same command with --resume (it continues from the last checkpoint)"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    _atomic_write_text(path, text, then=RESUME_HINT)
 
 
 LIGHTNING_CHECKPOINT = (
@@ -369,10 +364,12 @@ class RunDir:
     def write_config(self, resolved: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(resolved, sort_keys=False)
-        atomic_write_text(self.config_yaml, text)
+        atomic_write_text(self.config_yaml, text, then=RESUME_HINT)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        atomic_write_text(self.summary_json, json.dumps(json_safe(summary), indent=2) + "\n")
+        atomic_write_text(
+            self.summary_json, json.dumps(json_safe(summary), indent=2) + "\n", then=RESUME_HINT
+        )
 
 
 def _show(value: Any) -> str:
