@@ -198,3 +198,17 @@ def test_generate_threads_option_leaves_torch_unchanged(tiny_runs: dict[str, Pat
     assert torch.get_num_threads() == before
     bad = CliRunner().invoke(app, [*args, "--threads", "0"])
     assert bad.exit_code == 2 and "--threads" in bad.output
+
+
+def test_wide_tables_are_not_cut_in_logs() -> None:
+    """Output that is not a terminal (a log, a pipe) gets the table's natural width: no "…"."""
+    import io
+
+    from rich.console import Console
+
+    columns = {f"a_long_metric_name_{i}": [1.23456789, 2.5] for i in range(12)}
+    frame = pd.DataFrame({"model": ["goat", "rope"], **columns})
+    buf = io.StringIO()
+    print_frame(frame, "summary", None, Console(file=buf, width=80))
+    text = buf.getvalue()
+    assert "…" not in text and "a_long_metric_name_11" in text and "1.2346" in text

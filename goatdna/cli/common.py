@@ -184,7 +184,8 @@ def frame_table(
     table = Table(title=Text(title) if title else None)
     for column in frame.columns:
         numeric = frame[column].dtype.kind in "iuf"  # integers and floats; not bool or text
-        table.add_column(Text(str(column)), justify="right" if numeric else "left")
+        # a narrow terminal wraps a cell over lines rather than cutting it to "1.2…"
+        table.add_column(Text(str(column)), justify="right" if numeric else "left", overflow="fold")
     for row in frame.itertuples(index=False):
         # Text, not str: a run name like "[red]x" is shown as written, never read as markup
         table.add_row(
@@ -202,7 +203,18 @@ def print_frame(
     formats: Mapping[str, str] | None = None,
     console: Any = None,
 ) -> None:
-    """Print a DataFrame as a rich table (to ``console``, default stdout) at full width."""
-    from rich.console import Console
+    """Print a DataFrame as a rich table (to ``console``, default stdout) at full width.
 
-    (console or Console()).print(frame_table(frame, title, formats))
+    Output that is not a terminal (a log file, a pipe) gets the table's natural width, so no cell
+    is wrapped or cut in a log; a terminal gets its own width.
+    """
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = console or Console()
+    table = frame_table(frame, title, formats)
+    if not console.is_terminal:
+        needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        if needed > console.width:  # rich caps print(width=) at the console's own width
+            console = Console(file=console.file, width=needed)
+    console.print(table)
