@@ -62,6 +62,14 @@ def check_accelerator(accelerator: str) -> str:
     return accelerator
 
 
+def runs_on_cuda(accelerator: str) -> bool:
+    """True when ``accelerator`` will put the work on a CUDA GPU (``auto`` does when one is
+    visible): what precision, TF32 and device counting follow."""
+    import torch
+
+    return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+
+
 @dataclass(frozen=True)
 class Runtime:
     """Where a loop runs: Lightning's accelerator, devices per node and nodes."""

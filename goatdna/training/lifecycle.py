@@ -29,6 +29,7 @@ from torch import Tensor
 from goatdna.atomic import DiskFullError, atomic_path, atomic_write_text, disk_full_error
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
+from goatdna.runtime import runs_on_cuda
 from goatdna.training import preflight
 from goatdna.training.run import RESUME_HINT, RunDir, StartPlan
 
@@ -265,7 +266,7 @@ def resolve_precision(precision: str, accelerator: str) -> str:
     """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
     if precision != "auto":
         return precision
-    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+    if runs_on_cuda(accelerator):
         return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
     return "32-true"
 

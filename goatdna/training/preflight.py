@@ -42,14 +42,14 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
     would train on a CPU."""
     import torch
 
-    from goatdna.runtime import check_accelerator, parse_devices
+    from goatdna.runtime import check_accelerator, parse_devices, runs_on_cuda
 
     if warn:  # global rank 0: the one that writes the run directory
         check_output_dir(run_dir, "--out")
     trainer = config.trainer
     check_accelerator(trainer.accelerator)
     devices = parse_devices(trainer.devices)
-    on_gpu = trainer.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    on_gpu = runs_on_cuda(trainer.accelerator)
     if on_gpu and isinstance(devices, int) and devices > torch.cuda.device_count():
         raise GoatDNAError(
             f"--devices {devices}: only {torch.cuda.device_count()} GPU(s) are visible here"

@@ -20,7 +20,7 @@ from typing import Any
 from goatdna import __version__
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
-from goatdna.runtime import Runtime, parse_devices
+from goatdna.runtime import Runtime, parse_devices, runs_on_cuda
 from goatdna.training import preflight
 from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, resolved_config
@@ -37,7 +37,7 @@ def _devices_per_node(config: RunConfig) -> int:
         return len(devices)
     import torch
 
-    return max(1, torch.cuda.device_count()) if _on_gpu(config) else 1
+    return max(1, torch.cuda.device_count()) if runs_on_cuda(config.trainer.accelerator) else 1
 
 
 def check_world_size(config: RunConfig) -> None:
@@ -58,12 +58,6 @@ def check_world_size(config: RunConfig) -> None:
             "--devices <processes per node> --num-nodes <nodes> matching torchrun's "
             "--nproc-per-node/--nnodes or sbatch's --ntasks-per-node/--nodes"
         )
-
-
-def _on_gpu(config: RunConfig) -> bool:
-    import torch
-
-    return config.trainer.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
 
 
 def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
@@ -161,7 +155,7 @@ def _train(
     plan = run.check(resolved, resume=resume, force=force)
 
     precision = resolve_precision(config.trainer.precision, config.trainer.accelerator)
-    if _on_gpu(config):
+    if runs_on_cuda(config.trainer.accelerator):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     tr = config.trainer
