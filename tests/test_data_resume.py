@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from goatdna import faults
 from goatdna.cli.app import app
 from goatdna.data_prep import SyntheticGenomeConfig, write_synthetic_fasta
-from goatdna.data_prep.prepare import KILL_AFTER_BASES_ENV, KILL_AFTER_ENV
 
 OUTPUT_FILES = ("train.bin", "val.bin", "test.bin", "manifest.json")
 
@@ -44,20 +44,21 @@ def reference(source, tmp_path_factory) -> dict[str, bytes]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("hook", "value", "journaled"),
+    ("point", "journaled"),
     [
-        (KILL_AFTER_ENV, "7", 7),  # killed right after the 7th record was journaled
-        (KILL_AFTER_BASES_ENV, "first 8 records + 1", 8),  # 9th written, not journaled
+        ("prepare.record_journaled", 7),  # killed right after the 7th record was journaled
+        ("prepare.bases_written", 8),  # killed once the 9th record's first base is written
     ],
 )
 def test_killed_subprocess_then_resume_is_byte_identical(
-    source, reference, tmp_path, hook, value, journaled
+    source, reference, tmp_path, point, journaled
 ):
     out = tmp_path / "out"
-    if hook == KILL_AFTER_BASES_ENV:
+    count = journaled
+    if point == "prepare.bases_written":  # the first 8 records' bases, + 1 of the 9th
         records = json.loads(reference["manifest.json"])["records"]
-        value = str(sum(r["length"] for r in records[:journaled]) + 1)
-    env = {**os.environ, hook: value}
+        count = sum(r["length"] for r in records[:journaled]) + 1
+    env = {**os.environ, **faults.arm(point, count)}
     cmd = [
         sys.executable,
         "-m",

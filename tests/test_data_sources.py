@@ -15,9 +15,9 @@ import pysam
 import pytest
 from typer.testing import CliRunner
 
+from goatdna import faults
 from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome, SyntheticGenomeConfig, write_synthetic_fasta
-from goatdna.data_prep.prepare import KILL_AFTER_ENV
 
 OUTPUT_FILES = ("train.bin", "val.bin", "test.bin", "manifest.json")
 
@@ -174,7 +174,7 @@ def test_killed_multi_source_run_resumes_to_identical_bytes(fastas, multi, tmp_p
         fastas["human"], fastas["mouse"], fastas["fly"],
         "--source-names", "human,mouse,fly", "--out", out, "--workers", "1",
     ]  # fmt: skip
-    env = {**os.environ, KILL_AFTER_ENV: "10"}
+    env = {**os.environ, **faults.arm("prepare.record_journaled", 10)}
     cmd = [sys.executable, "-m", "goatdna.cli.app", "prepare", *map(str, args)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr

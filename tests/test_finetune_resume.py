@@ -14,11 +14,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from goatdna import faults
 from goatdna.checkpoint import save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.model import DNADecoder, ModelConfig
-from goatdna.training.lifecycle import KILL_AFTER_CHECKPOINT_ENV
 
 pytestmark = pytest.mark.slow
 KILL_STEP = 8  # end of epoch 2 of 3 (128 rows / batch 32 = 4 steps per epoch)
@@ -29,7 +29,9 @@ def rows(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def test_sigkill_then_resume_matches_uninterrupted(synthetic_shards: Path, tmp_path: Path) -> None:
+def test_sigkill_then_resume_matches_uninterrupted(
+    synthetic_shards: Path, tmp_path: Path, one_thread: None
+) -> None:
     runner = CliRunner()
     task = tmp_path / "task"
     result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
@@ -44,27 +46,23 @@ def test_sigkill_then_resume_matches_uninterrupted(synthetic_shards: Path, tmp_p
             "--epochs", "3", "--batch-size", "32", "--rc-augment", "--rc-average",
             "--no-progress", "--set", "trainer.log_every=2"]  # fmt: skip
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # like the subprocess (OMP_NUM_THREADS=1)
-    try:
-        straight = tmp_path / "straight"
-        result = runner.invoke(app, [*args, "--out", str(straight)])
-        assert result.exit_code == 0, (result.output, result.exception)
+    # one thread here, like the subprocess (OMP_NUM_THREADS=1)
+    straight = tmp_path / "straight"
+    result = runner.invoke(app, [*args, "--out", str(straight)])
+    assert result.exit_code == 0, (result.output, result.exception)
 
-        crashed = tmp_path / "crashed"
-        env = dict(os.environ, OMP_NUM_THREADS="1", **{KILL_AFTER_CHECKPOINT_ENV: str(KILL_STEP)})
-        cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "--out", str(crashed)]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
-        assert not (crashed / "summary.json").exists()
-        ckpt = torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)
-        assert ckpt["global_step"] == KILL_STEP
+    crashed = tmp_path / "crashed"
+    env = dict(os.environ, OMP_NUM_THREADS="1", **faults.arm("train.checkpoint_saved", KILL_STEP))
+    cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "--out", str(crashed)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert not (crashed / "summary.json").exists()
+    ckpt = torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["global_step"] == KILL_STEP
 
-        # resume with only --out: everything else comes from the run's config.yaml
-        result = runner.invoke(app, ["finetune", "--out", str(crashed), "--resume"])
-        assert result.exit_code == 0, (result.output, result.exception)
-    finally:
-        torch.set_num_threads(threads)
+    # resume with only --out: everything else comes from the run's config.yaml
+    result = runner.invoke(app, ["finetune", "--out", str(crashed), "--resume"])
+    assert result.exit_code == 0, (result.output, result.exception)
 
     a = json.loads((straight / "summary.json").read_text())
     b = json.loads((crashed / "summary.json").read_text())

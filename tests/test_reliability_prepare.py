@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from goatdna import faults
 from goatdna.cli.app import app
 from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig, write_synthetic_fasta
-from goatdna.data_prep.prepare import KILL_AFTER_ENV, prepare_genome
+from goatdna.data_prep.prepare import prepare_genome
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock, lock_path
 
@@ -171,7 +172,11 @@ def test_kill_9_of_prepare_with_workers_leaves_no_worker_alive(tmp_path):
         tmp_path / "g.fa", SyntheticGenomeConfig(total_length=400_000, n_contigs=8)
     )
     marker = f"GOATDNA_TEST_MARKER={uuid.uuid4().hex}"
-    env = {**os.environ, KILL_AFTER_ENV: "2", marker.split("=")[0]: marker.split("=")[1]}
+    env = {
+        **os.environ,
+        **faults.arm("prepare.record_journaled", 2),
+        marker.split("=")[0]: marker.split("=")[1],
+    }
     cmd = [sys.executable, "-m", "goatdna.cli.app", "prepare", str(source), "--out"]
     proc = subprocess.run(
         [*cmd, str(tmp_path / "out"), "--workers", "2"], env=env, capture_output=True, timeout=120

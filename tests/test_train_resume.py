@@ -14,9 +14,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from goatdna import faults
 from goatdna.cli.app import app
 from goatdna.training import load_run_config, train
-from goatdna.training.lifecycle import KILL_AFTER_CHECKPOINT_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -48,15 +48,6 @@ def _rows(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: tiny models gain little from two, and lose ~10x on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_sigkill_then_resume_matches_uninterrupted(
     tmp_path: Path, synthetic_shards: Path, one_thread: None
 ) -> None:
@@ -69,7 +60,7 @@ def test_sigkill_then_resume_matches_uninterrupted(
     sets = [x for item in OVERRIDES for x in ("--set", item)]
     cmd = [sys.executable, "-m", "goatdna.cli.app", "train", "--config", str(CONFIG),
            "--data", str(synthetic_shards), "--out", str(crashed), *sets]  # fmt: skip
-    env = dict(os.environ, OMP_NUM_THREADS="1", **{KILL_AFTER_CHECKPOINT_ENV: str(KILL_STEP)})
+    env = dict(os.environ, OMP_NUM_THREADS="1", **faults.arm("train.checkpoint_saved", KILL_STEP))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert not (crashed / "summary.json").exists()

@@ -71,15 +71,10 @@ from goatdna.data_prep.synthetic import (
 )
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, C, G, N
 from goatdna.errors import GoatDNAError
+from goatdna.faults import crash_point, crash_point_add
 from goatdna.locking import folder_lock
 
 WORK_DIR_NAME = ".prepare"
-KILL_AFTER_ENV = "GOATDNA_PREPARE_KILL_AFTER_RECORDS"
-"""Test hook: SIGKILL this process right after the K-th record is marked done (resume tests)."""
-KILL_AFTER_BASES_ENV = "GOATDNA_PREPARE_KILL_AFTER_BASES"
-"""Test hook: SIGKILL this process once it has written B bases, before that record is marked
-done (a record whose bytes are on disk but not journaled must be redone by --resume)."""
-_bases_written_here = 0
 
 
 @dataclass(frozen=True)
@@ -211,14 +206,6 @@ def _pwrite_all(fd: int, data: bytes, offset: int, path: Path | None = None) -> 
         raise
 
 
-def _maybe_kill_after_bases(n: int) -> None:
-    global _bases_written_here
-    _bases_written_here += n
-    limit = int(os.environ.get(KILL_AFTER_BASES_ENV, "0") or 0)
-    if limit and _bases_written_here >= limit:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def process_record(
     source: FastaSource,
     task: RecordTask,
@@ -238,7 +225,7 @@ def process_record(
             end = min(task.record.end, pos + chunk_bases)
             tokens = reader.read_tokens(contig, pos, end)
             _pwrite_all(fd, tokens, task.offset + pos - task.record.start, partial)
-            _maybe_kill_after_bases(len(tokens))
+            crash_point_add("prepare.bases_written", len(tokens))
             n, soft, gc = _count_and_hash(tokens, digest)
             n_count += n
             soft_count += soft
@@ -672,7 +659,6 @@ def _run_tasks(
     """Process the records not yet journaled; ``start_threads`` runs once workers exist."""
     done = _load_done(work, tasks)
     pending = [t for t in tasks if t.index not in done]
-    kill_after = int(os.environ.get(KILL_AFTER_ENV, "0") or 0)
     finished_here = 0
 
     totals: dict[str, int] = {}
@@ -693,8 +679,7 @@ def _run_tasks(
             work / "done" / f"{task.index}.json", json.dumps(stat.__dict__).encode(), False
         )
         finished_here += 1
-        if kill_after and finished_here >= kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
+        crash_point("prepare.record_journaled", finished_here)
 
     def partial(task: RecordTask) -> Path:
         return work / (split_file_name(task.record.split) + ".partial")

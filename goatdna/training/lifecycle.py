@@ -16,7 +16,6 @@ import contextlib
 import csv
 import io
 import math
-import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -28,13 +27,11 @@ from torch import Tensor
 
 from goatdna.atomic import DiskFullError, atomic_path, atomic_write_text, disk_full_error
 from goatdna.errors import GoatDNAError
+from goatdna.faults import crash_point
 from goatdna.locking import folder_lock
 from goatdna.runtime import runs_on_cuda
 from goatdna.training import preflight
 from goatdna.training.run import RESUME_HINT, RunDir, StartPlan
-
-KILL_AFTER_CHECKPOINT_ENV = "GOATDNA_KILL_AFTER_CHECKPOINT_STEP"
-"""Crash drill: SIGKILL this process right after last.ckpt of that step is on disk (tests use it)."""
 
 METRIC_COLUMNS = (
     "step", "train_loss", "val_loss", "lr", "tokens_per_s", "grad_norm", "elapsed_s"
@@ -258,8 +255,7 @@ class RunState:
         fabric.barrier()
         if path == self.run.last_ckpt:
             self.last_saved = step
-            if os.environ.get(KILL_AFTER_CHECKPOINT_ENV) == str(step):
-                os.kill(os.getpid(), signal.SIGKILL)
+            crash_point("train.checkpoint_saved", step)
 
 
 def resolve_precision(precision: str, accelerator: str) -> str:
