@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,19 @@ def chr20_sample() -> Path:
 def _limit_threads() -> None:
     """Keep torch from oversubscribing the 2 CI cores when it is imported by a test."""
     os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One torch thread for the test: tiny models gain nothing from two threads and lose ~10x on
+    a busy 2-core machine, and a result compared byte for byte with an ``OMP_NUM_THREADS=1``
+    subprocess must be computed with the same thread count (reductions split differently)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 SYNTHETIC_TEST_LENGTH = 1_500_000

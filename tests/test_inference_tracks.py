@@ -46,6 +46,8 @@ COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N"}
 INDEX = {"A": 0, "C": 1, "G": 2, "T": 3, "N": 4}
 TRAIN_LENGTH = 16
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _tiny_model(positional: str = "goat", seed: int = 0) -> DNADecoder:
     """A random 2-layer decoder with large weights, so every base of context changes the output."""
@@ -65,15 +67,6 @@ def _tiny_model(positional: str = "goat", seed: int = 0) -> DNADecoder:
         for param in model.parameters():
             param.normal_(0.0, 0.3)
     return model.eval()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny forwards gain nothing from 2 threads and lose much when the cores are busy."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -55,14 +57,6 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             folder / f"{positional}.ckpt", model, {"model": to_dict(config)}
         )
     return paths
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matmuls; two threads on a busy 2-core box are ~10x slower
-    yield
-    torch.set_num_threads(threads)
 
 
 def _contig_text(fasta: Path, name: str) -> str:

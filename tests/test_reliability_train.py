@@ -43,13 +43,7 @@ OVERRIDES = [
     "trainer.accelerator=cpu",
 ]
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _config(*extra: str):
