@@ -9,7 +9,7 @@ ignores elementwise work, as the formula does). The measured count differs from
 * **norms**: RMSNorm weights are in N (`matmul_params` drops only the embedding table) but are an
   elementwise scale, not a matmul: ``-2 * norm_params`` per token.
 * **head padding**: the output GEMM runs on the weight zero-padded from ``vocab_size`` (5) to 8 rows
-  (`DNADecoder._logits`): ``+2 * d_model * (8 - vocab_size)`` per token.
+  (`DNADecoder.logits`): ``+2 * d_model * (8 - vocab_size)`` per token.
 * **GOAT's prior**: the formula charges its parameters per token (``2 * prior_params``); the model
   runs the prior's MLP (``phi (T, 2R+2) -> M -> 1`` per head) and the rotation
   (``k_rel (T, 2R) @ W_h (2R, 2R)``) once per position, shared by the batch rows.

@@ -147,7 +147,7 @@ def test_output_head_runs_padded_to_8_columns_and_keeps_5_classes(tie):
     x = torch.randn(2, 7, 64)
     spy = TensorDevices()
     with spy:
-        logits = model._logits(x)
+        logits = model.logits(model.norm(x))
     assert logits.shape == (2, 7, 5)
     assert any("aten.mm" in op or "aten.addmm" in op for op, _ in spy.made)
     expected = F.linear(model.norm(x), weight)
@@ -173,5 +173,5 @@ def test_output_head_gemm_has_8_columns():
 
     x = torch.randn(3, 5, 64)
     with Shapes():
-        model._logits(x)
+        model.logits(model.norm(x))
     assert shapes == [(15, 8)]

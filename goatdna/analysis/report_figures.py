@@ -67,7 +67,7 @@ def draw_priors(
         if run.positional != "goat":
             continue
         layer = prior_layer(options.prior_layer, run)
-        prior = run.model.blocks[layer].attn.prior
+        prior = run.model.prior(layer)
         stem = file_safe(run.name)
         while stem in used_stems:  # two names that differ only in unsafe characters
             stem += "_"

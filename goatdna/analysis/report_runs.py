@@ -156,7 +156,7 @@ def validation_nll(run: RunData, genome: Any, split: str, batch_tokens: int) -> 
 
 def prior_layer(layer: int | None, run: RunData) -> int:
     """The GOAT layer whose prior is drawn for ``run`` (default: the last)."""
-    n_layers = len(run.model.blocks)
+    n_layers = run.model.n_layers
     if layer is None:
         return n_layers - 1
     if not 0 <= layer < n_layers:

@@ -93,7 +93,7 @@ def embed(
         runtime = Runtime.from_options(accelerator, devices)
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
     model, config = load_checkpoint(checkpoint, device=device if runtime is None else "cpu")
-    options.validate(len(model.blocks))
+    options.validate(model.n_layers)
     length = max_length if max_length is not None else default_max_length(config)
     if runtime is None:
         vectors: list[Any] | None = embed_records(model, records, options, length)

@@ -128,29 +128,25 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
         view = _CacheView(cache) if use_cache else None
         start = self._start_position(view, position_ids, input_ids.shape[1])
 
-        x = self.model.embed(input_ids)  # (B, L, d_model)
-        hidden: list[Tensor] = [x]
-        for layer, block in enumerate(self.model.blocks):
-            x = block(x, start, view, layer)
-            hidden.append(x)
-        if view is not None:
-            view.length = start + input_ids.shape[1]
-        logits = self.model._logits(x)  # (B, L, vocab_size)
-        hidden[-1] = self.model.norm(x)
-
-        loss = None
-        if labels is not None:
-            targets = labels[:, 1:].masked_fill(labels[:, 1:] == HF_IGNORE_INDEX, IGNORE_TARGET)
-            loss = next_token_loss(logits[:, :-1], targets.long())
         want_hidden = (
             output_hidden_states
             if output_hidden_states is not None
             else bool(getattr(self.config, "output_hidden_states", False))
         )
+        states: list[Tensor] | None = [] if want_hidden else None
+        normed = self.model.hidden(input_ids, start, view, states=states)  # (B, L, d_model)
+        logits = self.model.logits(normed)  # (B, L, vocab_size)
+        # transformers' convention: the last entry is the final norm's output
+        hidden = (*states[:-1], normed) if states is not None else None
+
+        loss = None
+        if labels is not None:
+            targets = labels[:, 1:].masked_fill(labels[:, 1:] == HF_IGNORE_INDEX, IGNORE_TARGET)
+            loss = next_token_loss(logits[:, :-1], targets.long())
         output = CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
-            hidden_states=tuple(hidden) if want_hidden else None,
+            hidden_states=hidden,
             **{_CACHE_FIELD: cache if use_cache else None},
         )
         if return_dict is False:

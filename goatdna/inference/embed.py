@@ -20,12 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from goatdna.data_prep.tokens import TOKEN_MASK, encode, reverse_complement_tokens
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
+    from torch import Tensor
+
+    from goatdna.model import DNADecoder
 
 Pool = Literal["mean", "last", "none"]
 Strands = Literal["forward", "both"]
@@ -95,24 +100,21 @@ def chunk_spans(length: int, max_length: int) -> list[tuple[int, int]]:
 
 
 class LayerReader:
-    """Runs the model up to the chosen layer: tokens (B, L) -> hidden states (B, L, d_model)."""
+    """Runs the model up to the chosen layer: tokens (B, L) -> hidden states (B, L, d_model).
 
-    def __init__(self, model: Any, layer: int | None) -> None:
+    ``layer`` k is `DNADecoder.hidden` with ``layers=k`` (block k's output, not normed); None is
+    the full trunk, final norm included.
+    """
+
+    def __init__(self, model: DNADecoder, layer: int | None) -> None:
         self.model = model
         self.layer = layer
 
-    def __call__(self, tokens: Any) -> Any:
+    def __call__(self, tokens: Tensor) -> Tensor:
         import torch
 
-        model = self.model
         with torch.inference_mode():
-            x = model.embed(tokens)  # (B, L, d_model)
-            blocks = model.blocks if self.layer is None else model.blocks[: self.layer]
-            for block in blocks:
-                x = block(x, 0)
-            if self.layer is None:
-                x = model.norm(x)
-        return x.float()
+            return self.model.hidden(tokens, layers=self.layer).float()
 
 
 @dataclass
@@ -152,7 +154,7 @@ def _jobs(
 
 
 def embed_token_lists(
-    model: Any,
+    model: DNADecoder,
     token_lists: Sequence[np.ndarray],
     layer: int | None,
     pool: str,
@@ -189,10 +191,10 @@ def embed_token_lists(
 
 
 def embed_records(
-    model: Any, records: Sequence[SequenceRecord], options: EmbedOptions, max_length: int
+    model: DNADecoder, records: Sequence[SequenceRecord], options: EmbedOptions, max_length: int
 ) -> list[np.ndarray]:
     """Embeddings of ``records`` (both strands averaged when asked), in input order."""
-    options.validate(len(model.blocks))
+    options.validate(model.n_layers)
     tokens = [r.tokens for r in records]
     was_training = model.training
     model.eval()
@@ -215,7 +217,7 @@ def embed_records(
 
 
 def embed(
-    model: Any,
+    model: DNADecoder,
     sequences: Sequence[str],
     *,
     config: dict[str, Any] | None = None,

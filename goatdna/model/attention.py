@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .alibi import AlibiPrior
-from .cache import KVCache
+from .cache import LayerCache
 from .config import ModelConfig
 from .goat import GoatPrior
 from .rope import RotaryEmbedding
@@ -157,7 +157,7 @@ class CausalSelfAttention(nn.Module):
         return q, k
 
     def forward(
-        self, x: Tensor, start_pos: int = 0, cache: KVCache | None = None, layer: int = 0
+        self, x: Tensor, start_pos: int = 0, cache: LayerCache | None = None, layer: int = 0
     ) -> Tensor:
         """x (B, L, d_model) at positions start_pos..start_pos+L-1 -> (B, L, d_model).
 

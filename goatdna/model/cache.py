@@ -8,9 +8,24 @@ changes once written, so a decoding step only computes the new token's query/key
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
+
+
+class LayerCache(Protocol):
+    """What attention needs of a KV cache: `KVCache` here, a transformers cache in `goatdna.hf`.
+
+    ``length`` is the number of positions already cached (the next token's absolute position);
+    ``write`` appends one layer's new keys/values and returns all of that layer's so far.
+    """
+
+    length: int
+
+    def check_room(self, batch_size: int, new_tokens: int) -> None: ...
+
+    def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]: ...
 
 
 @dataclass

@@ -39,10 +39,7 @@ def pad_sequences(sequences: Sequence[Any]) -> tuple[Tensor, Tensor]:
 
 def hidden_states(backbone: DNADecoder, tokens: Tensor) -> Tensor:
     """tokens (B, L) -> final normed hidden states (B, L, d_model): the input to the LM head."""
-    x = backbone.embed(tokens)  # (B, L, d_model)
-    for block in backbone.blocks:
-        x = block(x, 0)
-    return backbone.norm(x)
+    return backbone.hidden(tokens)
 
 
 def pool_hidden(hidden: Tensor, lengths: Tensor, pool: str) -> Tensor:

@@ -13,9 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .alibi import AlibiPrior
 from .attention import CausalSelfAttention
-from .cache import KVCache
+from .cache import KVCache, LayerCache
 from .config import ModelConfig
+from .goat import GoatPrior
 from .scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
 
 
@@ -43,14 +45,20 @@ class Block(nn.Module):
         self.mlp = SwiGLU(config.d_model, config.mlp_hidden)
 
     def forward(
-        self, x: Tensor, start_pos: int = 0, cache: KVCache | None = None, layer: int = 0
+        self, x: Tensor, start_pos: int = 0, cache: LayerCache | None = None, layer: int = 0
     ) -> Tensor:
         x = x + self.attn(self.attn_norm(x), start_pos, cache, layer)
         return x + self.mlp(self.mlp_norm(x))
 
 
 class DNADecoder(nn.Module):
-    """The decoder. ``forward(idx, start_pos)`` -> logits (B, L, vocab_size) at absolute positions."""
+    """The decoder: a trunk (`hidden`: embedding, blocks, final norm) and a head (`logits`).
+
+    ``forward(idx, start_pos)`` -> logits (B, L, vocab_size) at absolute positions is the head
+    applied to the trunk, as transformers' ``LlamaForCausalLM`` is ``lm_head`` over
+    ``LlamaModel``. Code outside ``goatdna/model/`` reads hidden states through `hidden`, the
+    depth through `n_layers` and a layer's prior through `prior`, never through ``blocks``.
+    """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -83,15 +91,70 @@ class DNADecoder(nn.Module):
             nn.init.normal_(block.mlp.down.weight, std=residual_std)
 
     # ------------------------------------------------------------------ forward passes
-    def _logits(self, x: Tensor) -> Tensor:
-        """(B, L, d_model) -> logits (B, L, vocab_size) through a head padded to 8k columns.
+    @property
+    def n_layers(self) -> int:
+        """How many decoder blocks the trunk has (valid ``layers`` of `hidden`: 0..n_layers)."""
+        return len(self.blocks)
+
+    def prior(self, layer: int) -> GoatPrior | AlibiPrior | None:
+        """Block ``layer``'s (0-based) positional prior; None for RoPE and NoPE models."""
+        block = self.blocks[layer]
+        assert isinstance(block, Block)  # ModuleList items are typed as Module
+        return block.attn.prior
+
+    def hidden(
+        self,
+        idx: Tensor,
+        start_pos: int = 0,
+        cache: LayerCache | None = None,
+        layers: int | None = None,
+        *,
+        states: list[Tensor] | None = None,
+    ) -> Tensor:
+        """The trunk: idx (B, L) at positions start_pos.. -> hidden states (B, L, d_model).
+
+        ``layers=None`` runs every block and the final RMSNorm: the vector the head reads (and
+        what fine-tuning pools). ``layers=k`` (0..n_layers) stops after block k and returns the
+        residual stream there, *not* normed (k=0: the embedding): an intermediate layer's
+        embedding is the stream the next block reads, and the final norm belongs to the head's
+        input only. With a ``cache``, ``start_pos`` must be ``cache.length`` (positions stay
+        absolute), the new keys/values are appended and ``cache.length`` moves
+        on; a cache needs every layer. ``states``, when given a list, receives the embedding and
+        every block's output (un-normed), for callers that report them all (transformers'
+        ``output_hidden_states``). This is the only loop over the blocks.
+        """
+        n = self.n_layers if layers is None else layers
+        if not 0 <= n <= self.n_layers:
+            raise ValueError(f"layers must be in 0..{self.n_layers}, got {layers}")
+        B, L = idx.shape
+        if cache is not None:
+            if layers is not None:
+                raise ValueError("a KV cache needs every layer (layers=None)")
+            if start_pos != cache.length:
+                raise ValueError(
+                    f"start_pos {start_pos}, but the cache holds {cache.length} positions: "
+                    "cached positions stay absolute"
+                )
+            cache.check_room(B, L)
+        x = self.embed(idx)  # (B, L, d_model)
+        if states is not None:
+            states.append(x)
+        for layer in range(n):
+            x = self.blocks[layer](x, start_pos, cache, layer)  # (B, L, d_model)
+            if states is not None:
+                states.append(x)
+        if cache is not None:
+            cache.length = start_pos + L
+        return self.norm(x) if layers is None else x
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """The head: final-normed hidden (B, L, d_model) (`hidden`) -> logits (B, L, vocab_size).
 
         A 5-column output GEMM is unaligned for tensor cores, so the head runs with its weight
         zero-padded to a multiple of 8 rows (the tied embedding is already padded) and the
         extra columns are sliced off. The parameter keeps its (vocab_size, d_model) shape, so
         state_dicts, checkpoints and exports are unchanged; padding rows get no gradient.
         """
-        x = self.norm(x)
         V = self.config.vocab_size
         padded = -(-V // 8) * 8
         if self.head is None:
@@ -100,14 +163,11 @@ class DNADecoder(nn.Module):
                 weight = F.pad(weight, (0, 0, 0, padded - weight.shape[0]))
         else:
             weight = F.pad(self.head.weight, (0, 0, 0, padded - V))  # (padded, d_model)
-        return F.linear(x, weight)[..., :V]  # (B, L, vocab_size)
+        return F.linear(hidden, weight)[..., :V]  # (B, L, vocab_size)
 
     def forward(self, idx: Tensor, start_pos: int = 0) -> Tensor:
         """idx (B, L) token ids at positions start_pos..start_pos+L-1 -> logits (B, L, V)."""
-        x = self.embed(idx)  # (B, L, d_model)
-        for block in self.blocks:
-            x = block(x, start_pos)
-        return self._logits(x)
+        return self.logits(self.hidden(idx, start_pos))
 
     def new_cache(
         self, batch_size: int, max_length: int, dtype: torch.dtype | None = None
@@ -121,19 +181,12 @@ class DNADecoder(nn.Module):
             device=weight.device, dtype=dtype or weight.dtype,
         )  # fmt: skip
 
-    def forward_cached(self, idx: Tensor, cache: KVCache) -> Tensor:
+    def forward_cached(self, idx: Tensor, cache: LayerCache) -> Tensor:
         """Process idx (B, L) at positions cache.length.. and append to the cache -> logits (B, L, V).
 
         One call with the prompt is the prefill; then call with one token at a time.
         """
-        B, L = idx.shape
-        cache.check_room(B, L)
-        start = cache.length
-        x = self.embed(idx)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, start, cache, layer)
-        cache.length = start + L
-        return self._logits(x)
+        return self.logits(self.hidden(idx, cache.length, cache))
 
     # ------------------------------------------------------------------ bookkeeping
     def num_params(self) -> int:
