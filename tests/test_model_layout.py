@@ -78,7 +78,7 @@ def randomized_prior() -> GoatPrior:
 
 
 def _packed_reference(prior, q_c, k_c, pos_q, pos_k):
-    """G5 written out slot by slot in (B, H, L, d_h) order, from the prior's own terms."""
+    """Eqs. (23)-(24) (goat.py) written out slot by slot in (B, H, L, d_h) order, from the prior's own terms."""
     B, H, Lq, dc = q_c.shape
     Lk = k_c.shape[2]
     d = prior.head_dim
@@ -110,7 +110,7 @@ def _packed_reference(prior, q_c, k_c, pos_q, pos_k):
 
 def test_packed_qk_are_laid_out_like_the_projection_and_equal_the_formula():
     """q', k' are (B, H, L, d_h) views of (B, L, H, d_h) memory (RoPE's layout, flash-attn's
-    input layout) with exactly G5's values, and attention over them is unchanged by layout."""
+    input layout) with exactly the values of Eqs. (23)-(24), and attention over them is unchanged by layout."""
     prior = randomized_prior()
     B, H, L, dc = 2, 4, 24, prior.content_dim
     torch.manual_seed(1)

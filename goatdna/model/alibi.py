@@ -2,8 +2,9 @@ r"""ALiBi (Press et al., 2022) as a fixed key-only prior, packed like GOAT's int
 
 ALiBi adds ``-m_h (i - j)`` to the logit of query i and key j, with fixed head slopes ``m_h``.
 Softmax ignores the per-query constant ``-m_h i``, so ALiBi *is* GOAT's key-only term with only
-the slope (G4 with ``g_h = 0``, ``sink_h = 0``, ``slope_h = m_h``) and no relative modes (G3 with
-R = 0): ``K_ij = m_h j``. It is packed the same way (goat.py, G5) with d_p = 2 position dims::
+the slope (the paper's Eqs. (21)-(22) with ``g_h = 0``, ``sink_h = 0``, ``slope_h = m_h``; its
+App. G.3) and no relative modes (Eqs. (12)-(19) with R = 0): ``K_ij = m_h j``. It is packed the
+same way (goat.py, Eqs. (23)-(24)) with d_p = 2 position dims::
 
     q'_i = [ sqrt(d_h/d_c) qc_i,  sqrt(d_h),  sqrt(d_h) ]
     k'_j = [ kc_j,                hi(u_h(j)), lo(u_h(j)) ],   u_h(j) = m_h j

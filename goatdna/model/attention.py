@@ -148,7 +148,7 @@ class CausalSelfAttention(nn.Module):
         return q, k, v
 
     def _positions(self, q: Tensor, k: Tensor, pos: range) -> tuple[Tensor, Tensor]:
-        """Attach positions: GOAT/ALiBi pack (q', k') (goat.py, G5), RoPE rotates, NoPE passes;
+        """Attach positions: GOAT/ALiBi pack (q', k') (goat.py, Eqs. (23)-(24)), RoPE rotates, NoPE passes;
         all -> (B, H, L, d_h)."""
         if self.prior is not None:
             return self.prior.pack(q, k, pos, pos)
@@ -178,7 +178,7 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
-        """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT and ALiBi (goat.py, G1),
+        """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT and ALiBi (goat.py, Eqs. (4)-(10)),
         RoPE's rotated q.k/sqrt(d), NoPE's plain q.k/sqrt(d)."""
         if self.prior is not None:
             content = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.qk_dim)

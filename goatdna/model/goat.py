@@ -1,23 +1,27 @@
 r"""GOAT: attention with a trainable log-prior, packed so one standard SDPA call computes it.
 
-The equations, stated once. Source: Litman & Guo, "You Need Better Attention Priors" (GOAT,
-arXiv:2601.15380, ICML 2026), sections 3-4 ("Generalizing the Attention Prior", "Parameterizing
-the Prior With Goat"). The paper's own equation numbers could not be checked offline, so the labels
-G1-G5 below are this module's; the code cites them::
+The equations, stated once, with the paper's own equation numbers. Source: Litman & Guo, "You
+Need Better Attention Priors" (GOAT, arXiv:2601.15380 v2, ICML 2026), sections 3-4 ("Generalizing
+the Attention Prior", "Parameterizing the Prior With Goat"); the code cites the numbers::
 
-    (G1) A_ij     = softmax_j( s_ij + K_ij ),   s_ij = <qc_i, kc_j> / sqrt(d_c)
-                    attention as entropic OT with prior exp(K): a uniform prior (K = 0) is softmax
-    (G2) K_ij     = K_rel(i - j) + u_h(j)                        relative part + key-only part
-    (G3) K_rel(t) = sum_r [ a_r cos(w_r t) + b_r sin(w_r t) ],   w_r = base^(-(r-1)/(R-1))
-    (G4) u_h(j)   = slope_h * j + g_h(phi(j)) + sink_h * 1{j = 0}
-    (G5) q'_i = [ sqrt(d_h/d_c) qc_i,  sqrt(d_h) q_rel(i),  sqrt(d_h),  0 ]
-         k'_j = [ kc_j,                k_rel(j),            u_h(j),     0 ]
-         k_rel(j) = [cos w_r j, sin w_r j]_r
-         q_rel(i) = [a_r cos w_r i + b_r sin w_r i,  a_r sin w_r i - b_r cos w_r i]_r
+    Eqs. (4)-(10)   A_ij = softmax_j( s_ij + K_ij ),   s_ij = <qc_i, kc_j> / sqrt(d_c)
+                    attention as one-sided entropic OT with prior pi = exp(K); a uniform prior
+                    (K = 0) is standard softmax attention, Eqs. (2)-(3)
+    Sec. 4          K_ij = K_rel(i - j) + u_h(j)          relative part + key-only part
+    Eqs. (12)-(19)  K_rel(t) = sum_r [ a_r cos(w_r t) + b_r sin(w_r t) ],
+                    w_r = base^(-(r-1)/max(R-1, 1)),  base B = 10,000
+    Eqs. (21)-(22)  u_h(j) = slope_h * j + g_h(phi(j)) + sink_h * 1{j = 0}
+    Eqs. (23)-(24)  q'_i = [ sqrt(d_h/d_c) qc_i,  sqrt(d_h) q_rel(i),  sqrt(d_h),  0 ]
+    (Algorithm 1)   k'_j = [ kc_j,                k_rel(j),            u_h(j),     0 ]
+                    k_rel(j) = [cos w_r j, sin w_r j]_r
+                    q_rel(i) = [a_r cos w_r i + b_r sin w_r i,  a_r sin w_r i - b_r cos w_r i]_r
+
+(The paper's Eqs. (23)-(24) omit the trailing 0 slot; here it carries the low half of ``u`` in
+bf16, see below.)
 
 so that ``<q'_i, k'_j> / sqrt(d_h) = s_ij + K_ij`` (the angle-difference identities turn
 ``q_rel(i) . k_rel(j)`` into ``K_rel(i - j)``), with ``d_h = d_c + d_p`` and ``d_p = 2R + 2``.
-``scaled_dot_product_attention(q', k', v)`` with its default scale therefore computes G1 with no
+``scaled_dot_product_attention(q', k', v)`` with its default scale therefore computes Eqs. (4)-(10) with no
 L x L bias in memory, and FlashAttention runs unchanged. ``g_h`` is a one-hidden-layer SiLU MLP per
 head on ``phi(j) = [cos w_r j, sin w_r j, j / L_train, log(1+j) / log(1+L_train)]``.
 
@@ -27,7 +31,7 @@ Numerics (why the code is not a one-liner):
   far beyond ``train_length``; fixed-frequency features are cached per position range and device.
 * In bf16 the key-only term cannot ride in one slot: at ``j = 65536`` with slope 0.5, ``u = 32768``
   where the bf16 spacing is 256. ``u`` is split into ``hi = bf16(u)`` and ``lo = bf16(u - hi)``, and
-  ``lo`` takes the alignment slot that G5 leaves at 0, with ``sqrt(d_h)`` in both query slots:
+  ``lo`` takes the alignment slot that Eqs. (23)-(24) leave at 0, with ``sqrt(d_h)`` in both query slots:
   the remaining error is about ``|u| 2^-17``, at no extra cost (``split_key_bias``).
 * The constant query slot holds ``dtype(sqrt(d_h))`` and SDPA scales by ``float32(1/sqrt(d_h))``;
   when their product is not exactly 1 (e.g. ``d_h = 32`` or 128 in bf16), ``u`` is divided by that
@@ -60,7 +64,7 @@ DECODE_BLOCK = 64
 def goat_frequencies(
     num_modes: int, freq_base: float, device: torch.device | str | None = None
 ) -> Tensor:
-    """``w_r = freq_base^(-(r-1)/max(R-1, 1))`` for r = 1..R, in float64 (G3), on ``device``.
+    """``w_r = freq_base^(-(r-1)/max(R-1, 1))`` for r = 1..R, in float64 (Eqs. (12)-(19)), on ``device``.
 
     Built where it is used: a CPU table copied to the GPU would be a blocking host-to-device copy
     per decoding step, and a CPU ``arange`` inside a compiled graph.
@@ -100,7 +104,7 @@ def _as_positions(pos: Positions, device: torch.device) -> Tensor:
 def _phi(pos64: Tensor, freqs64: Tensor, train_length: int) -> Tensor:
     """phi(j) = [cos w_r j, sin w_r j, j / L_train, log(1+j) / log(1+L_train)] -> (L, 2R + 2).
 
-    Its first 2R columns are k_rel(j) (G5). Phases in float64: exact for any practical j.
+    Its first 2R columns are k_rel(j) (Eqs. (23)-(24)). Phases in float64: exact for any practical j.
     """
     phase = pos64[:, None] * freqs64[None, :]  # (L, R)
     linear = pos64 / train_length
@@ -136,7 +140,7 @@ def _slot_and_gain(head_dim: int, dtype: torch.dtype) -> tuple[float, float]:
 class GoatPrior(nn.Module):
     """One layer's GOAT log-prior ``K_ij = K_rel(i-j) + u_h(j)`` for ``num_heads`` heads.
 
-    ``pack`` is what the model runs (G5: one SDPA call); ``log_prior`` materialises the
+    ``pack`` is what the model runs (Eqs. (23)-(24): one SDPA call); ``log_prior`` materialises the
     ``(H, Lq, Lk)`` prior for the explicit reference backend, tests and plots.
     """
 
@@ -181,16 +185,16 @@ class GoatPrior(nn.Module):
         }
 
         H, R, M = num_heads, num_modes, mlp_hidden
-        self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (G3)
-        self.beta = nn.Parameter(torch.zeros(H, R))  # b_r per head (G3)
-        self.slope = nn.Parameter(torch.zeros(H))  # linear key term (G4)
-        self.sink = nn.Parameter(torch.zeros(H))  # bump on the first token (G4)
+        self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (Eqs. (12)-(19))
+        self.beta = nn.Parameter(torch.zeros(H, R))  # b_r per head (Eqs. (12)-(19))
+        self.slope = nn.Parameter(torch.zeros(H))  # linear key term (Eqs. (21)-(22))
+        self.sink = nn.Parameter(torch.zeros(H))  # bump on the first token (Eqs. (21)-(22))
         freqs = goat_frequencies(num_modes, self.freq_base).float()  # (R,)
         if learn_freqs:
             self.freqs = nn.Parameter(freqs)
         else:
             self.register_buffer("freqs", freqs, persistent=False)
-        # g_h: one-hidden-layer SiLU MLP per head, phi(j) (2R + 2) -> M -> 1 (G4)
+        # g_h: one-hidden-layer SiLU MLP per head, phi(j) (2R + 2) -> M -> 1 (Eqs. (21)-(22))
         features = 2 * R + 2
         self.mlp_w1 = nn.Parameter(torch.randn(H, features, M) / math.sqrt(features))
         self.mlp_b1 = nn.Parameter(torch.zeros(H, M))
@@ -228,7 +232,7 @@ class GoatPrior(nn.Module):
         return torch.matmul(hidden, self.mlp_w2[:, :, None])[..., 0] + self.mlp_b2[:, None]
 
     def _key_bias64(self, pos: Positions, device: torch.device | None = None) -> Tensor:
-        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (G4) -> (H, L) float64.
+        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (Eqs. (21)-(22)) -> (H, L) float64.
 
         ``slope * j`` (the large term) is formed in float64; the MLP runs in the parameters' dtype
         with autocast off (its output is small, so float32 is exact enough and cheap).
@@ -250,11 +254,13 @@ class GoatPrior(nn.Module):
     def _k_rel(
         self, pos: Positions, dtype: torch.dtype, device: torch.device | None = None
     ) -> Tensor:
-        """k_rel(j) = [cos w_r j, sin w_r j] (G5) -> (L, 2R), float64 rounded once to dtype."""
+        """k_rel(j) = [cos w_r j, sin w_r j] (Eqs. (23)-(24)) -> (L, 2R), float64 rounded once
+        to dtype."""
         return self._features(pos, device)[1][:, : 2 * self.num_modes].to(dtype)
 
     def _rotation(self) -> Tensor:
-        """W_h (H, 2R, 2R) with q_rel(i) = k_rel(i) W_h, i.e. [c, s] W = [a c + b s, a s - b c] (G5).
+        """W_h (H, 2R, 2R) with q_rel(i) = k_rel(i) W_h, i.e. [c, s] W = [a c + b s, a s - b c]
+        (Eqs. (23)-(24)).
 
         One small matmul replaces four broadcast products over (H, L, R) and their backward sums.
         """
@@ -263,18 +269,18 @@ class GoatPrior(nn.Module):
         return torch.cat([torch.cat([a, -b], dim=-1), torch.cat([b, a], dim=-1)], dim=-2)
 
     def key_bias(self, pos: Positions) -> Tensor:
-        """u_h(j) (G4) -> (num_heads, L) in the parameters' dtype."""
+        """u_h(j) (Eqs. (21)-(22)) -> (num_heads, L) in the parameters' dtype."""
         return self._key_bias64(pos).to(self.alpha.dtype)
 
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
-        """K_ij = K_rel(i - j) + u_h(j) (G2, G3) -> (num_heads, Lq, Lk), materialised."""
+        """K_ij = K_rel(i - j) + u_h(j) (Sec. 4; Eqs. (12)-(22)) -> (num_heads, Lq, Lk), materialised."""
         dtype = self.alpha.dtype
         with _autocast_off(self.alpha.device):
             q_rel = torch.matmul(self._k_rel(pos_q, dtype), self._rotation())  # (H, Lq, 2R)
             rel = torch.matmul(q_rel, self._k_rel(pos_k, dtype).t())  # (H, Lq, Lk)
         return rel + self.key_bias(pos_k)[:, None, :]
 
-    # ---------------------------------------------------------------- G5
+    # ---------------------------------------------------------------- Eqs. (23)-(24)
     def pack(
         self, q_c: Tensor, k_c: Tensor, pos_q: Positions, pos_k: Positions
     ) -> tuple[Tensor, Tensor]:
@@ -311,7 +317,7 @@ class GoatPrior(nn.Module):
     def _position_tails(
         self, pos_q: Positions, pos_k: Positions, dtype: torch.dtype, device: torch.device
     ) -> tuple[Tensor, Tensor]:
-        """The position slots of q' and k' (G5): (Lq, H, 2R+2) and (Lk, H, 2R+2) in ``dtype``.
+        """The position slots of q' and k' (Eqs. (23)-(24)): (Lq, H, 2R+2) and (Lk, H, 2R+2) in ``dtype``.
 
         A decoding step (one position, no autograd) reads them from a block of
         `DECODE_BLOCK` positions computed at once and kept until the parameters change, so a
@@ -340,7 +346,7 @@ class GoatPrior(nn.Module):
         self, pos_q: Positions, pos_k: Positions, dtype: torch.dtype, device: torch.device
     ) -> tuple[Tensor, Tensor]:
         """q' tail [sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0] and k' tail [k_rel(j), hi(u),
-        lo(u)], where u / gain makes slot * scale * (hi + lo) = u exactly as G4 defines it."""
+        lo(u)], where u / gain makes slot * scale * (hi + lo) = u exactly as Eqs. (21)-(22) define it."""
         H, d = self.num_heads, self.head_dim
         slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
         with _autocast_off(device):  # round once, below
