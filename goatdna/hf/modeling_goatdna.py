@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from transformers import GenerationMixin, PreTrainedModel
-from transformers.cache_utils import DynamicCache
+from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from goatdna.model.scoring import IGNORE_TARGET, next_token_loss
@@ -40,7 +40,7 @@ class _CacheView:
     transformers cache grows without a fixed size, so there is always room.
     """
 
-    def __init__(self, cache: Any) -> None:
+    def __init__(self, cache: Cache) -> None:
         self.cache = cache
         self.length = int(cache.get_seq_length())
 
@@ -57,7 +57,7 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _no_split_modules = ["Block"]  # noqa: RUF012
 
-    def _init_weights(self, module: Any) -> None:
+    def _init_weights(self, module: torch.nn.Module) -> None:
         """Weights come from `DNADecoder.reset_parameters` (or a checkpoint); nothing to do here."""
 
 
@@ -103,8 +103,8 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
         labels: Tensor | None = None,
-        cache: Any = None,
-        past_key_values: Any = None,
+        cache: Cache | None = None,
+        past_key_values: Cache | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
@@ -125,7 +125,7 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
             use_cache = bool(getattr(self.config, "use_cache", False)) and cache is not None
         if use_cache and cache is None:
             cache = DynamicCache()
-        view = _CacheView(cache) if use_cache else None
+        view = _CacheView(cache) if use_cache and cache is not None else None
         start = self._start_position(view, position_ids, input_ids.shape[1])
 
         want_hidden = (
@@ -147,7 +147,8 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
             loss=loss,
             logits=logits,
             hidden_states=hidden,
-            **{_CACHE_FIELD: cache if use_cache else None},
+            # the field's name differs between transformers versions (see _CACHE_FIELD)
+            **{_CACHE_FIELD: cache if use_cache else None},  # type: ignore[arg-type]
         )
         if return_dict is False:
             return output.to_tuple()

@@ -15,7 +15,7 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,27 +25,40 @@ from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import model_on_device, rank_zero_progress
 from goatdna.runtime import gather_blocks, rank_block, single_process_fabric
 
+if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
+    from lightning_fabric import Fabric
+
+    from goatdna.model.classifier import SequenceTaskModel
+
 
 @dataclass
 class LoadedClassifier:
-    """A `SequenceClassifier` in eval mode and what its checkpoint says about the task."""
+    """A fine-tuned `SequenceTaskModel` in eval mode, and its checkpoint's run config."""
 
-    classifier: Any  # goatdna.model.classifier.SequenceClassifier
-    task: str
-    classes: list[str]
-    label_mean: float
-    label_std: float
-    max_length: int
-    rc_average: bool
+    classifier: SequenceTaskModel
     config: dict[str, Any]
+
+    @property
+    def task(self) -> str:
+        return self.classifier.task_config.task
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.classifier.task_config.classes)
 
 
 def load_classifier(path: str | Path) -> LoadedClassifier:
-    """Read a fine-tuned checkpoint (``goatdna finetune``'s best.ckpt or last.ckpt)."""
+    """Read a fine-tuned checkpoint (``goatdna finetune``'s best.ckpt or last.ckpt): the
+    backbone through `load_checkpoint`, the head section strictly as a `SequenceTaskConfig`."""
     import torch
 
     from goatdna.checkpoint import load_checkpoint
-    from goatdna.model.classifier import SequenceClassifier, is_classifier_config
+    from goatdna.configfile import ConfigKeyError, from_dict
+    from goatdna.model.classifier import (
+        SequenceTaskConfig,
+        SequenceTaskModel,
+        is_classifier_config,
+    )
 
     backbone, config = load_checkpoint(path, "cpu")
     if not is_classifier_config(config):
@@ -53,12 +66,13 @@ def load_classifier(path: str | Path) -> LoadedClassifier:
             f"{path}: is a pretrained language model, not a fine-tuned classifier; train one "
             "with `goatdna finetune` and pass RUN_DIR/checkpoints/best.ckpt"
         )
-    head = config["head"]
-    backbone_cfg = config.get("backbone", {})
-    classifier = SequenceClassifier(
-        backbone, int(head["n_outputs"]), backbone_cfg.get("pool", "mean"),
-        float(backbone_cfg.get("dropout", 0.0)),
-    )  # fmt: skip
+    try:
+        task_config = from_dict(SequenceTaskConfig, dict(config["head"]), "head")
+    except ConfigKeyError as err:
+        raise GoatDNAError(
+            f"{path}: {err.detail}; fine-tune it again with this goatdna to predict with it"
+        ) from None
+    classifier = SequenceTaskModel(backbone, task_config)
     state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
     head_state = {k[len("head.") :]: v for k, v in state.items() if k.startswith("head.")}
     try:
@@ -68,16 +82,7 @@ def load_classifier(path: str | Path) -> LoadedClassifier:
             f"{path}: head weights do not match its config ({str(err).splitlines()[0]})"
         ) from None
     classifier.eval()
-    return LoadedClassifier(
-        classifier=classifier,
-        task=head["task"],
-        classes=list(head["classes"]),
-        label_mean=float(head["label_mean"]),
-        label_std=float(head["label_std"]),
-        max_length=int(config.get("task", {}).get("max_length", 1 << 30)),
-        rc_average=bool(backbone_cfg.get("rc_average", False)),
-        config=config,
-    )
+    return LoadedClassifier(classifier=classifier, config=config)
 
 
 def predict_tokens(
@@ -86,26 +91,21 @@ def predict_tokens(
     *,
     rc_average: bool | None = None,
     batch_size: int = 64,
-    fabric: Any = None,
+    fabric: Fabric | None = None,
     progress: bool = False,
 ) -> np.ndarray:
     """(N, K) class probabilities, or (N, 1) values in label units, for token arrays in order.
 
-    ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
-    Every rank gets every row back.
+    ``rc_average`` None: as the model was trained. ``fabric``: a launched Fabric
+    (`goatdna.runtime.Runtime.fabric`); None runs one CPU process. Every rank gets every row back.
     """
     import torch
 
-    from goatdna.model.classifier import (
-        pad_sequences,
-        reverse_complement_padded,
-        strand_average,
-    )
+    from goatdna.model.classifier import pad_sequences
 
     fabric = fabric or single_process_fabric()
-    both = loaded.rc_average if rc_average is None else rc_average
-    tokens = [t[: loaded.max_length] for t in tokens]
-    classification = loaded.task == "classification"
+    task_config = loaded.classifier.task_config
+    tokens = [t[: task_config.max_length] for t in tokens]
     classifier = model_on_device(fabric, loaded.classifier)
     block = rank_block(len(tokens), fabric.global_rank, fabric.world_size)
     rows: list[torch.Tensor] = []
@@ -117,19 +117,10 @@ def predict_tokens(
         for start in range(block.start, block.stop, batch_size):
             stop = min(start + batch_size, block.stop)
             ids, lengths = fabric.to_device(pad_sequences(tokens[start:stop]))
-            out = classifier(ids, lengths).float()
-            if both:
-                out_rc = classifier(reverse_complement_padded(ids, lengths), lengths).float()
-                rows.append(strand_average(out, out_rc, classification))
-            else:
-                rows.append(out.softmax(-1) if classification else out)
+            rows.append(classifier.predict(ids, lengths, rc_average))
             advance(stop - start)
-    width = len(loaded.classes) if classification else 1
-    local = torch.cat(rows) if rows else torch.zeros(0, width, device=fabric.device)
-    result = gather_blocks(fabric, local, len(tokens)).cpu().double().numpy()
-    if not classification:
-        result = result * loaded.label_std + loaded.label_mean
-    return result
+    local = torch.cat(rows) if rows else torch.zeros(0, task_config.n_outputs, device=fabric.device)
+    return loaded.classifier.label_units(gather_blocks(fabric, local, len(tokens))).numpy()
 
 
 def output_columns(loaded: LoadedClassifier) -> list[str]:

@@ -1,4 +1,10 @@
-"""A sequence-level head on a DNADecoder backbone: pooled hidden states -> classes or a value.
+"""The sequence-task model: a DNADecoder backbone, pooling and a head -> classes or a value.
+
+One class (`SequenceTaskModel`) holds everything a fine-tuned model computes beyond its backbone:
+pooling, the head, reverse-complement strand averaging, the softmax and the label scaling of a
+regression target. `goatdna finetune` trains it (its training module subclasses it) and
+`goatdna predict` runs it, both built from the same typed `SequenceTaskConfig` (a checkpoint's
+``head`` section, read strictly).
 
 The backbone is a causal decoder, so right-padding never changes the hidden state of a real
 position: sequences of different lengths are padded on the right and the padding is masked out
@@ -12,9 +18,11 @@ complement get the same prediction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .transformer import DNADecoder
@@ -35,11 +43,6 @@ def pad_sequences(sequences: Sequence[Any]) -> tuple[Tensor, Tensor]:
     for i, row in enumerate(rows):
         out[i, : row.numel()] = row
     return out, lengths
-
-
-def hidden_states(backbone: DNADecoder, tokens: Tensor) -> Tensor:
-    """tokens (B, L) -> final normed hidden states (B, L, d_model): the input to the LM head."""
-    return backbone.hidden(tokens)
 
 
 def pool_hidden(hidden: Tensor, lengths: Tensor, pool: str) -> Tensor:
@@ -97,37 +100,110 @@ class SequenceHead(nn.Module):
         return self.linear(self.dropout(x))  # (B, n_outputs)
 
 
-class SequenceClassifier(nn.Module):
-    """Backbone + pooling + head. ``model`` and ``head`` are the state-dict prefixes, so the
-    backbone of a fine-tuned checkpoint still loads as a plain language model."""
+@dataclass(frozen=True)
+class SequenceTaskConfig:
+    """What a fine-tuned model computes beyond its backbone (a checkpoint's ``head`` section).
 
-    def __init__(
-        self,
-        backbone: DNADecoder,
-        n_outputs: int,
-        pool: Literal["mean", "last"] = "mean",
-        dropout: float = 0.1,
-    ) -> None:
+    Fine-tuning resolves it from the task data and its options and writes it whole, so
+    prediction rebuilds the trained model from it alone: no setting is re-read with a default.
+    """
+
+    task: Literal["classification", "regression"]
+    classes: tuple[str, ...] = ()
+    """Class names in output order (classification); empty for regression."""
+    label_mean: float = 0.0
+    label_std: float = 1.0
+    """Regression targets are trained standardised: (label - mean) / std."""
+    pool: Literal["mean", "last"] = "mean"
+    dropout: float = 0.1
+    rc_average: bool = False
+    """Predict with the mean of both strands' outputs (probabilities, or values)."""
+    max_length: int = 1024
+    """Longer sequences keep their first ``max_length`` bases, as in training."""
+
+    def __post_init__(self) -> None:
+        if self.task == "classification" and len(self.classes) < 2:
+            raise ValueError(f"classification needs >= 2 classes, got {list(self.classes)}")
+        if self.task == "regression" and self.classes:
+            raise ValueError("regression has no classes")
+        if not self.label_std > 0:
+            raise ValueError(f"label_std must be > 0, got {self.label_std}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {self.max_length}")
+
+    @property
+    def classification(self) -> bool:
+        return self.task == "classification"
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.classes) if self.classification else 1
+
+
+class SequenceTaskModel(nn.Module):
+    """Backbone + pooling + head, and the map from head outputs to predictions.
+
+    ``model`` and ``head`` are the state-dict prefixes, so the backbone of a fine-tuned
+    checkpoint still loads as a plain language model. ``forward`` gives head outputs (logits, or
+    a standardised value); `predict` gives what a user reads (probabilities, or label units).
+    """
+
+    def __init__(self, backbone: DNADecoder, config: SequenceTaskConfig) -> None:
         super().__init__()
         self.model = backbone
-        self.head = SequenceHead(backbone.config.d_model, n_outputs, dropout)
-        self.pool = pool
+        self.task_config = config
+        self.head = SequenceHead(backbone.config.d_model, config.n_outputs, config.dropout)
 
     def features(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """tokens (B, L) right-padded, lengths (B,) -> pooled features (B, d_model)."""
-        return pool_hidden(hidden_states(self.model, tokens), lengths, self.pool)
+        return pool_hidden(self.model.hidden(tokens), lengths, self.task_config.pool)
+
+    def outputs(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """Head outputs (B, n_outputs): logits, or the standardised value."""
+        return self.head(self.features(tokens, lengths))
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        return self.head(self.features(tokens, lengths))  # (B, n_outputs)
+        return self.outputs(tokens, lengths)  # (B, n_outputs)
+
+    def loss(self, outputs: Tensor, labels: Tensor) -> Tensor:
+        """Cross-entropy over classes, or MSE against the standardised label."""
+        if self.task_config.classification:
+            return F.cross_entropy(outputs.float(), labels.long())
+        target = (
+            labels.to(outputs.dtype) - self.task_config.label_mean
+        ) / self.task_config.label_std
+        return F.mse_loss(outputs.float().squeeze(-1), target.float())
+
+    def to_predictions(self, outputs: Tensor, outputs_rc: Tensor | None = None) -> Tensor:
+        """Head outputs (B, K), and the reverse strands' when averaged -> float32 probabilities
+        (B, K), or standardised values (B, 1); `label_units` finishes a regression."""
+        outputs = outputs.float()
+        if outputs_rc is None:
+            return outputs.softmax(-1) if self.task_config.classification else outputs
+        outputs_rc = outputs_rc.float()
+        if self.task_config.classification:
+            return 0.5 * (outputs.softmax(-1) + outputs_rc.softmax(-1))
+        return 0.5 * (outputs + outputs_rc)
+
+    def predict(self, tokens: Tensor, lengths: Tensor, both_strands: bool | None = None) -> Tensor:
+        """Right-padded tokens -> `to_predictions` of one strand, or of both averaged
+        (``both_strands`` None: the trained ``rc_average``)."""
+        both = self.task_config.rc_average if both_strands is None else both_strands
+        outputs = self.outputs(tokens, lengths)
+        rc = self.outputs(reverse_complement_padded(tokens, lengths), lengths) if both else None
+        return self.to_predictions(outputs, rc)
+
+    def label_units(self, predictions: Tensor) -> Tensor:
+        """`to_predictions` rows (any device) -> float64 on the CPU: probabilities as they are,
+        regression values de-standardised (in float64, on the CPU: MPS has no float64)."""
+        out = predictions.detach().cpu().double()
+        if self.task_config.classification:
+            return out
+        return out * self.task_config.label_std + self.task_config.label_mean
 
 
-def is_classifier_config(config: dict) -> bool:
-    """Whether a checkpoint's run config is a fine-tuned classifier's (it has a ``head`` section)."""
+def is_classifier_config(config: dict[str, Any]) -> bool:
+    """Whether a checkpoint's run config is a fine-tuned model's (it has a ``head`` section)."""
     return isinstance(config.get("head"), dict) and "task" in config["head"]
-
-
-def strand_average(outputs: Tensor, outputs_rc: Tensor, classification: bool) -> Tensor:
-    """Average of the two strands' outputs: probabilities (classification) or values."""
-    if classification:
-        return 0.5 * (outputs.softmax(-1) + outputs_rc.softmax(-1))
-    return 0.5 * (outputs + outputs_rc)

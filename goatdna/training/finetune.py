@@ -23,11 +23,10 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from goatdna import __version__
@@ -37,12 +36,11 @@ from goatdna.configfile import from_dict, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import (
-    SequenceHead,
-    hidden_states,
+    SequenceTaskConfig,
+    SequenceTaskModel,
     is_classifier_config,
     pool_hidden,
     reverse_complement_padded,
-    strand_average,
 )
 from goatdna.runtime import Runtime, gather_blocks, rank_block
 from goatdna.training import lifecycle, preflight
@@ -67,6 +65,9 @@ from goatdna.training.metrics import (
 from goatdna.training.module import lr_multiplier, parameter_groups
 from goatdna.training.run import RunDir
 
+if TYPE_CHECKING:
+    from lightning_fabric import Fabric
+
 SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
 CACHE_DIR = "cache"
 FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
@@ -80,20 +81,20 @@ def metric_columns(task: str) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------ module
-class SequenceTaskModule(nn.Module):
-    """Backbone (``model``) + head (``head``); trains on tokens (full) or cached features (probe)."""
+class SequenceTaskModule(SequenceTaskModel):
+    """The sequence-task model (`SequenceTaskModel`) with what training adds: the batch-dict
+    forward Fabric calls, a probe's frozen backbone, the optimizer and split predictions.
+
+    Built from the resolved run config (config.yaml, a checkpoint's ``hyper_parameters.config``)
+    read strictly: ``model`` as a `ModelConfig`, ``head`` as the `SequenceTaskConfig` that
+    `goatdna predict` rebuilds the same model from.
+    """
 
     def __init__(self, config: dict[str, Any]) -> None:
-        super().__init__()
+        backbone = DNADecoder(from_dict(ModelConfig, dict(config["model"]), "model"))
+        super().__init__(backbone, from_dict(SequenceTaskConfig, dict(config["head"]), "head"))
         self.config = config
         self.ft = from_dict(FinetuneConfig, {k: config[k] for k in FINETUNE_SECTIONS}, "")
-        head = config["head"]
-        self.task: str = head["task"]
-        self.label_mean = float(head["label_mean"])
-        self.label_std = float(head["label_std"])
-        self.model = DNADecoder(from_dict(ModelConfig, dict(config["model"]), "model"))
-        self.head = SequenceHead(self.model.config.d_model, int(head["n_outputs"]),
-                                 self.ft.backbone.dropout)  # fmt: skip
         self.probe = self.ft.backbone.mode == "probe"
         if self.probe:
             self.model.requires_grad_(False)
@@ -101,35 +102,21 @@ class SequenceTaskModule(nn.Module):
             # the next-base head plays no part in the task (and DDP rejects unused parameters)
             self.model.head.requires_grad_(False)
 
-    def forward(self, batch: dict[str, Tensor]) -> Tensor:
-        """Head outputs of a batch of tokens (``tokens``, ``lengths``) or cached ``features``."""
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:  # type: ignore[override]
+        """Head outputs of a batch of tokens (``tokens``, ``lengths``) or cached ``features``.
+
+        Fabric (and DDP) call the module with the loader's batch dict, so the training forward
+        takes one; on tokens it runs `SequenceTaskModel.outputs`.
+        """
         if "features" in batch:
             return self.head(batch["features"])
-        hidden = hidden_states(self.model, batch["tokens"])
-        return self.head(pool_hidden(hidden, batch["lengths"], self.ft.backbone.pool))
+        return self.outputs(batch["tokens"], batch["lengths"])
 
     def train_mode(self) -> None:
         """Training mode; a probe's frozen backbone stays in eval mode (no dropout)."""
         self.train()
         if self.probe:
             self.model.eval()
-
-    def loss(self, outputs: Tensor, labels: Tensor) -> Tensor:
-        if self.task == "classification":
-            return F.cross_entropy(outputs.float(), labels.long())
-        target = (labels.to(outputs.dtype) - self.label_mean) / self.label_std
-        return F.mse_loss(outputs.float().squeeze(-1), target.float())
-
-    def to_predictions(self, outputs: Tensor, outputs_rc: Tensor | None) -> Tensor:
-        """Head outputs -> probabilities (N, K) or values in label units (N, 1)."""
-        classification = self.task == "classification"
-        if outputs_rc is not None:
-            merged = strand_average(outputs.float(), outputs_rc.float(), classification)
-        else:
-            merged = outputs.float().softmax(-1) if classification else outputs.float()
-        if not classification:
-            merged = merged * self.label_std + self.label_mean
-        return merged
 
     def optimizer(self, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
         """AdamW with head and backbone learning rates; linear warmup, then cosine to zero."""
@@ -145,18 +132,18 @@ class SequenceTaskModule(nn.Module):
 
     @torch.no_grad()
     def predict_rows(
-        self, fabric: Any, split: Split, features: tuple[Tensor, Tensor | None] | None
+        self, fabric: Fabric, split: Split, features: tuple[Tensor, Tensor | None] | None
     ) -> np.ndarray:
         """Predictions for every row of ``split`` in order (each rank computes its block)."""
         self.eval()
-        batch_size, rc_average = self.ft.trainer.eval_batch_size, self.ft.backbone.rc_average
+        batch_size, rc_average = self.ft.trainer.eval_batch_size, self.task_config.rc_average
         block = rank_block(len(split), fabric.global_rank, fabric.world_size)
         device, rows = fabric.device, slice(block.start, block.stop)
         outs: list[Tensor] = []
         with fabric.autocast():
             if features is None:  # this block's pooled features, both strands when averaged
                 part = Split(split.tokens[rows], split.labels[rows])
-                features = embed_split(self.model, self.ft.backbone.pool, part, batch_size,
+                features = embed_split(self.model, self.task_config.pool, part, batch_size,
                                        rc_average, device)  # fmt: skip
             else:
                 features = (features[0][rows], None if features[1] is None else features[1][rows])
@@ -166,10 +153,10 @@ class SequenceTaskModule(nn.Module):
                 out = self.head(forward[batch].to(device))
                 out_rc = self.head(rc[batch].to(device)) if rc is not None and rc_average else None
                 outs.append(self.to_predictions(out, out_rc))
-        width = len(self.config["head"]["classes"]) or 1
-        local = torch.cat(outs).float() if outs else torch.zeros(0, width, device=device)
+        width = self.task_config.n_outputs
+        local = torch.cat(outs) if outs else torch.zeros(0, width, device=device)
         self.train_mode()
-        return gather_blocks(fabric, local, len(split)).cpu().double().numpy()
+        return self.label_units(gather_blocks(fabric, local, len(split))).numpy()
 
 
 def _decay_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
@@ -199,10 +186,10 @@ def embed_split(
     reverse: list[Tensor] = []
     for tokens, lengths in eval_batches(split.tokens, range(len(split)), batch_size):
         tokens, lengths = tokens.to(device), lengths.to(device)
-        forward.append(pool_hidden(hidden_states(backbone, tokens), lengths, pool).float().cpu())
+        forward.append(pool_hidden(backbone.hidden(tokens), lengths, pool).float().cpu())
         if both_strands:
             rc = reverse_complement_padded(tokens, lengths)
-            reverse.append(pool_hidden(hidden_states(backbone, rc), lengths, pool).float().cpu())
+            reverse.append(pool_hidden(backbone.hidden(rc), lengths, pool).float().cpu())
     return torch.cat(forward), (torch.cat(reverse) if both_strands else None)
 
 
@@ -254,27 +241,32 @@ def load_backbone(path: str) -> tuple[DNADecoder, dict[str, Any]]:
     model, config = load_checkpoint(path, "cpu")
     if is_classifier_config(config):
         raise GoatDNAError(
-            f"{path}: is a fine-tuned classifier (task {config['head']['task']}, classes "
-            f"{config['head'].get('classes')}); finetune starts from a pretrained backbone: pass "
+            f"{path}: is a fine-tuned classifier (task {config['head']['task']}); finetune "
+            "starts from a pretrained backbone: pass "
             "the pretraining run's checkpoint (e.g. runs/goat/checkpoints/best.ckpt)"
         )
     return model, config
 
 
+def task_config(config: FinetuneConfig, task: TaskData) -> SequenceTaskConfig:
+    """The trained model's own config: the task resolved from the data, and the options that
+    shape its outputs (pooling, dropout, strand averaging, the length cap)."""
+    return SequenceTaskConfig(
+        task="classification" if task.task == "classification" else "regression",
+        classes=tuple(task.classes), label_mean=task.label_mean, label_std=task.label_std,
+        pool=config.backbone.pool, dropout=config.backbone.dropout,
+        rc_average=config.backbone.rc_average, max_length=config.task.max_length,
+    )  # fmt: skip
+
+
 def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any],
             backbone_sha: str, total_steps: int, steps_per_epoch: int) -> dict[str, Any]:  # fmt: skip
-    """config.yaml: the sections, the backbone's model config, the resolved head, input hashes."""
+    """config.yaml: the sections, the backbone's model config, the task model's config
+    (``head``), the step schedule and input hashes."""
     out = to_dict(config)
     out["model"] = dict(model_config)
-    out["head"] = {
-        "task": task.task,
-        "classes": list(task.classes),
-        "n_outputs": task.n_outputs,
-        "label_mean": task.label_mean,
-        "label_std": task.label_std,
-        "steps_per_epoch": steps_per_epoch,
-        "total_steps": total_steps,
-    }
+    out["head"] = to_dict(task_config(config, task))
+    out["schedule"] = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
     out["inputs"] = {"backbone_sha256": backbone_sha, **{f"{k}_sha256": v for k, v in
                                                           task.sha256.items()}}  # fmt: skip
     out["goatdna_version"] = __version__
@@ -361,7 +353,7 @@ def _fit(
     module.model.load_state_dict(backbone.state_dict())
     device, rank, tr = fabric.device, fabric.global_rank, config.trainer
     features = _standardized_head(fabric, module, run, resolved, task, config)
-    total_steps = int(resolved["head"]["total_steps"])
+    total_steps = int(resolved["schedule"]["total_steps"])
     model = fabric.setup_module(module)
     optimizer, scheduler = module.optimizer(total_steps)
     optimizer = fabric.setup_optimizers(optimizer)
