@@ -10,8 +10,9 @@ best-checkpoint bookkeeping.
 
 Checkpoints keep the training contract: ``state_dict`` holds ``"model." + <DNADecoder key>`` (the
 backbone, so `load_checkpoint` still reads it as a language model) and ``"head." + <head key>``;
-``hyper_parameters["config"]`` is the resolved fine-tuning config with its ``model`` and ``head``
-sections. ``mode: probe`` freezes the backbone and trains the head on embeddings computed once
+``hyper_parameters["config"]`` is the resolved fine-tuning config with its ``model`` section (the
+backbone's `ModelConfig`), ``head`` (the `SequenceTaskConfig` that `goatdna predict` rebuilds the
+model from) and ``schedule`` (steps per epoch, total steps). ``mode: probe`` freezes the backbone and trains the head on embeddings computed once
 and cached in ``RUN_DIR/cache/`` (keyed by backbone, inputs, pooling and length cap).
 """
 
