@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # a plain checkout: goatdna is not installed on the GPU machine
+if str(REPO) not in sys.path:  # a plain checkout: goatdna need not be installed
     sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
@@ -64,7 +64,7 @@ SDPA_KERNELS = {
 
 
 def default_out() -> Path:
-    """``$OUT`` when set (the GPU machine's result folder), else benchmarks/results/."""
+    """``$OUT`` when set (a result folder chosen by the caller), else benchmarks/results/."""
     return Path(os.environ["OUT"]) if os.environ.get("OUT") else REPO / "benchmarks" / "results"
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The first GPU run, prepared as one command (see benchmarks/README.md, "gpu_check"):
 #
-#   bash benchmarks/gpu_check.sh                # on the GPU machine: at most 8 minutes
+#   bash benchmarks/gpu_check.sh                # on a machine with one CUDA GPU: at most 8 minutes
 #   bash benchmarks/gpu_check.sh --cpu-dry-run  # the same steps, tiny configs, on a CPU (CI)
 #
 # Runs from a plain checkout (the repository root goes on PYTHONPATH; nothing is installed):
@@ -18,9 +18,9 @@
 # A failed step is logged and the others still run; the exit status is 1 if any step failed or
 # an expected file is missing. Every step is bounded by a deadline 8 minutes after the start.
 #
-# pyfaidx (only `goatdna prepare` needs it) is not installed on the GPU machine: when it cannot be
+# pyfaidx (only `goatdna prepare` needs it) may be missing where only torch is installed: when it cannot be
 # imported, a pure-Python wheel in .whl/ (pip download --no-deps -d .whl "pyfaidx>=0.9.1,<0.10")
-# is imported straight from its zip file; carry .whl with the checkout.
+# is imported straight from its zip file; keep .whl in the checkout.
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"

@@ -179,7 +179,7 @@ def generate_continuations(
     on_step: Callable[[int], None] | None = None,
     threads: int | None = None,
 ) -> list[list[str]]:
-    """Continue each prompt ``options.num_samples`` times: result[i][s] is an uppercase string.
+    """Continue each prompt ``options.num_samples`` times: ``result[i][s]`` is an uppercase string.
 
     Rows of equal prompt length are decoded together in batches of ``options.batch_size``;
     ``on_step`` follows the decoding (see `sample_batch`). ``threads``: torch CPU threads while

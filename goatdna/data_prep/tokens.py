@@ -1,6 +1,6 @@
 """The nucleotide token table: one byte per base, shared by every shard and every model.
 
-On-disk contract (see README): the low 7 bits of a byte are the token, ``A=0, C=1, G=2, T=3,
+On-disk contract (docs/formats.md shows this docstring): the low 7 bits of a byte are the token, ``A=0, C=1, G=2, T=3,
 N=4``; IUPAC ambiguity codes (R Y K M S W B D H V) are stored as N. Bit ``0x80`` marks a base
 that was lowercase (soft-masked repeat) in the source FASTA, so ``byte & 0x7F`` is the token and
 ``byte & 0x80`` the repeat flag. Anything else is not DNA and is rejected.

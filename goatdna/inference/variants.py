@@ -1,6 +1,6 @@
 """Zero-shot variant effects: the log-likelihood ratio of each ALT allele against the reference.
 
-The score (README, "Variant scores"), for a variant at 1-based ``POS`` with alleles ``REF``,
+The score (shown on the docs page docs/variants.md), for a variant at 1-based ``POS`` with alleles ``REF``,
 ``ALT`` on contig ``c`` and ``F = W // 2``::
 
     left  = c[POS-1-F : POS-1]                                   (0-based, clipped, uppercased)
