@@ -180,3 +180,28 @@ def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
     assert "chunk-000001.npz: damaged" in res.stdout and "resumed: 2 chunk(s)" in res.stdout
     assert cut.read_bytes() == whole.read_bytes()
     assert not work.exists()
+
+
+# ------------------------------------------------------------------------------ score-track
+def _track_args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return ["score-track", "-c", str(inputs["checkpoint"]), "-f", str(inputs["fasta"]),
+            "-r", "chr1:1-60", "--context", "16", "--stride", "8", "--accelerator", "cpu",
+            "-o", str(out), *extra]  # fmt: skip
+
+
+def test_score_track_refuses_an_occupied_out_and_a_second_run(inputs, tmp_path: Path) -> None:
+    out = tmp_path / "t.bedGraph"
+    out.write_text("a user's track\n")
+    _one_line(runner.invoke(app, _track_args(inputs, out)), "exists; pass --force")
+    assert out.read_text() == "a user's track\n"
+    res = runner.invoke(app, _track_args(inputs, out, "--force"))
+    assert res.exit_code == 0, res.output + str(res.exception)
+    assert out.read_text() != "a user's track\n"
+    other = tmp_path / "u.bedGraph"
+    with folder_lock(other, "--out"):  # this process plays the first run
+        res = runner.invoke(app, _track_args(inputs, other))
+    # score-track reports on stderr: the refusal is its one error line, after the header
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and f"pid {os.getpid()}" in errors[0], res.stderr
+    assert not other.exists()
