@@ -221,7 +221,9 @@ class WindowScorer:
     being the value of window position ``t`` (predicted from positions 0..t-1). N targets: NaN.
     """
 
-    def __init__(self, model: Any, what: Sequence[str], device: Any = "cpu") -> None:
+    def __init__(
+        self, model: torch.nn.Module, what: Sequence[str], device: str | torch.device = "cpu"
+    ) -> None:
         self.model = model
         self.what = tuple(what)
         self.device = device
@@ -439,12 +441,12 @@ def _score_run(
 
 
 def write_tracks(
-    model: Any,
+    model: torch.nn.Module,
     reference: Reference,
     regions: Sequence[Region],
     out: Path,
     options: TrackOptions,
-    fabric: Any = None,
+    fabric: Fabric | None = None,
     progress: Callable[[int], None] | None = None,
     track_name: str = "goatdna",
     resume: bool = False,
