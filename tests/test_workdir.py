@@ -205,3 +205,44 @@ def test_score_track_refuses_an_occupied_out_and_a_second_run(inputs, tmp_path: 
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and f"pid {os.getpid()}" in errors[0], res.stderr
     assert not other.exists()
+
+
+# ------------------------------------------------------------------------------ embed
+def test_embed_interrupted_then_resumed_gives_the_same_vectors(
+    inputs, tmp_path: Path, monkeypatch
+) -> None:
+    import numpy as np
+
+    import goatdna.inference.embed_run as embed_run
+
+    sequences = tmp_path / "s.fa"
+    sequences.write_text("".join(f">s{i}\n{CONTIG[i : i + 20 + i]}\n" for i in range(6)))
+    monkeypatch.setattr(embed_run, "UNIT_GROUPS", 1)  # one record per unit: 6 units
+    args = ["embed", "-c", str(inputs["checkpoint"]), "--sequences", str(sequences),
+            "--batch-size", "1", "--strands", "both"]  # fmt: skip
+    whole, cut = tmp_path / "whole.npz", tmp_path / "cut.npz"
+    assert runner.invoke(app, [*args, "-o", str(whole)]).exit_code == 0
+    save = embed_run._save_unit
+    saved: list[int] = []
+
+    def dies_after_two(work, unit, vectors):
+        if len(saved) == 2:
+            raise KeyboardInterrupt
+        save(work, unit, vectors)
+        saved.append(unit)
+
+    monkeypatch.setattr(embed_run, "_save_unit", dies_after_two)
+    assert runner.invoke(app, [*args, "-o", str(cut)]).exit_code != 0 and not cut.exists()
+    monkeypatch.setattr(embed_run, "_save_unit", save)
+    _one_line(runner.invoke(app, [*args, "-o", str(cut)]), "pass --resume to continue it")
+    _one_line(
+        runner.invoke(app, [*args, "-o", str(cut), "--resume", "--strands", "forward"]),
+        "(options differ)",
+    )
+    res = runner.invoke(app, [*args, "-o", str(cut), "--resume"])
+    assert res.exit_code == 0, res.output + str(res.exception)
+    with np.load(whole) as a, np.load(cut) as b:
+        assert a.files == b.files
+        for name in a.files:
+            assert a[name].tobytes() == b[name].tobytes(), name
+    assert not embed_run.work_dir_for(cut).exists()
