@@ -64,6 +64,10 @@ __all__ = [
     "validation_nll",
 ]
 
+INPUTS_FILE = ".demo_report.json"
+"""What a kept report was built from (checkpoint stamps and options): a caller that rebuilds the
+report only when those change (``goatdna demo``) writes it; it belongs to the report's files."""
+
 REPORT_FILES = frozenset(
     {
         "summary.csv",
@@ -79,7 +83,7 @@ REPORT_FILES = frozenset(
         "recall.png",
         "report.md",
         "report.html",
-        ".demo_report.json",  # `goatdna demo`'s record of what its report was built from
+        INPUTS_FILE,
     }
 )
 REPORT_PATTERNS = ("prior_curves_*.png", "prior_heatmap_*.png")

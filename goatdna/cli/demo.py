@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from goatdna.analysis.report import ReportOptions
+from goatdna.analysis.report import INPUTS_FILE, ReportOptions
 from goatdna.cli.common import (
     ContextLengthsOpt,
     MaxEvalTokensOpt,
@@ -32,7 +33,7 @@ DEFAULT_STEPS = 200
 DEFAULT_GENOME_LENGTH = 2_000_000
 DEFAULT_EVAL_TOKENS = 32_768  # the demo's cap: minutes on a CPU, not the report's default
 MODELS = ("goat", "rope")
-REPORT_STAMP = ".demo_report.json"
+REPORT_STAMP = INPUTS_FILE  # what the kept report was built from
 
 
 def _configs_dir() -> Path:
@@ -113,13 +114,25 @@ def _train_one(name: str, config: Any, shards: Path, run_dir: Path, force: bool,
 def _stamp(runs: list[Path], report_options: dict[str, Any]) -> dict[str, Any]:
     """What the report depends on: checkpoint files (size, mtime) and the report options."""
     from goatdna.checkpoint import best_checkpoint
+    from goatdna.workdir import input_stamp
 
     files = {}
     for run in runs:
         ckpt = best_checkpoint(run)
-        stat = ckpt.stat()
-        files[str(ckpt)] = [stat.st_size, stat.st_mtime_ns]
+        stamp = input_stamp(ckpt)
+        files[str(ckpt)] = [stamp.size, stamp.mtime_ns]
     return {"checkpoints": files, "options": report_options}
+
+
+def _saved_stamp(path: Path, say: Callable[[str], None]) -> object:
+    """The saved record of what the report was built from; None if absent or damaged (said)."""
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        say(f"  {path}: damaged; building the report again")
+        return None
 
 
 def demo(
@@ -211,8 +224,7 @@ def demo(
     current = (
         not force
         and (report_dir / "report.html").is_file()
-        and stamp_path.is_file()
-        and json.loads(stamp_path.read_text()) == json.loads(json.dumps(stamp))
+        and _saved_stamp(stamp_path, say) == json.loads(json.dumps(stamp))
     )
     say("[bold]3/3 report[/bold] evaluate, GC% study, plots -> " + str(report_dir))
     if current:

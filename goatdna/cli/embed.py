@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -65,10 +66,18 @@ def embed(
             "accelerator follows --device.",
         ),
     ] = None,
+    resume: Annotated[
+        bool, option("resume", "Continue an interrupted run with the same inputs and options.")
+    ] = False,
+    force: Annotated[
+        bool,
+        option("force", "Start over an interrupted run's work instead of refusing it."),
+    ] = False,
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
     from goatdna.checkpoint import load_checkpoint
-    from goatdna.inference.embed import default_max_length, embed_records
+    from goatdna.inference import embed_run
+    from goatdna.inference.embed import default_max_length
     from goatdna.inference.embed_io import (
         check_output,
         read_bed_regions,
@@ -95,16 +104,33 @@ def embed(
     model, config = load_checkpoint(checkpoint, device=device if runtime is None else "cpu")
     options.validate(model.n_layers)
     length = max_length if max_length is not None else default_max_length(config)
-    if runtime is None:
-        vectors: list[Any] | None = embed_records(model, records, options, length)
-        write = True
-    else:
-        from goatdna.inference.embed_run import embed_on_fabric
+    from dataclasses import asdict
 
-        vectors, write = embed_on_fabric(model, records, options, length, runtime.fabric())
-    if write:
-        assert vectors is not None  # the writing rank holds every vector
+    from goatdna.inference.embed_run import embed_resumable, work_dir_for
+    from goatdna.workdir import JSONValue, WorkDir, input_stamp, output_lock
+
+    inputs = [sequences] if sequences else [fasta, bed]
+    state: dict[str, JSONValue] = {
+        "checkpoint": input_stamp(checkpoint).as_json(),
+        "inputs": [input_stamp(p).as_json() for p in inputs if p is not None],
+        "options": {k: v for k, v in asdict(options).items() if k != "max_length"},
+        "max_length": length,
+        "records": len(records),
+        "unit_groups": embed_run.UNIT_GROUPS,
+    }
+    work = WorkDir(work_dir_for(out), "embed", state, lambda i: f"unit-{i:06d}.npz")
+    with ExitStack() as held:
+
+        def open_work() -> None:  # the writing process only: the lock, then the work folder
+            held.enter_context(output_lock(out, True))
+            work.open(resume, force=force, message=lambda text: typer.echo(text, err=True))
+
+        fabric = runtime.fabric() if runtime is not None else None
+        vectors = embed_resumable(model, records, options, length, work, open_work, fabric)
+        if vectors is None:  # not global rank 0: rank 0 writes
+            return
         write_embeddings(out, records, vectors, pool)
+        work.remove()
         typer.echo(
             f"wrote {len(records)} embedding(s) (layer {layer or 'final norm'}, pool {pool}, "
             f"M={length}) to {out}",

@@ -86,6 +86,7 @@ def score_track(
             "Continue an interrupted run with the same inputs from its last complete block.",
         ),
     ] = False,
+    force: Annotated[bool, option("force", "Replace existing track files at --out.")] = False,
 ) -> None:
     """Score every base of the regions under a model and write bigWig or bedGraph tracks.
 
@@ -118,9 +119,11 @@ def score_track(
     if bool(region) == (bed is not None):
         raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
     from goatdna.atomic import check_output_file
+    from goatdna.workdir import claim_output, input_stamp
 
     for path in output_paths(out, what).values():  # bad extension or folder: before any work
         check_output_file(path, "--out")
+    claim_output(output_paths(out, what).values(), force)
     if not 0 <= zoom_levels <= 10:
         raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
     if context is not None and context < 2:
@@ -153,7 +156,6 @@ def score_track(
             f"{sum(r.length for r in regions):,} bases"
         )
         total = sum(r.length for r in regions)
-        stat = checkpoint.stat()
         with Progress(
             TextColumn("[bold]score-track"),
             BarColumn(),
@@ -185,9 +187,10 @@ def score_track(
                 advance if rank_zero else None,
                 track_name=f"goatdna {positional} C={C}",
                 resume=resume,
-                model_id=f"{checkpoint.resolve()} {stat.st_size} {stat.st_mtime_ns}",
+                model_id=str(input_stamp(checkpoint)),
                 message=lambda text: console.print(text, markup=False),
                 zoom_levels=zoom_levels,
+                force=force,
             )
     if result is None:  # not global rank 0: rank 0 reports
         return

@@ -62,6 +62,13 @@ def score_variants(
         bool,
         option("resume", "Continue an interrupted run with the same inputs and options."),
     ] = False,
+    force: Annotated[
+        bool,
+        option(
+            "force",
+            "Replace an existing file at --out, and start over an interrupted run's work.",
+        ),
+    ] = False,
     cache_dir: Annotated[
         Path | None,
         option(
@@ -90,6 +97,7 @@ def score_variants(
         batch_size=batch_size,
         chunk_size=chunk_size,
         resume=resume,
+        force=force,
         cache_dir=cache_dir,
     )
     summary = run(request, runtime.fabric())

@@ -73,6 +73,7 @@ from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, C, G, N
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point, crash_point_add
 from goatdna.locking import folder_lock
+from goatdna.workdir import input_stamp
 
 WORK_DIR_NAME = ".prepare"
 
@@ -133,8 +134,8 @@ class _SourceHasher:
         self.cache = cache
         self.result: str | None = None
         self.error: BaseException | None = None
-        stat = path.stat()
-        self.stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        stamp = input_stamp(path)
+        self.stamp = {"size": stamp.size, "mtime_ns": stamp.mtime_ns}
         if cache is not None and cache.is_file():
             try:
                 saved = json.loads(cache.read_text())
@@ -307,26 +308,26 @@ def _plan_tasks(plans: Sequence[SourcePlan]) -> tuple[list[RecordTask], dict[str
 def _plan_document(plans: Sequence[SourcePlan], multi: bool, tasks: Sequence[RecordTask]) -> dict:
     records = [[t.name, t.record.split, t.record.start, t.record.end, t.offset] for t in tasks]
     if not multi:
-        stat = plans[0].fasta.stat()
+        stamp = input_stamp(plans[0].fasta)
         return {
             "format_version": FORMAT_VERSION,
             "source": {
                 "name": plans[0].fasta.name,
-                "size": stat.st_size,
-                "mtime_ns": stat.st_mtime_ns,
+                "size": stamp.size,
+                "mtime_ns": stamp.mtime_ns,
             },
             "split_mode": plans[0].mode,
             "records": records,
         }
     sources = []
     for plan in plans:
-        stat = plan.fasta.stat()
+        stamp = input_stamp(plan.fasta)
         sources.append(
             {
                 "name": plan.name,
                 "file": plan.fasta.name,
-                "size": stat.st_size,
-                "mtime_ns": stat.st_mtime_ns,
+                "size": stamp.size,
+                "mtime_ns": stamp.mtime_ns,
                 "split_mode": plan.mode,
             }
         )

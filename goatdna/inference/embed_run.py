@@ -9,12 +9,20 @@ order) and global rank 0 writes the output.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import io
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from goatdna.runtime import gather_objects, rank_block
+from goatdna.runtime import gather_objects, on_rank_zero, rank_block
+from goatdna.workdir import WorkDir
+
+if TYPE_CHECKING:
+    import torch
+    from lightning_fabric import Fabric
 
 from .embed import EmbedOptions, SequenceRecord, embed_records
 from .loop import model_on_device, rank_zero_progress
@@ -44,3 +52,69 @@ def embed_on_fabric(
     if len(vectors) != len(records):
         raise RuntimeError("the ranks' blocks lost records")  # a bug, not a user error
     return vectors, fabric.global_rank == 0
+
+
+UNIT_GROUPS = 16
+"""Groups of ``batch_size`` records per resumable unit (the work a kill can lose at most)."""
+
+
+def work_dir_for(out: Path) -> Path:
+    return out.parent / f".{out.name}.goatdna-work"
+
+
+def _save_unit(work: WorkDir, unit: int, vectors: Sequence[np.ndarray]) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, *vectors)
+    work.save(unit, buffer.getvalue())
+
+
+def _load_unit(work: WorkDir, unit: int) -> list[np.ndarray]:
+    with np.load(io.BytesIO(work.load(unit))) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def embed_resumable(
+    model: torch.nn.Module,
+    records: Sequence[SequenceRecord],
+    options: EmbedOptions,
+    max_length: int,
+    work: WorkDir,
+    open_work: Callable[[], None],
+    fabric: Fabric | None = None,
+    progress: bool = True,
+) -> list[np.ndarray] | None:
+    """Embed ``records`` unit by unit, saving each finished unit in ``work``; the vectors in
+    input order on the writing process (global rank 0), None on the others.
+
+    ``open_work`` creates or checks the work folder (`WorkDir.open` with the run's ``--resume``
+    and ``--force``); it runs on rank 0 only, which then lists the unfinished units once for all
+    ranks. A unit is ``UNIT_GROUPS`` groups of ``batch_size`` records, each group embedded alone
+    exactly as `embed_on_fabric` does, so a resumed run gives the bytes of one that never stopped.
+    Without ``fabric`` the model runs where it is, in this process.
+    """
+    size = options.batch_size * UNIT_GROUPS
+    n_units = -(-len(records) // size)
+
+    def prepare() -> list[int]:
+        open_work()
+        return work.pending(range(n_units), message=print if progress else lambda _t: None)[1]
+
+    if fabric is None:
+        pending, rank, world = prepare(), 0, 1
+    else:
+        pending = on_rank_zero(fabric, prepare)
+        model = model_on_device(fabric, model)
+        rank, world = fabric.global_rank, fabric.world_size
+    mine = [pending[i] for i in rank_block(len(pending), rank, world)]
+    for unit in mine:
+        vectors: list[np.ndarray] = []
+        for start in range(unit * size, min((unit + 1) * size, len(records)), options.batch_size):
+            group = records[start : start + options.batch_size]
+            with fabric.autocast() if fabric is not None else nullcontext():
+                vectors.extend(embed_records(model, group, options, max_length))
+        _save_unit(work, unit, vectors)
+    if fabric is not None:
+        fabric.barrier()
+    if rank != 0:
+        return None
+    return [v for unit in range(n_units) for v in _load_unit(work, unit)]

@@ -32,7 +32,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +49,11 @@ from goatdna.inference.track_files import (
     output_paths,
 )
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.workdir import claim_output, input_stamp, output_lock
+
+if TYPE_CHECKING:
+    import torch
+    from lightning_fabric import Fabric
 
 WHATS = ("logp", "entropy")
 STRANDS = ("both", "forward")
@@ -216,7 +221,9 @@ class WindowScorer:
     being the value of window position ``t`` (predicted from positions 0..t-1). N targets: NaN.
     """
 
-    def __init__(self, model: Any, what: Sequence[str], device: Any = "cpu") -> None:
+    def __init__(
+        self, model: torch.nn.Module, what: Sequence[str], device: str | torch.device = "cpu"
+    ) -> None:
         self.model = model
         self.what = tuple(what)
         self.device = device
@@ -354,10 +361,9 @@ def _fingerprint(
     reference: Reference, regions: Sequence[Region], options: TrackOptions, model_id: str
 ) -> dict[str, Any]:
     """What decides the values: a resumed run must have been asked the same."""
-    stat = reference.path.stat()
     return {
         "model": model_id,
-        "fasta": f"{reference.path.resolve()} {stat.st_size} {stat.st_mtime_ns}",
+        "fasta": str(input_stamp(reference.path)),
         "regions": [r.label for r in regions],
         "context": options.context,
         "stride": options.stride,
@@ -435,18 +441,19 @@ def _score_run(
 
 
 def write_tracks(
-    model: Any,
+    model: torch.nn.Module,
     reference: Reference,
     regions: Sequence[Region],
     out: Path,
     options: TrackOptions,
-    fabric: Any = None,
+    fabric: Fabric | None = None,
     progress: Callable[[int], None] | None = None,
     track_name: str = "goatdna",
     resume: bool = False,
     model_id: str = "",
     message: Callable[[str], None] = lambda _text: None,
     zoom_levels: int = DEFAULT_ZOOM_LEVELS,
+    force: bool = False,
 ) -> TrackResult | None:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
@@ -461,10 +468,28 @@ def write_tracks(
     rank 0 appends the ranks' runs in order and writes the files, so the output is the same
     bytes on any number of devices. Returns the result on rank 0, None on the others.
     ``progress(bases)`` is called on rank 0 as its blocks finish (the others' when they are
-    appended).
+    appended). An existing output file is refused unless ``force``; global rank 0 holds the lock
+    of ``out`` for the whole run (`goatdna.workdir.output_lock`), so a second run on the same
+    output is refused with this one's pid.
     """
     fabric = fabric or single_process_fabric()
     paths = output_paths(out, options.what)
+    claim_output(paths.values(), force)
+    with ExitStack() as held:
+
+        def lock() -> None:  # rank 0; a refusal reaches every rank through on_rank_zero
+            held.enter_context(output_lock(out, True))
+
+        on_rank_zero(fabric, lock)
+        return _write_tracks(model, reference, regions, out, paths, options, fabric, progress,
+                             track_name, resume, model_id, message, zoom_levels)  # fmt: skip
+
+
+def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequence[Region],
+                  out: Path, paths: dict[str, Path], options: TrackOptions, fabric: Fabric,
+                  progress: Callable[[int], None] | None, track_name: str, resume: bool,
+                  model_id: str, message: Callable[[str], None],
+                  zoom_levels: int) -> TrackResult | None:  # fmt: skip
     scorer = WindowScorer(model_on_device(fabric, model), options.what, fabric.device)
     fingerprint = _fingerprint(reference, regions, options, model_id)
     plan = [(i, b) for i, r in enumerate(regions) for b in range(block_count(r.length, options))]

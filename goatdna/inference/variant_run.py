@@ -14,16 +14,15 @@ Global rank 0 writes the output (temporary name, then rename) and removes the wo
 
 from __future__ import annotations
 
-import json
-import shutil
+import io
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import model_on_device, rank_zero_progress
 from goatdna.inference.reference import Reference
@@ -45,9 +44,13 @@ from goatdna.inference.variants import (
     score_alleles,
 )
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, output_lock
+
+if TYPE_CHECKING:
+    import torch
+    from lightning_fabric import Fabric
 
 DEFAULT_CHUNK_SIZE = 4096
-STATE_FILE = "state.json"
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class ScoreVariantsRequest:
     batch_size: int = 64
     chunk_size: int = DEFAULT_CHUNK_SIZE
     resume: bool = False
+    force: bool = False  # replace an existing file at out / start over an earlier run's work
     cache_dir: Path | None = None  # where a plain-gzip FASTA is decompressed once
     shared_prefix: bool = True
 
@@ -84,54 +88,20 @@ def work_dir_for(out: Path) -> Path:
     return out.parent / f".{out.name}.goatdna-work"
 
 
-def _stamp(path: Path) -> dict[str, Any]:
-    stat = path.stat()
-    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+def _chunk_name(chunk: int) -> str:
+    return f"chunk-{chunk:06d}.npz"
 
 
-def _chunk_path(work: Path, chunk: int) -> Path:
-    return work / f"chunk-{chunk:06d}.npz"
+def _save_chunk(work: WorkDir, chunk: int, scores: np.ndarray, windows: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, scores=scores, windows=windows)
+    work.save(chunk, buffer.getvalue())
 
 
-def _prepare_work_dir(work: Path, state: dict[str, Any], resume: bool) -> int:
-    """Create or check the work folder; return how many chunks are already finished."""
-    state_path = work / STATE_FILE
-    if work.exists():
-        if not resume:
-            raise GoatDNAError(
-                f"{work}: an interrupted score-variants run left its finished chunks here; "
-                "pass --resume to continue it, or delete the folder to start over"
-            )
-        try:
-            previous = json.loads(state_path.read_text())
-        except (OSError, ValueError):
-            previous = None
-        if previous != state:
-            raise GoatDNAError(
-                f"{work}: --resume with different inputs or options than the interrupted run "
-                "(checkpoint, FASTA, VCF, window, strands, batch or chunk size); rerun with "
-                "the same ones, or delete the folder to start over"
-            )
-        return sum(1 for _ in work.glob("chunk-*.npz"))
-    work.mkdir(parents=True)
-    atomic_write_text(state_path, json.dumps(state, indent=1, sort_keys=True))
-    return 0
-
-
-def _save_chunk(work: Path, chunk: int, scores: np.ndarray, windows: np.ndarray) -> None:
-    with atomic_path(_chunk_path(work, chunk)) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, scores=scores, windows=windows)
-
-
-def _load_chunks(work: Path, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
+def _load_chunks(work: WorkDir, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
     scores, windows = [], []
     for chunk in range(n_chunks):
-        path = _chunk_path(work, chunk)
-        if not path.is_file():
-            raise GoatDNAError(
-                f"{work}: chunk {chunk} was not scored (a rank stopped early?); rerun with --resume"
-            )
-        with np.load(path) as data:
+        with np.load(io.BytesIO(work.load(chunk))) as data:
             scores.append(data["scores"])
             windows.append(data["windows"])
     if not scores:
@@ -168,9 +138,9 @@ def _check_naming(vcf: VcfAlleles, statuses: list[str], reference: Reference) ->
             )
 
 
-def _score_chunks(fabric: Any, model: Any, alleles: list[Allele], statuses: list[str],
-                  reference: Reference, options: VariantOptions, work: Path, chunk_size: int,
-                  pending: list[int], progress: bool) -> None:  # fmt: skip
+def _score_chunks(fabric: Fabric, model: torch.nn.Module, alleles: list[Allele],
+                  statuses: list[str], reference: Reference, options: VariantOptions,
+                  work: WorkDir, chunk_size: int, pending: list[int], progress: bool) -> None:  # fmt: skip
     """Score this rank's block of the unfinished chunks, saving each as it finishes."""
     mine = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
     rows_total = sum(min(chunk_size, len(alleles) - c * chunk_size) for c in mine)
@@ -186,19 +156,36 @@ def _score_chunks(fabric: Any, model: Any, alleles: list[Allele], statuses: list
 
 
 def score_variants(
-    request: ScoreVariantsRequest, fabric: Any = None, progress: bool = True
+    request: ScoreVariantsRequest, fabric: Fabric | None = None, progress: bool = True
 ) -> ScoreVariantsSummary | None:
     """Score every ALT allele of ``request.vcf``; returns the summary on global rank 0, else None.
 
     ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
+    Global rank 0 holds the lock of ``--out`` for the whole run (`goatdna.workdir.output_lock`),
+    so a second run on the same output is refused with this one's pid.
     """
+    output_kind(request.out)
+    if request.chunk_size < 1:
+        raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
+    claim_output([request.out], request.force)
+    fabric = fabric or single_process_fabric()
+    with ExitStack() as held:
+
+        def lock() -> None:  # rank 0; a refusal reaches every rank through on_rank_zero
+            held.enter_context(output_lock(request.out, True))
+
+        on_rank_zero(fabric, lock)
+        return _run(request, fabric, progress)
+
+
+def _run(
+    request: ScoreVariantsRequest, fabric: Fabric, progress: bool
+) -> ScoreVariantsSummary | None:
     from goatdna import __version__
     from goatdna.checkpoint import load_checkpoint, train_length_of
 
     out = request.out
     kind = output_kind(out)
-    if request.chunk_size < 1:
-        raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
     model, config = load_checkpoint(request.checkpoint, device="cpu")
     window = request.window if request.window is not None else train_length_of(config)
     options = VariantOptions(window, request.strands, request.batch_size, request.shared_prefix)
@@ -213,21 +200,25 @@ def score_variants(
     _check_naming(vcf, statuses, reference)
 
     n_chunks = -(-len(vcf.alleles) // request.chunk_size)
-    work = work_dir_for(out)
-    state = {
+    state: dict[str, JSONValue] = {
         "goatdna_version": __version__,
-        "checkpoint": _stamp(request.checkpoint),
-        "fasta": _stamp(request.fasta),
-        "vcf": _stamp(request.vcf),
+        "checkpoint": input_stamp(request.checkpoint).as_json(),
+        "fasta": input_stamp(request.fasta).as_json(),
+        "vcf": input_stamp(request.vcf).as_json(),
         "alleles": len(vcf.alleles),
         "options": asdict(options),
         "chunk_size": request.chunk_size,
     }
-    fabric = fabric or single_process_fabric()
+    work = WorkDir(work_dir_for(out), "score-variants", state, _chunk_name)
+
+    def say(text: str) -> None:
+        if progress:
+            print(text)
 
     def prepare() -> tuple[int, list[int]]:  # rank 0 only; the ranks agree on its listing
-        resumed = _prepare_work_dir(work, state, request.resume)
-        return resumed, [c for c in range(n_chunks) if not _chunk_path(work, c).is_file()]
+        work.open(request.resume, force=request.force, message=say)
+        finished, pending = work.pending(range(n_chunks), message=say)
+        return len(finished), pending
 
     resumed, pending = on_rank_zero(fabric, prepare)
     model = model_on_device(fabric, model)
@@ -243,7 +234,7 @@ def score_variants(
         write_vcf(vcf, numbers["llr"], out)
     else:
         write_table(results_frame(vcf.alleles, numbers, windows, statuses), out, kind)
-    shutil.rmtree(work)
+    work.remove()
     counts = Counter(statuses)
     return ScoreVariantsSummary(
         out=out,

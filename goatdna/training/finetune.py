@@ -22,6 +22,8 @@ import functools
 import hashlib
 import json
 import math
+import pickle
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -215,10 +217,21 @@ def probe_features(
     if path.is_file():
         try:
             cached = torch.load(path, map_location="cpu", weights_only=True)
-            if cached.get("key") == key:
+            if isinstance(cached, dict) and cached.get("key") == key:
                 return cached["splits"]
-        except Exception:  # a damaged cache is recomputed
-            pass
+        except (
+            OSError,
+            EOFError,
+            RuntimeError,
+            ValueError,
+            KeyError,
+            pickle.UnpicklingError,
+        ) as err:
+            # a damaged cache (a killed write cannot leave one: it is renamed in whole) is named
+            # and computed again, not silently skipped
+            if write:
+                print(f"{path}: damaged probe-feature cache ({type(err).__name__}); "
+                      "computing the features again", file=sys.stderr)  # fmt: skip
     backbone = backbone.to(device).eval()
     features = {
         name: embed_split(backbone, config.backbone.pool, split,

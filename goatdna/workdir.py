@@ -1,0 +1,263 @@
+"""Resumable work: one input fingerprint, one work folder, units saved with a checksum.
+
+Every long goatdna command that can be interrupted (``score-variants``, ``score-track``,
+``prepare``, ``embed``, ``predict``) cuts its work into units whose results depend only on the
+inputs and the options, saves each finished unit, and on ``--resume`` skips the saved ones, so the
+output is byte-identical to a run that never stopped. This module is the one implementation of the
+pieces those commands share, so "what is an input's identity", "may this run continue that one"
+and "is this saved unit intact" each have one answer:
+
+- `input_stamp`: the identity of an input file (resolved path, size, mtime in ns). A changed
+  file gets a new stamp, so a resumed run never mixes units computed from two versions of it.
+- `WorkDir`: a folder beside the output holding ``state.json`` (the command, the stamps and the
+  options) and the finished units. On ``--resume`` the saved state must equal this run's, else
+  the run is refused with one line naming the keys that differ; without ``--resume`` a folder of
+  earlier work is refused (or, where the command says so, started over), and a folder that holds
+  no goatdna state is never deleted.
+- units: one file each, written through `goatdna.atomic` (temporary name, then rename) with the
+  sha256 of its payload in a one-line header, so a unit cut short by a crash never appears under
+  its name, and one damaged later (a bad disk, a stray edit) is found on resume: `WorkDir.pending`
+  drops it and says so (it is computed again); `WorkDir.load` refuses it in one ``error:`` line.
+- `claim_output`: an existing file at ``--out`` is never replaced without ``--force``.
+- `output_lock`: one writer per output (`goatdna.locking.folder_lock`, held for the whole run by
+  global rank 0), so a second run on the same ``--out`` is refused with the holder's pid.
+
+Units are listed once, by global rank 0 (the caller runs `WorkDir.pending` inside
+`goatdna.runtime.on_rank_zero`), and every rank takes its block of that one list. The module
+imports no torch or numpy (``data_prep`` uses it): units are bytes, their callers choose the format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from goatdna.atomic import atomic_write_bytes, atomic_write_text
+from goatdna.errors import GoatDNAError
+from goatdna.locking import folder_lock
+
+STATE_FILE = "state.json"
+UNIT_MAGIC = b"goatdna-unit sha256="
+FORMAT = 1
+
+JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+
+
+@dataclass(frozen=True)
+class InputStamp:
+    """The identity of one input file: resolved path, size in bytes, mtime in nanoseconds."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    def as_json(self) -> dict[str, JSONValue]:
+        return {"path": self.path, "size": self.size, "mtime_ns": self.mtime_ns}
+
+    def __str__(self) -> str:
+        return f"{self.path} {self.size} {self.mtime_ns}"
+
+
+def input_stamp(path: str | Path) -> InputStamp:
+    """The stamp of ``path`` (the one definition: every resumable command and cache uses it)."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as err:
+        raise GoatDNAError(f"{path}: cannot read ({err.strerror or err})") from None
+    return InputStamp(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+def changed_keys(saved: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
+    """The top-level keys whose values differ between two states (missing counts as differing)."""
+    return sorted(key for key in set(saved) | set(now) if saved.get(key) != now.get(key))
+
+
+def claim_output(paths: Iterable[Path], force: bool, option: str = "--out") -> None:
+    """Refuse, in one line, to replace an existing file at an output path unless ``force``."""
+    for path in paths:
+        if path.exists() and not force:
+            raise GoatDNAError(
+                f"{option} {path} exists; pass --force to replace it, or choose another path"
+            )
+
+
+@contextmanager
+def output_lock(out: Path, held: bool, option: str = "--out") -> Iterator[None]:
+    """Hold the lock of ``out`` for the block where ``held`` (global rank 0), else do nothing."""
+    if not held:
+        yield
+        return
+    with folder_lock(out, option):
+        yield
+
+
+def encode_unit(payload: bytes) -> bytes:
+    """A unit file's bytes: ``goatdna-unit sha256=<hex>\\n`` then the payload."""
+    return UNIT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def decode_unit(data: bytes) -> bytes | None:
+    """The payload of a unit file's bytes, or None if the header or the checksum is wrong."""
+    header, sep, payload = data.partition(b"\n")
+    if not sep or not header.startswith(UNIT_MAGIC):
+        return None
+    if hashlib.sha256(payload).hexdigest().encode() != header[len(UNIT_MAGIC) :]:
+        return None
+    return payload
+
+
+class WorkDir:
+    """The work folder of one run: its state (what the run was asked) and its finished units.
+
+    ``command`` names the command in messages and in the state (a folder of another command's
+    work is not this one's); ``state`` holds the input stamps and the options, JSON values only,
+    compared key by key on ``--resume``. ``unit_name(i)`` gives unit ``i``'s file name.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        command: str,
+        state: Mapping[str, JSONValue],
+        unit_name: Callable[[int], str] = lambda i: f"unit-{i:06d}.bin",
+    ) -> None:
+        self.dir = folder
+        self.command = command
+        self.state = dict(state)
+        self.unit_name = unit_name
+
+    # -- state -----------------------------------------------------------------------------
+    def _document(self) -> dict[str, JSONValue]:
+        return {"goatdna_work": self.command, "format": FORMAT, "state": self.state}
+
+    def saved_state(self) -> dict[str, JSONValue] | None:
+        """The saved document if the folder holds this module's state, else None."""
+        try:
+            document = json.loads((self.dir / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(document, dict) or "goatdna_work" not in document:
+            return None
+        return document
+
+    def open(
+        self,
+        resume: bool,
+        force: bool = False,
+        restart: bool = False,
+        message: Callable[[str], None] = lambda _text: None,
+    ) -> None:
+        """Create the folder, or check it for ``resume``; one ``GoatDNAError`` line if refused.
+
+        Without ``resume`` an earlier run's folder is refused (its finished units would be lost)
+        unless ``force`` or ``restart`` (the command's documented "a plain run starts over") says
+        to start over. A folder without goatdna state is refused either way, never deleted.
+        """
+        if self.dir.exists():
+            saved = self.saved_state()
+            if saved is None:
+                raise GoatDNAError(
+                    f"{self.dir} exists but holds no goatdna {self.command} state; "
+                    "move it away or choose another --out"
+                )
+            if not resume:
+                if not (force or restart):
+                    raise GoatDNAError(
+                        f"{self.dir}: an interrupted {self.command} run left its finished work "
+                        "here; pass --resume to continue it, or --force (or delete the folder) "
+                        "to start over"
+                    )
+                self.remove()
+            else:
+                self._check(saved)
+                return
+        elif resume:
+            message(
+                f"--resume: no earlier {self.command} work at {self.dir}; starting from the beginning"
+            )
+        self.dir.mkdir(parents=True)
+        atomic_write_text(
+            self.dir / STATE_FILE, json.dumps(self._document(), indent=1, sort_keys=True)
+        )
+
+    def _check(self, saved: Mapping[str, JSONValue]) -> None:
+        if saved.get("goatdna_work") != self.command or saved.get("format") != FORMAT:
+            raise GoatDNAError(
+                f"{self.dir}: holds {saved.get('goatdna_work')} work of format "
+                f"{saved.get('format')}, not {self.command}'s; delete it to start over"
+            )
+        before = saved.get("state")
+        differ = changed_keys(before if isinstance(before, dict) else {}, self.state)
+        if differ:
+            raise GoatDNAError(
+                f"{self.dir}: --resume with different inputs or options than the interrupted "
+                f"run ({', '.join(differ)} differ); rerun with the same ones, or delete the "
+                "folder to start over"
+            )
+
+    # -- units -----------------------------------------------------------------------------
+    def unit_path(self, index: int) -> Path:
+        return self.dir / self.unit_name(index)
+
+    def save(self, index: int, payload: bytes, durable: bool = True) -> None:
+        """Save finished unit ``index`` atomically, with the checksum of its payload."""
+        atomic_write_bytes(
+            self.unit_path(index),
+            encode_unit(payload),
+            then=f"rerun with --resume to continue {self.command}",
+            durable=durable,
+        )
+
+    def pending(
+        self, indices: Sequence[int], message: Callable[[str], None] = lambda _text: None
+    ) -> tuple[list[int], list[int]]:
+        """(finished, unfinished) of ``indices``; a damaged unit file is removed, said, redone."""
+        finished, unfinished = [], []
+        for index in indices:
+            path = self.unit_path(index)
+            if not path.is_file():
+                unfinished.append(index)
+                continue
+            try:
+                intact = decode_unit(path.read_bytes()) is not None
+            except OSError:
+                intact = False
+            if intact:
+                finished.append(index)
+            else:
+                message(f"{path}: damaged (checksum does not match); computing it again")
+                path.unlink(missing_ok=True)
+                unfinished.append(index)
+        return finished, unfinished
+
+    def load(self, index: int) -> bytes:
+        """The payload of finished unit ``index``; a missing or damaged file is one error line."""
+        path = self.unit_path(index)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise GoatDNAError(
+                f"{self.dir}: unit {index} ({path.name}) was not computed (a rank stopped "
+                "early?); rerun with --resume"
+            ) from None
+        except OSError as err:
+            raise GoatDNAError(f"{path}: cannot read ({err.strerror or err})") from None
+        payload = decode_unit(data)
+        if payload is None:
+            raise GoatDNAError(
+                f"{path}: damaged unit file (checksum does not match); rerun with --resume to "
+                "compute it again"
+            )
+        return payload
+
+    def remove(self) -> None:
+        """Delete the folder, only if it holds goatdna state (never a user's folder)."""
+        if self.dir.exists() and self.saved_state() is None:
+            raise GoatDNAError(f"{self.dir} holds no goatdna {self.command} state; not deleting it")
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,248 @@
+"""`goatdna.workdir`, the one resumable-work engine, and the guarantees the commands get from it.
+
+The engine alone: a state checked key by key on resume, checksummed units, folders without
+goatdna state never deleted. Through ``score-variants``: an occupied ``--out`` is refused without
+``--force``, a second run on the same ``--out`` is refused with the holder's pid, a damaged chunk
+is redone (saying so) and ``--resume`` with a changed input names it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna.checkpoint import save_checkpoint
+from goatdna.cli.app import app
+from goatdna.configfile import to_dict
+from goatdna.errors import GoatDNAError
+from goatdna.locking import folder_lock
+from goatdna.model import DNADecoder, ModelConfig
+from goatdna.workdir import WorkDir, claim_output, decode_unit, encode_unit, input_stamp
+
+runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+CONTIG = "ACGTTGCAAGGCTTACCGATAGCTAGGATCCAGTAACGTACGTTAGCTAGGCATCGATCGGATCCTAGCATGCAAGT"
+
+
+def _one_line(res, message: str) -> None:
+    assert res.exit_code == 2, res.output + str(res.exception)
+    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
+    assert message in res.stderr, res.stderr
+
+
+# ------------------------------------------------------------------------------ the engine
+def test_state_is_checked_key_by_key_and_no_state_is_said(tmp_path: Path) -> None:
+    folder = tmp_path / ".out.work"
+    said: list[str] = []
+    WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 2]}).open(resume=True, message=said.append)
+    assert "no earlier demo-cmd work" in said[0]  # --resume with nothing to resume: said
+    with pytest.raises(GoatDNAError, match="pass --resume to continue it"):
+        WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 2]}).open(resume=False)
+    with pytest.raises(GoatDNAError, match=r"\(b differ\)"):
+        WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 3]}).open(resume=True)
+    with pytest.raises(GoatDNAError, match="not other-cmd's"):
+        WorkDir(folder, "other-cmd", {"a": 1, "b": [1, 2]}).open(resume=True)
+    WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 2]}).open(resume=True)  # the same: continues
+    WorkDir(folder, "demo-cmd", {"a": 2}).open(resume=False, force=True)  # --force: starts over
+    assert "unit" not in " ".join(p.name for p in folder.iterdir())
+
+
+def test_a_folder_without_goatdna_state_is_never_deleted(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    work = WorkDir(folder, "demo-cmd", {})
+    for resume, force in ((False, False), (False, True), (True, False), (True, True)):
+        with pytest.raises(GoatDNAError, match="holds no goatdna demo-cmd state"):
+            work.open(resume=resume, force=force, restart=True)
+    with pytest.raises(GoatDNAError, match="not deleting it"):
+        work.remove()
+    assert (folder / "notes.txt").read_text() == "keep me"
+
+
+def test_units_carry_a_checksum_and_a_damaged_one_is_redone_or_refused(tmp_path: Path) -> None:
+    assert decode_unit(encode_unit(b"payload")) == b"payload"
+    assert decode_unit(b"payload") is None
+    work = WorkDir(tmp_path / "w", "demo-cmd", {})
+    work.open(resume=False)
+    for i in range(3):
+        work.save(i, f"unit {i}".encode())
+    path = work.unit_path(1)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1  # one flipped bit in the payload
+    path.write_bytes(bytes(data))
+    with pytest.raises(GoatDNAError, match=r"damaged unit file .*rerun with --resume") as err:
+        work.load(1)
+    assert "\n" not in str(err.value)
+    said: list[str] = []
+    assert work.pending(range(4), said.append) == ([0, 2], [1, 3])
+    assert len(said) == 1 and path.name in said[0] and "computing it again" in said[0]
+    assert not path.exists()
+    with pytest.raises(GoatDNAError, match="was not computed"):
+        work.load(1)
+
+
+def test_claim_output_and_input_stamp(tmp_path: Path) -> None:
+    out = tmp_path / "o.tsv"
+    claim_output([out], force=False)  # nothing there yet
+    out.write_text("user's file")
+    with pytest.raises(GoatDNAError, match="exists; pass --force"):
+        claim_output([out], force=False)
+    claim_output([out], force=True)
+    before = input_stamp(out)
+    assert before == input_stamp(out) and before.size == len("user's file")
+    out.write_text("user's file, edited")
+    assert input_stamp(out) != before
+    with pytest.raises(GoatDNAError, match="cannot read"):
+        input_stamp(tmp_path / "absent")
+
+
+# ------------------------------------------------------------------------------ score-variants
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("workdir_inputs")
+    torch.manual_seed(3)
+    config = ModelConfig(
+        positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=32,
+        goat_modes=2,
+    )  # fmt: skip
+    ckpt = save_checkpoint(folder / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
+    fasta = folder / "ref.fa"
+    fasta.write_text(f">chr1\n{CONTIG}\n")
+    rows = [
+        f"chr1\t{pos}\tv{pos}\t{CONTIG[pos - 1]}\t{'A' if CONTIG[pos - 1] != 'A' else 'C'}\t.\t.\t."
+        for pos in range(5, 70, 4)
+    ]
+    vcf = folder / "v.vcf"
+    header = ["##fileformat=VCFv4.2", f"##contig=<ID=chr1,length={len(CONTIG)}>",
+              "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]  # fmt: skip
+    vcf.write_text("\n".join(header + rows) + "\n")
+    return {"checkpoint": ckpt, "fasta": fasta, "vcf": vcf}
+
+
+def _args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return ["score-variants", "-c", str(inputs["checkpoint"]), "--fasta", str(inputs["fasta"]),
+            "--vcf", str(inputs["vcf"]), "--out", str(out), "--window", "12",
+            "--chunk-size", "4", *extra]  # fmt: skip
+
+
+def test_score_variants_refuses_an_occupied_out_without_force(inputs, tmp_path: Path) -> None:
+    out = tmp_path / "scores.tsv"
+    out.write_text("a user's file\n")
+    _one_line(runner.invoke(app, _args(inputs, out)), "exists; pass --force")
+    assert out.read_text() == "a user's file\n"
+    res = runner.invoke(app, _args(inputs, out, "--force"))
+    assert res.exit_code == 0, res.output + str(res.exception)
+    assert out.read_text().startswith("chrom")
+
+
+def test_score_variants_refuses_a_second_run_on_the_same_out(inputs, tmp_path: Path) -> None:
+    out = tmp_path / "scores.tsv"
+    with folder_lock(out, "--out"):  # this process plays the first run
+        _one_line(runner.invoke(app, _args(inputs, out)), f"pid {os.getpid()}")
+    assert not out.exists()
+    assert runner.invoke(app, _args(inputs, out)).exit_code == 0  # the lock is gone with it
+
+
+def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
+    inputs, tmp_path: Path, monkeypatch
+) -> None:
+    import goatdna.inference.variant_run as variant_run
+
+    whole, cut = tmp_path / "whole.tsv", tmp_path / "cut.tsv"
+    assert runner.invoke(app, _args(inputs, whole)).exit_code == 0
+    save = variant_run._save_chunk
+    saved: list[int] = []
+
+    def dies_after_three(work, chunk, scores, windows):
+        if len(saved) == 3:
+            raise KeyboardInterrupt
+        save(work, chunk, scores, windows)
+        saved.append(chunk)
+
+    monkeypatch.setattr(variant_run, "_save_chunk", dies_after_three)
+    assert runner.invoke(app, _args(inputs, cut)).exit_code != 0
+    monkeypatch.setattr(variant_run, "_save_chunk", save)
+    work = variant_run.work_dir_for(cut)
+    damaged = work / "chunk-000001.npz"
+    damaged.write_bytes(damaged.read_bytes()[:-7])  # cut short by a bad disk
+    changed = tmp_path / "other.vcf"
+    changed.write_text(inputs["vcf"].read_text())
+    args = _args({**inputs, "vcf": changed}, cut, "--resume")
+    _one_line(runner.invoke(app, args), "(vcf differ)")
+    res = runner.invoke(app, _args(inputs, cut, "--resume"))
+    assert res.exit_code == 0, res.output + str(res.exception)
+    assert "chunk-000001.npz: damaged" in res.stdout and "resumed: 2 chunk(s)" in res.stdout
+    assert cut.read_bytes() == whole.read_bytes()
+    assert not work.exists()
+
+
+# ------------------------------------------------------------------------------ score-track
+def _track_args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return ["score-track", "-c", str(inputs["checkpoint"]), "-f", str(inputs["fasta"]),
+            "-r", "chr1:1-60", "--context", "16", "--stride", "8", "--accelerator", "cpu",
+            "-o", str(out), *extra]  # fmt: skip
+
+
+def test_score_track_refuses_an_occupied_out_and_a_second_run(inputs, tmp_path: Path) -> None:
+    out = tmp_path / "t.bedGraph"
+    out.write_text("a user's track\n")
+    _one_line(runner.invoke(app, _track_args(inputs, out)), "exists; pass --force")
+    assert out.read_text() == "a user's track\n"
+    res = runner.invoke(app, _track_args(inputs, out, "--force"))
+    assert res.exit_code == 0, res.output + str(res.exception)
+    assert out.read_text() != "a user's track\n"
+    other = tmp_path / "u.bedGraph"
+    with folder_lock(other, "--out"):  # this process plays the first run
+        res = runner.invoke(app, _track_args(inputs, other))
+    # score-track reports on stderr: the refusal is its one error line, after the header
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and f"pid {os.getpid()}" in errors[0], res.stderr
+    assert not other.exists()
+
+
+# ------------------------------------------------------------------------------ embed
+def test_embed_interrupted_then_resumed_gives_the_same_vectors(
+    inputs, tmp_path: Path, monkeypatch
+) -> None:
+    import numpy as np
+
+    import goatdna.inference.embed_run as embed_run
+
+    sequences = tmp_path / "s.fa"
+    sequences.write_text("".join(f">s{i}\n{CONTIG[i : i + 20 + i]}\n" for i in range(6)))
+    monkeypatch.setattr(embed_run, "UNIT_GROUPS", 1)  # one record per unit: 6 units
+    args = ["embed", "-c", str(inputs["checkpoint"]), "--sequences", str(sequences),
+            "--batch-size", "1", "--strands", "both"]  # fmt: skip
+    whole, cut = tmp_path / "whole.npz", tmp_path / "cut.npz"
+    assert runner.invoke(app, [*args, "-o", str(whole)]).exit_code == 0
+    save = embed_run._save_unit
+    saved: list[int] = []
+
+    def dies_after_two(work, unit, vectors):
+        if len(saved) == 2:
+            raise KeyboardInterrupt
+        save(work, unit, vectors)
+        saved.append(unit)
+
+    monkeypatch.setattr(embed_run, "_save_unit", dies_after_two)
+    assert runner.invoke(app, [*args, "-o", str(cut)]).exit_code != 0 and not cut.exists()
+    monkeypatch.setattr(embed_run, "_save_unit", save)
+    _one_line(runner.invoke(app, [*args, "-o", str(cut)]), "pass --resume to continue it")
+    _one_line(
+        runner.invoke(app, [*args, "-o", str(cut), "--resume", "--strands", "forward"]),
+        "(options differ)",
+    )
+    res = runner.invoke(app, [*args, "-o", str(cut), "--resume"])
+    assert res.exit_code == 0, res.output + str(res.exception)
+    with np.load(whole) as a, np.load(cut) as b:
+        assert a.files == b.files
+        for name in a.files:
+            assert a[name].tobytes() == b[name].tobytes(), name
+    assert not embed_run.work_dir_for(cut).exists()
