@@ -21,8 +21,9 @@ from goatdna.runtime import gather_objects, on_rank_zero, rank_block
 from goatdna.workdir import WorkDir
 
 if TYPE_CHECKING:
-    import torch
     from lightning_fabric import Fabric
+
+    from goatdna.model import DNADecoder
 
 from .embed import EmbedOptions, SequenceRecord, embed_records
 from .loop import model_on_device, rank_zero_progress
@@ -74,7 +75,7 @@ def _load_unit(work: WorkDir, unit: int) -> list[np.ndarray]:
 
 
 def embed_resumable(
-    model: torch.nn.Module,
+    model: DNADecoder,
     records: Sequence[SequenceRecord],
     options: EmbedOptions,
     max_length: int,
