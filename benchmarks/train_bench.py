@@ -1,7 +1,7 @@
 """Training step time: tiny GOAT vs tiny RoPE, alternated in one run.
 
 One training step is what the training loop does per optimizer step
-(`goatdna.training.lifecycle.RunState.optimizer_step`): forward, next-base cross-entropy,
+(`goatdna.training.loop.optimizer_step`): forward, next-base cross-entropy,
 backward, global-norm clipping at 1.0 and a fused-or-not AdamW update with the warmup/cosine
 schedule. The two models are built from configs/{goat,rope}-tiny.yaml (same shape; only the
 positional scheme differs) and timed in alternating blocks so that load from other processes

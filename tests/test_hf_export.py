@@ -133,7 +133,7 @@ def test_auto_classes_logits_loss_and_round_trip(exports: dict, tmp_path: Path) 
             theirs = hidden[layer if layer else -1][0].numpy()
             np.testing.assert_allclose(theirs, ours_vectors, atol=1e-5, rtol=0)
         # labels= is the training loss: GenomeLM's forward on the same window (N ignored)
-        module = GenomeLM(run_config)
+        module = GenomeLM(ours.config)
         module.model.load_state_dict(ours.state_dict())
         with torch.no_grad():
             train_loss = module(tokens)

@@ -317,31 +317,3 @@ def test_disk_full_anywhere_in_training_is_one_line(synthetic_shards, tmp_path, 
     monkeypatch.setattr(GenomeLM, "forward", full)
     line = _one_line(_cli_train("--data", synthetic_shards, "--out", tmp_path / "run"))
     assert "disk full while writing" in line and "--resume" in line
-
-
-def test_a_lightning_loop_checkpoint_loads_for_analysis_but_is_not_resumed(
-    reference, synthetic_shards, tmp_path
-):
-    """A last.ckpt of the older Lightning-Trainer loop: readers load it, --resume refuses it."""
-    from goatdna.checkpoint import load_checkpoint
-
-    run = tmp_path / "run"
-    shutil.copytree(reference, run)
-    ours = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
-    old = {
-        "epoch": 0,
-        "global_step": ours["global_step"],
-        "pytorch-lightning_version": "2.6.6",
-        "state_dict": ours["state_dict"],
-        "loops": {},
-        "callbacks": {},
-        "optimizer_states": [ours["optimizer"]],
-        "lr_schedulers": [ours["scheduler"]],
-        "hparams_name": "kwargs",
-        "hyper_parameters": ours["hyper_parameters"],
-    }
-    torch.save(old, run / "checkpoints" / "last.ckpt")
-    model, config = load_checkpoint(run / "checkpoints" / "last.ckpt", "cpu")
-    assert config["model"]["positional"] == "goat" and model.num_params() > 0
-    line = _one_line(_cli_train("--data", synthetic_shards, "--out", run, "--resume"))
-    assert "Lightning Trainer loop" in line and "--force" in line

@@ -16,7 +16,7 @@ from goatdna.cli.app import app
 from goatdna.errors import GoatDNAError
 from goatdna.training import load_run_config, train
 from goatdna.training import trainer as trainer_module
-from goatdna.training.lifecycle import StepProgress
+from goatdna.training.loop import StepProgress
 from goatdna.training.run import RunDir, resolved_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -264,7 +264,8 @@ def test_resume_auto_decides_from_the_checkpoint(tmp_path: Path) -> None:
         run.check(other, resume="auto", force=False)  # someone else's run: refused
     run.checkpoints.mkdir()
     # a complete archive with the keys a resume needs (the damaged-checkpoint check reads it)
-    torch.save({"state_dict": {}, "optimizer": {}, "global_step": 3}, run.last_ckpt)
+    keys = {"state_dict": {}, "optimizer": {}, "scheduler": {}, "loop": {}, "global_step": 3}
+    torch.save(keys, run.last_ckpt)
     assert run.check(resolved, resume="auto", force=False).checkpoint == run.last_ckpt
     with pytest.raises(GoatDNAError, match="contradict"):
         run.check(resolved, resume="auto", force=True)

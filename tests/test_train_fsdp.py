@@ -47,7 +47,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from goatdna.configfile import to_dict
     from goatdna.model.transformer import Block
     from goatdna.training import load_run_config
     from goatdna.training.module import GenomeLM, build_optimizer, clean_param_name
@@ -63,7 +62,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
     def module() -> GenomeLM:
         torch.manual_seed(0)
-        lm = GenomeLM(to_dict(config))
+        lm = GenomeLM(config.model)
         with torch.no_grad():  # switch every prior term on
             for block in lm.model.blocks:
                 for p in block.attn.prior.parameters():

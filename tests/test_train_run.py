@@ -124,3 +124,31 @@ def test_checkpoint_contract(tiny_runs: dict[str, Path], synthetic_shards: Path)
     assert loss == pytest.approx(summary["val_loss"], abs=1e-4)
     assert ckpt["global_step"] == summary["steps"]
     assert to_dict(ModelConfig(**config["model"])) == config["model"]
+
+
+def test_training_checkpoint_restores_the_loop_state_in_place(tmp_path: Path) -> None:
+    """The loop keeps its own `TrainState` object across a resume: loading a training checkpoint
+    fills that object (Fabric alone would load a rebuilt copy of the dataclass)."""
+    from lightning_fabric import Fabric
+
+    from goatdna.checkpoint import (
+        TrainState,
+        load_training_checkpoint,
+        save_training_checkpoint,
+        training_checkpoint_problem,
+        training_checkpoint_step,
+    )
+
+    fabric = Fabric(accelerator="cpu", devices=1)
+    module = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(module.parameters())
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    saved = TrainState(best_value=0.5, best_step=8, last_train_loss=0.7,
+                       last_val={"loss": 0.6, "mcc": 0.5}, elapsed_seconds=3.0)  # fmt: skip
+    objects = {"state_dict": module, "optimizer": optimizer, "scheduler": scheduler}
+    path = tmp_path / "last.ckpt"
+    save_training_checkpoint(fabric, path, 8, {**objects, "loop": saved}, {"config": {}})
+    assert training_checkpoint_problem(path) is None and training_checkpoint_step(path) == 8
+    restored = TrainState()
+    assert load_training_checkpoint(fabric, path, {**objects, "loop": restored}) == 8
+    assert restored == saved

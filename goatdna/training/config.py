@@ -165,7 +165,7 @@ def _check_weights(weights: dict[str, float]) -> None:
         raise ValueError("source_weights: at least one source needs a weight > 0")
 
 
-def _positive(obj: Any, *names: str) -> None:
+def _positive(obj: object, *names: str) -> None:
     for name in names:
         value = getattr(obj, name)
         if value <= 0:

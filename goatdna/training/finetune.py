@@ -4,7 +4,7 @@ Same run-directory contract as `goatdna train` (`training.run.RunDir`): ``config
 ``metrics.csv``, ``checkpoints/{last,best}.ckpt`` (best by the validation metric: MCC for
 classification, MSE for regression), ``summary.json``; ``--resume`` continues from last.ckpt
 with the same batches (see `finetune_data`), ``--force`` starts over. The loop is the same
-Fabric loop as pretraining's (`training.lifecycle`): validation runs at the end of every epoch,
+Fabric loop as pretraining's (`training.loop`): validation runs at the end of every epoch,
 at the optimizer-step boundary, so a checkpoint already holds its epoch's validation and
 best-checkpoint bookkeeping.
 
@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
-import math
 import pickle
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ from goatdna.model.classifier import (
     reverse_complement_padded,
 )
 from goatdna.runtime import Runtime, gather_blocks, rank_block
-from goatdna.training import lifecycle, preflight
+from goatdna.training import preflight
 from goatdna.training.finetune_config import FinetuneConfig
 from goatdna.training.finetune_data import (
     Split,
@@ -57,6 +58,7 @@ from goatdna.training.finetune_data import (
     file_sha256,
     load_task,
 )
+from goatdna.training.loop import Due, LoopSpec, Trainable, claimed_run_dir, fit, resolve_precision
 from goatdna.training.metrics import (
     CLASSIFICATION_METRICS,
     HIGHER_IS_BETTER,
@@ -70,6 +72,7 @@ from goatdna.training.run import RunDir
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
+    from lightning_fabric.wrappers import _FabricModule
 
 SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
 CACHE_DIR = "cache"
@@ -308,11 +311,11 @@ def finetune(
     run = RunDir(Path(run_dir))
     start_plan = run.check(resolved, resume=resume, force=force)  # every rank, read only
     tr = config.trainer
-    precision = lifecycle.resolve_precision(tr.precision, tr.accelerator)
+    precision = resolve_precision(tr.precision, tr.accelerator)
     runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
     with preflight.reported_stops(run.root, f"goatdna finetune --out {run.root} --resume"):
         fabric = runtime.fabric(tr.strategy)
-        with lifecycle.claimed_run_dir(fabric, run, resolved, start_plan):
+        with claimed_run_dir(fabric, run, resolved, start_plan):
             summary = _fit(fabric, config, resolved, backbone, task, plan, run,
                            start_plan.checkpoint, wall_start)  # fmt: skip
             summary.update(positional=backbone.config.positional, precision=precision)
@@ -322,7 +325,7 @@ def finetune(
 
 
 def _standardized_head(
-    fabric: Any,
+    fabric: Fabric,
     module: SequenceTaskModule,
     run: RunDir,
     resolved: dict[str, Any],
@@ -348,8 +351,73 @@ def _standardized_head(
     return None
 
 
+class FineTuning:
+    """A sequence task as a `loop.Task`: one batch per optimizer step (`StepBatches`), the
+    validation metrics at every epoch's end (where rows always land and last.ckpt is written),
+    best.ckpt by the task's selection metric."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        config: FinetuneConfig,
+        resolved: dict[str, Any],
+        module: SequenceTaskModule,
+        task: TaskData,
+        plan: StepPlan,
+        features: dict[str, tuple[Tensor, Tensor | None]] | None,
+    ) -> None:
+        self.fabric, self.config, self.module, self.task = fabric, config, module, task
+        self.plan, self.features = plan, features
+        self.total_steps = int(resolved["schedule"]["total_steps"])
+        self.head_and_backbone: _FabricModule | None = None  # set once Fabric has wrapped it
+        selection = SELECTION_METRIC[task.task]
+        self.spec = LoopSpec(
+            total_steps=self.total_steps,
+            columns=metric_columns(task.task),
+            selection=selection,
+            higher_is_better=HIGHER_IS_BETTER[selection],
+            grad_clip=config.optim.grad_clip,
+            non_finite_hint=NON_FINITE_HINT,
+            hyper_parameters={"config": resolved},
+            progress_label="finetune",
+            progress_bar=config.trainer.progress_bar,
+            shown=("train_loss", f"val_{selection}"),
+            mean_train_loss=True,
+        )
+
+    def steps(self, start: int) -> Iterator[list[dict[str, Tensor]]]:
+        fabric, seed = self.fabric, self.config.seed
+        batches = StepBatches(self.task.splits["train"], self.plan, fabric.global_rank,
+                              fabric.world_size, self.features.get("train") if self.features
+                              else None)  # fmt: skip
+        self.module.train_mode()
+        for step in itertools.count(start + 1):
+            # dropout masks are a function of (seed, step, rank): a resumed run draws the same
+            torch.manual_seed((seed * 1_000_003 + (step - 1) * 131 + fabric.global_rank) % 2**63)
+            yield [batches[step - 1]]
+
+    def loss(self, batch: dict[str, Tensor]) -> Tensor:
+        assert self.head_and_backbone is not None
+        batch = self.fabric.to_device(batch)
+        return self.module.loss(self.head_and_backbone(batch), batch["labels"])
+
+    def due(self, step: int) -> Due:
+        epoch_end = step % self.plan.steps_per_epoch == 0 or step == self.total_steps
+        log = step % self.config.trainer.log_every == 0 or epoch_end
+        return Due(log=log, validate=epoch_end, checkpoint=epoch_end)
+
+    def validate(self, split: str = "val") -> dict[str, float]:
+        found = self.features.get(split) if self.features else None
+        preds = self.module.predict_rows(self.fabric, self.task.splits[split], found)
+        return evaluate_predictions(self.task.task, self.task.splits[split].labels, preds)
+
+    def row(self, step: int, lrs: list[float], grad_norm: Tensor) -> dict[str, float]:
+        return {"lr_head": lrs[0], "lr_backbone": 0.0 if self.module.probe else lrs[-1],
+                "epoch": round(step / self.plan.steps_per_epoch, 4)}  # fmt: skip
+
+
 def _fit(
-    fabric: Any,
+    fabric: Fabric,
     config: FinetuneConfig,
     resolved: dict[str, Any],
     backbone: DNADecoder,
@@ -359,100 +427,42 @@ def _fit(
     checkpoint: Path | None,
     started: float,
 ) -> dict[str, Any]:
-    """The loop: one optimizer step per batch; validation and last.ckpt at every epoch's end."""
+    """Build the task module, run `loop.fit`, evaluate the best checkpoint, return the summary."""
     from lightning_fabric.utilities.seed import seed_everything
 
     seed_everything(config.seed, workers=True, verbose=False)
     module = SequenceTaskModule(resolved)
     module.model.load_state_dict(backbone.state_dict())
-    device, rank, tr = fabric.device, fabric.global_rank, config.trainer
     features = _standardized_head(fabric, module, run, resolved, task, config)
-    total_steps = int(resolved["schedule"]["total_steps"])
-    model = fabric.setup_module(module)
-    optimizer, scheduler = module.optimizer(total_steps)
-    optimizer = fabric.setup_optimizers(optimizer)
-    selection = SELECTION_METRIC[task.task]
-    loop: dict[str, Any] = {"best_value": math.nan, "best_step": -1, "last_val": {},
-                            "last_train_loss": math.nan}  # fmt: skip
-    objects = {"state_dict": model, "optimizer": optimizer, "scheduler": scheduler}
-    run_state = lifecycle.RunState(fabric, run, objects, loop, {"config": resolved}, checkpoint,
-                                   NON_FINITE_HINT, started, metric_columns(task.task))  # fmt: skip
-    start, loop = run_state.start, run_state.loop
-    batches = StepBatches(task.splits["train"], plan, rank, fabric.world_size,
-                          features.get("train") if features else None)  # fmt: skip
-
-    def validate(split: str) -> dict[str, float]:
-        found = features.get(split) if features else None
-        preds = module.predict_rows(fabric, task.splits[split], found)
-        return evaluate_predictions(task.task, task.splits[split].labels, preds)
-
-    def loss_of(batch: dict[str, Tensor]) -> Tensor:
-        batch = fabric.to_device(batch)
-        return module.loss(model(batch), batch["labels"])
-
-    loss_sum, loss_count = 0.0, 0
-    module.train_mode()
-    progress = lifecycle.StepProgress(tr.progress_bar and fabric.is_global_zero, total_steps,
-                                      start, "finetune")  # fmt: skip
-    with lifecycle.StopSignals() as stop:
-        try:
-            for step in range(start + 1, total_steps + 1):
-                # dropout masks are a function of (seed, step, rank): a resumed run draws the same
-                torch.manual_seed((config.seed * 1_000_003 + (step - 1) * 131 + rank) % 2**63)
-                loss, _, lrs = run_state.optimizer_step(
-                    model, optimizer, scheduler, [batches[step - 1]], loss_of, 1,
-                    config.optim.grad_clip, step,
-                )  # fmt: skip
-                loss_sum, loss_count = loss_sum + float(loss), loss_count + 1
-                final = step == total_steps
-                epoch_end = step % plan.steps_per_epoch == 0 or final
-                row: dict[str, Any] = {}
-                if step % tr.log_every == 0 or epoch_end:
-                    mean = torch.tensor(loss_sum / loss_count, device=device)
-                    loop["last_train_loss"] = float(fabric.all_reduce(mean, reduce_op="mean"))
-                    loss_sum, loss_count = 0.0, 0
-                    row.update(train_loss=loop["last_train_loss"], lr_head=lrs[0],
-                               lr_backbone=0.0 if module.probe else lrs[-1])  # fmt: skip
-                improved = False
-                if epoch_end:
-                    loop["last_val"] = validate("val")
-                    row["val_loss"] = loop["last_val"]["loss"]
-                    row.update({f"val_{k}": v for k, v in loop["last_val"].items() if k != "loss"})
-                    value = loop["last_val"][selection]
-                    if _better(value, loop["best_value"], selection):
-                        loop["best_value"], loop["best_step"], improved = value, step, True
-                if row:
-                    run_state.log(step, {**row, "epoch": round(step / plan.steps_per_epoch, 4)})
-                shown = {k: row[k] for k in ("train_loss", f"val_{selection}") if k in row}
-                progress.update(step, **shown)
-                run_state.end_step(step, improved=improved, checkpoint=epoch_end, final=final,
-                                   stop=stop)  # fmt: skip
-        finally:
-            progress.close()
+    fine_tuning = FineTuning(fabric, config, resolved, module, task, plan, features)
+    trainable = Trainable.setup(fabric, module, lambda: module.optimizer(fine_tuning.total_steps))
+    fine_tuning.head_and_backbone = trainable.module
+    finished = fit(fabric, fine_tuning, run, trainable, checkpoint, started)
 
     # the best checkpoint's weights, evaluated on val and test
     best = run.best_ckpt if run.best_ckpt.is_file() else run.last_ckpt
     fabric.barrier()
     module.load_state_dict(torch.load(best, map_location="cpu", weights_only=True)["state_dict"])
-    results = {split: validate(split) for split in task.splits if split != "train"}
+    results = {split: fine_tuning.validate(split) for split in task.splits if split != "train"}
+    tr = config.trainer
     summary: dict[str, Any] = {
         "task": task.task,
         "classes": task.classes,
         "mode": config.backbone.mode,
         "params": sum(p.numel() for p in module.parameters()),
         "trainable_params": sum(p.numel() for p in module.parameters() if p.requires_grad),
-        "steps": total_steps,
+        "steps": fine_tuning.total_steps,
         "epochs": tr.epochs,
-        "best_step": int(loop["best_step"]),
-        "selection_metric": selection,
-        "train_loss": float(loop["last_train_loss"]),
+        "best_step": finished.state.best_step,
+        "selection_metric": fine_tuning.spec.selection,
+        "train_loss": finished.state.last_train_loss,
         "val": results["val"],
         "test": results.get("test"),
         "rows": {s: len(v) for s, v in task.splits.items()},
         "truncated_rows": {s: v.truncated for s, v in task.splits.items()},
-        "device": device.type,
+        "device": fabric.device.type,
         "world_size": fabric.world_size,
-        "wall_seconds": run_state.elapsed,
+        "wall_seconds": finished.elapsed,
         "goatdna_version": __version__,
     }
     if task.task == "classification":
@@ -460,11 +470,3 @@ def _fit(
             s: class_balance(v.labels, task.classes) for s, v in task.splits.items()
         }
     return summary
-
-
-def _better(value: float, best: float, metric: str) -> bool:
-    if math.isnan(value):
-        return False
-    if math.isnan(best):
-        return True
-    return value > best if HIGHER_IS_BETTER[metric] else value < best

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from goatdna.model import DNADecoder, next_token_loss
-from goatdna.training.config import OptimConfig, run_config_from_dict
+from goatdna.model import DNADecoder, ModelConfig, next_token_loss
+from goatdna.training.config import OptimConfig
 
 
 def lr_multiplier(step: int, *, warmup: int, total: int, floor: float) -> float:
@@ -114,10 +114,9 @@ class GenomeLM(nn.Module):
     under FSDP the forward must go through the root module.
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.run_config = run_config_from_dict(config)
-        self.model = DNADecoder(self.run_config.model)
+        self.model = DNADecoder(config)  # the decoder; its loss is this module's forward
         # parameter shapes before any wrapping (FSDP flattens them): what weight decay reads
         self.param_ndims = {n: p.ndim for n, p in self.model.named_parameters()}
 

@@ -21,17 +21,15 @@ from goatdna.training.config import RunConfig
 LARGE_ON_CPU_PARAMS = 100_000_000
 """Above this many parameters a CPU run gets a loud warning (the 125M configs are for GPUs)."""
 
-last_signal: int | None = None
-"""The first SIGINT/SIGTERM the training loop caught in this process (None: none)."""
-
 
 class TrainingInterrupted(BaseException):
-    """Raised at an optimizer-step boundary after SIGINT/SIGTERM, once last.ckpt holds the step.
+    """Raised at an optimizer-step boundary after SIGINT/SIGTERM, once last.ckpt holds ``step``
+    (``step`` None: a second signal stopped the step in progress at once).
 
     A BaseException, like KeyboardInterrupt, so nothing on the way up mistakes it for an error.
     """
 
-    def __init__(self, step: int, signum: int) -> None:
+    def __init__(self, step: int | None, signum: int) -> None:
         super().__init__(step, signum)
         self.step = step
         self.signum = signum
@@ -70,12 +68,13 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
 
 def interrupted_message(stop: BaseException, run_dir: Path, resume_command: str) -> Interrupted:
     """One line: what stopped the run, which step last.ckpt holds, the command to continue."""
-    from goatdna.training.run import RunDir, checkpoint_step
+    from goatdna.checkpoint import training_checkpoint_step
+    from goatdna.training.run import RunDir
 
-    signum = getattr(stop, "signum", None) or last_signal or signal.SIGINT
+    signum = stop.signum if isinstance(stop, TrainingInterrupted) else signal.SIGINT
     name = signal.Signals(signum).name
     run = RunDir(run_dir)
-    step = checkpoint_step(run.last_ckpt) if run.last_ckpt.is_file() else None
+    step = training_checkpoint_step(run.last_ckpt) if run.last_ckpt.is_file() else None
     if step is None:
         rerun = (
             "rerun the command with --force (the run directory holds this run's config.yaml)"
@@ -98,13 +97,9 @@ def interrupted_message(stop: BaseException, run_dir: Path, resume_command: str)
 def reported_stops(run_dir: Path, resume_command: str) -> Iterator[None]:
     """A Ctrl-C/SIGTERM (`Interrupted`, exit 128 + signal) or a full disk met anywhere in the
     block (TensorBoard, metrics) become one line that says how to continue."""
-    global last_signal
-    last_signal = None
     try:
         yield
-    except (TrainingInterrupted, KeyboardInterrupt, SystemExit) as stop:
-        if isinstance(stop, SystemExit) and last_signal is None:
-            raise
+    except (TrainingInterrupted, KeyboardInterrupt) as stop:
         raise interrupted_message(stop, run_dir, resume_command) from None
     except OSError as err:
         if not is_disk_full(err):

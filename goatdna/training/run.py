@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import yaml
 
 from goatdna import __version__
 from goatdna.atomic import atomic_write_text
+from goatdna.checkpoint import training_checkpoint_problem, training_checkpoint_step
 from goatdna.configfile import load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.training.config import PROVENANCE_KEYS, RunConfig
@@ -111,55 +111,7 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[s
 RESUME_HINT = "rerun the same command with --resume (it continues from the last checkpoint)"
 
 
-LIGHTNING_CHECKPOINT = (
-    "was written by the Lightning Trainer loop of an older goatdna: it loads for evaluate, "
-    "export and fine-tuning, but a run cannot resume from it"
-)
-
-
-def checkpoint_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be resumed from (truncated, bit-flipped, not a checkpoint), or None.
-
-    The zip container's CRC-32 of every record is checked (torch itself does not), so a flipped
-    bit anywhere in the weights or optimizer state is found; then the pickle is read (weights
-    memory-mapped, not loaded) and the keys a resume needs are looked up.
-    """
-    import torch
-
-    try:
-        if path.stat().st_size == 0:
-            return "it is empty (0 bytes)"
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-        if bad is not None:
-            return f"record {bad} fails its CRC-32 check (corrupted bytes)"
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except zipfile.BadZipFile:
-        return "it is not a complete checkpoint archive (truncated, or another kind of file)"
-    except Exception as err:
-        first = str(err).splitlines()[0] if str(err) else ""
-        return f"it cannot be read ({err.__class__.__name__}: {first[:120]})"
-    if not isinstance(ckpt, dict):
-        return "it does not hold a checkpoint dictionary"
-    if "pytorch-lightning_version" in ckpt:
-        return LIGHTNING_CHECKPOINT
-    missing = [k for k in ("state_dict", "optimizer", "global_step") if k not in ckpt]
-    if missing:
-        return f"it lacks {', '.join(missing)} (not written by `goatdna train`?)"
-    return None
-
-
-def checkpoint_step(path: Path) -> int | None:
-    """The optimizer step a readable checkpoint holds (None if it cannot be read)."""
-    if checkpoint_problem(path) is not None:
-        return None
-    import torch
-
-    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return int(ckpt["global_step"])
-
-
-def json_safe(value: Any) -> Any:
+def json_safe(value: object) -> object:
     """Floats that JSON cannot hold (NaN, inf) become None; everything else passes through."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -307,16 +259,11 @@ class RunDir:
 
     def _check_resume_checkpoint(self) -> None:
         """Read last.ckpt before anything in the run directory changes; offer best.ckpt."""
-        problem = checkpoint_problem(self.last_ckpt)
+        problem = training_checkpoint_problem(self.last_ckpt)
         if problem is None:
             return
-        if problem == LIGHTNING_CHECKPOINT:
-            raise GoatDNAError(
-                f"--resume: {self.last_ckpt} {problem}; nothing in {self.root} was changed. "
-                "Start over with --force, or train into a new --out"
-            )
         offer = "start over with --force"
-        best_step = checkpoint_step(self.best_ckpt) if self.best_ckpt.is_file() else None
+        best_step = training_checkpoint_step(self.best_ckpt) if self.best_ckpt.is_file() else None
         if best_step is not None:
             offer = (
                 f"{self.best_ckpt} (step {best_step}) is intact: copy it over last.ckpt "
@@ -372,7 +319,7 @@ class RunDir:
         )
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     return (
         "absent"
         if not isinstance(value, (str, int, float, bool, list, type(None)))

@@ -5,6 +5,16 @@ MFU = achieved model FLOP/s / peak FLOP/s of the devices. Model FLOPs per token 
 credit recomputation or padding. Peak rates are *dense* (no 2:4 sparsity) tensor-core numbers from
 the vendors' datasheets, per device; ``trainer.peak_flops`` overrides them. On a CPU there is no
 datasheet number, so the peak is the fp32 matmul rate measured on this machine at start-up.
+
+Why not `lightning_fabric.utilities.throughput` (checked against lightning-fabric 2.6): its
+``get_available_flops`` table gives the 2:4-*sparse* tensor-core peaks for Hopper (1978.8e12
+bf16 for an H100 SXM, 2.0e15 for an H200: twice the dense rate, which would halve every MFU),
+needs a live CUDA device to read the name (so the table cannot be checked on a CPU-only test
+machine), and returns None on a CPU; its ``Throughput``/``ThroughputMonitor`` keep a rolling
+window over the last ``window_size`` updates and have no notion of time paused for validation
+and checkpoints or of warm-up steps kept out of the run's average, which is what summary.json's
+``tokens_per_s`` and ``mfu`` report. `goatdna.model.flops_per_token` stands in for its
+``measure_flops`` (an analytic count, no meta-device forward).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The same function trains a tiny model on a laptop CPU and the 125M models on GPU
 strategy (single device, DDP, FSDP), precision and the number of nodes come from
 ``config.trainer`` and go to `lightning_fabric.Fabric` (through `goatdna.runtime.Runtime`), so
 ``torchrun`` and SLURM launches work as Lightning documents them. The loop itself is plain
-Python (see `training.lifecycle` for the order of things at each step boundary). Every process
+Python (`training.loop`, which `Pretraining` below feeds). Every process
 runs this function and checks the run directory (read only); global rank 0 writes it.
 """
 
@@ -14,8 +14,9 @@ import itertools
 import math
 import os
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goatdna import __version__
 from goatdna.configfile import to_dict
@@ -25,7 +26,26 @@ from goatdna.training import preflight
 from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, resolved_config
 
+if TYPE_CHECKING:
+    from lightning_fabric import Fabric
+    from lightning_fabric.loggers import Logger
+    from lightning_fabric.strategies import Strategy
+    from torch import Tensor, nn
+
+    from goatdna.checkpoint import TrainState
+    from goatdna.training.loop import Due
+    from goatdna.training.module import GenomeLM
+    from goatdna.training.throughput import ThroughputMonitor
+    from goatdna.training.windows import SplitWindows
+
+    ValBatch = dict[str, Tensor]
+
 NON_FINITE_HINT = "Lower optim.lr, raise optim.warmup_steps or check the data"
+
+METRIC_COLUMNS = (
+    "step", "train_loss", "val_loss", "lr", "tokens_per_s", "grad_norm", "elapsed_s"
+)  # fmt: skip
+"""metrics.csv's columns in pretraining."""
 
 
 def _devices_per_node(config: RunConfig) -> int:
@@ -60,7 +80,7 @@ def check_world_size(config: RunConfig) -> None:
         )
 
 
-def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
+def _strategy(config: RunConfig, precision: str = "32-true") -> Strategy | str:
     name = config.trainer.strategy
     if name == "fsdp":
         if config.trainer.compile:
@@ -97,7 +117,7 @@ def _strategy(config: RunConfig, precision: str = "32-true") -> Any:
     return name
 
 
-def _loggers(config: RunConfig, run: RunDir) -> list[Any]:
+def _loggers(config: RunConfig, run: RunDir) -> list[Logger]:
     import importlib.util
 
     if not config.trainer.tensorboard or importlib.util.find_spec("tensorboard") is None:
@@ -139,7 +159,7 @@ def _train(
     import torch
 
     from goatdna.data_prep import ShardedGenome
-    from goatdna.training.lifecycle import claimed_run_dir, resolve_precision
+    from goatdna.training.loop import claimed_run_dir, resolve_precision
     from goatdna.training.windows import plan_windows
 
     wall_start = time.perf_counter()
@@ -173,44 +193,97 @@ def _train(
         return summary
 
 
+class Pretraining:
+    """Next-base prediction as a `loop.Task`: ``accumulate`` micro-batches of windows per step,
+    the validation loss over the fixed tiling, rows/validation/last.ckpt every ``log_every``/
+    ``eval_every``/``ckpt_every`` steps and at the end."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        config: RunConfig,
+        windows: SplitWindows,
+        loss_module: nn.Module,
+        precision: str,
+    ) -> None:
+        from goatdna.training.data import val_loader
+        from goatdna.training.loop import LoopSpec
+
+        tr, pin = config.trainer, fabric.device.type == "cuda"
+        self.fabric, self.config, self.windows, self.pin = fabric, config, windows, pin
+        self.loss_module = loss_module  # the wrapped GenomeLM: tokens in, next-base loss out
+        self.val = val_loader(windows, config.data, fabric.global_rank, fabric.world_size, pin)
+        self.spec = LoopSpec(
+            total_steps=tr.max_steps,
+            columns=METRIC_COLUMNS,
+            selection="loss",
+            higher_is_better=False,
+            grad_clip=config.optim.grad_clip,
+            non_finite_hint=NON_FINITE_HINT,
+            hyper_parameters={
+                "config": to_dict(config),
+                "data_manifest_sha256": windows.manifest_sha256,
+                "goatdna_version": __version__,
+            },
+            progress_label="train",
+            progress_bar=tr.progress_bar,
+            shown=("train_loss", "val_loss", "tokens_per_s", "lr"),
+            check_grads=not precision.startswith("16"),
+        )
+
+    def steps(self, start: int) -> Iterator[list[Tensor]]:
+        from goatdna.training.data import train_loader
+
+        tr, fabric = self.config.trainer, self.fabric
+        micro_steps = range(start * tr.accumulate, tr.max_steps * tr.accumulate)
+        batches = iter(train_loader(self.windows, self.config.data, self.config.seed, micro_steps,
+                                    fabric.global_rank, fabric.world_size, self.pin))  # fmt: skip
+        while True:
+            yield list(itertools.islice(batches, tr.accumulate))
+
+    def loss(self, batch: Tensor) -> Tensor:
+        return self.loss_module(batch.to(self.fabric.device, non_blocking=True))
+
+    def due(self, step: int) -> Due:
+        from goatdna.training.loop import Due
+
+        tr, final = self.config.trainer, step == self.config.trainer.max_steps
+        return Due(log=step % tr.log_every == 0 or final,
+                   validate=step % tr.eval_every == 0 or final,
+                   checkpoint=step % tr.ckpt_every == 0 or final)  # fmt: skip
+
+    def validate(self) -> dict[str, float]:
+        return {"loss": validation_loss(self.fabric, self.loss_module, self.val)}
+
+    def row(self, step: int, lrs: list[float], grad_norm: Tensor) -> dict[str, float]:
+        return {"lr": lrs[0], "grad_norm": float(grad_norm)}
+
+
 def _fit(
-    fabric: Any,
+    fabric: Fabric,
     config: RunConfig,
-    windows: Any,
+    windows: SplitWindows,
     run: RunDir,
     checkpoint: Path | None,
     precision: str,
     started: float,
 ) -> dict[str, Any]:
-    """The loop: optimizer steps from the checkpoint's step (or 0) to ``trainer.max_steps``."""
+    """Build the model, its loss and optimizer, run `loop.fit`, return the summary."""
     from lightning_fabric.utilities.seed import seed_everything
 
     from goatdna.model import flops_per_token
-    from goatdna.training.data import train_loader, val_loader
-    from goatdna.training.lifecycle import RunState, StepProgress, StopSignals
+    from goatdna.training.loop import Trainable, fit
     from goatdna.training.module import GenomeLM, build_optimizer
-    from goatdna.training.throughput import (
-        ThroughputMonitor,
-        peak_flops_per_device,
-    )
+    from goatdna.training.throughput import ThroughputMonitor, peak_flops_per_device
 
     tr, device, world = config.trainer, fabric.device, fabric.world_size
     seed_everything(config.seed, workers=True, verbose=False)
-    lm = GenomeLM(to_dict(config))
+    lm = GenomeLM(config.model)  # the decoder (lm.model) and its next-base loss
     if tr.compile:
         lm.model.compile()  # in place: state_dict keys stay "model.<key>"
-    model = fabric.setup_module(lm)
-    optimizer, scheduler = build_optimizer(
+    trainable = Trainable.setup(fabric, lm, lambda: build_optimizer(
         lm.model, config.optim, tr.max_steps, device.type == "cuda", lm.param_ndims
-    )
-    optimizer = fabric.setup_optimizers(optimizer)
-    loop = {"best_val_loss": math.inf, "best_step": -1, "last_val_loss": math.nan,
-            "last_train_loss": math.nan}  # fmt: skip
-    hparams = {"config": to_dict(config), "data_manifest_sha256": windows.manifest_sha256,
-               "goatdna_version": __version__}  # fmt: skip
-    objects = {"state_dict": model, "optimizer": optimizer, "scheduler": scheduler}
-    run_state = RunState(fabric, run, objects, loop, hparams, checkpoint, NON_FINITE_HINT, started)
-    start, loop = run_state.start, run_state.loop
+    ))  # fmt: skip
     throughput = ThroughputMonitor(
         tokens_per_step=config.tokens_per_micro_batch * tr.accumulate * world,
         flops_per_token=flops_per_token(config.model, config.data.seq_len),
@@ -218,84 +291,44 @@ def _fit(
     )
     peak, source = peak_flops_per_device(device, precision, tr.peak_flops)
     throughput.set_peak(peak, world, source)
-    pin = device.type == "cuda"
-    micro_steps = range(start * tr.accumulate, tr.max_steps * tr.accumulate)
-    batches = iter(train_loader(windows, config.data, config.seed, micro_steps,
-                                fabric.global_rank, world, pin))  # fmt: skip
-    val = val_loader(windows, config.data, fabric.global_rank, world, pin)
-    check_grads = not precision.startswith("16")
-    progress = StepProgress(tr.progress_bar and fabric.is_global_zero, tr.max_steps, start)
-
-    throughput.start(start)
-    with StopSignals() as stop:
-        try:
-            for step in range(start + 1, tr.max_steps + 1):
-                loss, norm, lrs = run_state.optimizer_step(
-                    model, optimizer, scheduler, itertools.islice(batches, tr.accumulate),
-                    lambda tokens: model(tokens.to(device, non_blocking=True)),
-                    tr.accumulate, config.optim.grad_clip, step, check_grads,
-                )  # fmt: skip
-                throughput.step_done(step, device)
-                final = step == tr.max_steps
-                row: dict[str, Any] = {}
-                if step % tr.log_every == 0 or final:
-                    loop["last_train_loss"] = float(fabric.all_reduce(loss, reduce_op="mean"))
-                    row.update(train_loss=loop["last_train_loss"], lr=lrs[0],
-                               tokens_per_s=throughput.take_interval_rate(),
-                               grad_norm=float(norm))  # fmt: skip
-                improved = False
-                if step % tr.eval_every == 0 or final:
-                    with throughput.paused():
-                        loop["last_val_loss"] = row["val_loss"] = validation_loss(
-                            fabric, model, val
-                        )
-                    if loop["last_val_loss"] < loop["best_val_loss"]:
-                        loop["best_val_loss"], loop["best_step"] = loop["last_val_loss"], step
-                        improved = True
-                if row:
-                    run_state.log(step, row)
-                shown = ("train_loss", "val_loss", "tokens_per_s", "lr")
-                progress.update(step, **{k: v for k, v in row.items() if k in shown})
-                with throughput.paused():
-                    run_state.end_step(step, improved=improved, final=final, stop=stop,
-                                       checkpoint=step % tr.ckpt_every == 0 or final)  # fmt: skip
-        finally:
-            progress.close()
-
-    return _summary(fabric, config, lm, loop, throughput, precision, run_state.elapsed, windows)
+    task = Pretraining(fabric, config, windows, trainable.module, precision)
+    finished = fit(fabric, task, run, trainable, checkpoint, started, throughput)
+    return _summary(fabric, config, lm, finished.state, throughput, precision, finished.elapsed,
+                    windows)  # fmt: skip
 
 
-def validation_loss(fabric: Any, model: Any, val: Any) -> float:
+def validation_loss(fabric: Fabric, loss_module: nn.Module, val: Iterable[ValBatch]) -> float:
     """Mean next-base cross-entropy over the validation tiling, summed over ranks in float64
     (padding rows weigh 0, N targets are not counted)."""
     import torch
 
     from goatdna.model import IGNORE_TARGET
+    from goatdna.training.loop import all_reduce
 
     device = fabric.device
-    model.eval()
+    loss_module.eval()
     totals = torch.zeros(2, dtype=torch.float64, device=device)  # (loss sum, targets)
     with torch.no_grad():
         for batch in val:
             tokens = batch["tokens"].to(device, non_blocking=True).long()  # (B, W)
             weight = batch["weight"].to(device).double()[:, None]  # (B, 1) 0 for padding rows
-            losses = model(tokens, reduction="none").double()  # (B, L)
+            losses = loss_module(tokens, reduction="none").double()  # (B, L)
             counted = (tokens[:, 1:] != IGNORE_TARGET).double()
             totals += torch.stack([(losses * weight).sum(), (counted * weight).sum()])
-    model.train()
-    totals = fabric.all_reduce(totals, reduce_op="sum")
+    loss_module.train()
+    totals = all_reduce(fabric, totals, "sum")
     return float(totals[0] / totals[1]) if totals[1] > 0 else math.nan
 
 
 def _summary(
-    fabric: Any,
+    fabric: Fabric,
     config: RunConfig,
-    lm: Any,
-    loop: dict[str, Any],
-    throughput: Any,
+    lm: GenomeLM,
+    state: TrainState,
+    throughput: ThroughputMonitor,
     precision: str,
     elapsed: float,
-    windows: Any,
+    windows: SplitWindows,
 ) -> dict[str, Any]:
     """summary.json: the run's numbers and the context to read them in."""
     import torch
@@ -304,13 +337,13 @@ def _summary(
 
     steps = config.trainer.max_steps
     device, world = fabric.device, fabric.world_size
-    val_loss = float(loop["last_val_loss"])
+    val_loss = state.last_val["loss"]
     return {
         "positional": config.model.positional,
         "params": lm.model.num_params(),
         "steps": steps,
         "tokens_seen": steps * throughput.tokens_per_step,
-        "train_loss": float(loop["last_train_loss"]),
+        "train_loss": state.last_train_loss,
         "val_loss": val_loss,
         "val_bits_per_base": val_loss / math.log(2),
         "tokens_per_s": throughput.tokens_per_s,
@@ -320,8 +353,8 @@ def _summary(
         "precision": precision,
         "wall_seconds": elapsed,
         # context
-        "best_val_loss": float(loop["best_val_loss"]),
-        "best_step": int(loop["best_step"]),
+        "best_val_loss": state.best_value,
+        "best_step": state.best_step,
         "world_size": world,
         "global_batch_tokens": throughput.tokens_per_step,
         "flops_per_token": throughput.flops_per_token,
@@ -333,14 +366,15 @@ def _summary(
     }
 
 
-def _fingerprints(fabric: Any, lm: Any, config: RunConfig) -> list[list[float]] | None:
+def _fingerprints(fabric: Fabric, lm: GenomeLM, config: RunConfig) -> list[list[float]] | None:
     """(sum, sum of squares) of all weights on every rank: replicas must agree exactly."""
     import torch
 
     if config.trainer.strategy == "fsdp":
         return None  # sharded: each rank holds different slices by design
     params = [p.detach().double() for p in lm.model.parameters()]
-    local = torch.stack(
-        [torch.stack([p.sum() for p in params]).sum(), sum((p * p).sum() for p in params)]
-    )  # (2,)
-    return fabric.all_gather(local).reshape(-1, 2).cpu().tolist()  # (world, 2)
+    squares = sum(((p * p).sum() for p in params), torch.zeros((), dtype=torch.float64))
+    local = torch.stack([torch.stack([p.sum() for p in params]).sum(), squares])  # (2,)
+    gathered = fabric.all_gather(local)
+    assert isinstance(gathered, torch.Tensor)
+    return gathered.reshape(-1, 2).cpu().tolist()  # (world, 2)
