@@ -59,6 +59,11 @@ def check_accelerator(accelerator: str) -> str:
             f"--accelerator {accelerator}: no CUDA GPU is visible to this process; "
             "use --accelerator cpu (or auto)"
         )
+    mps = getattr(torch.backends, "mps", None)
+    if accelerator == "mps" and not (mps is not None and mps.is_available()):
+        raise GoatDNAError(
+            "--accelerator mps: no Apple GPU (MPS) here; use --accelerator cpu (or auto)"
+        )
     return accelerator
 
 
@@ -68,6 +73,60 @@ def runs_on_cuda(accelerator: str) -> bool:
     import torch
 
     return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+
+
+def single_device(accelerator: str = "cpu", devices: int | str = 1) -> str:
+    """The one torch device (``cpu``, ``cuda:N`` or ``mps``) of a single-process command.
+
+    `evaluate`, `generate`, `report` and `probe-recall` run one process on one device but take
+    the same ``--accelerator``/``--devices`` as the multi-device commands, so a command line
+    moves between them unchanged. ``--devices`` here is ``1`` (or ``auto``): the first device
+    of the accelerator; a GPU other than the first is named in Lightning's id-list syntax, a
+    trailing comma: ``--devices 1,`` is ``cuda:1``. More than one device is one user error
+    (these commands do not launch ranks). ``auto`` picks CUDA when a GPU is visible, else MPS
+    when present, else the CPU, as Lightning's ``auto`` does.
+    """
+    import torch
+
+    check_accelerator(accelerator)
+    parsed = parse_devices(devices)
+    if parsed == "auto":
+        parsed = 1
+    if (
+        parsed == -1
+        or (isinstance(parsed, int) and parsed > 1)
+        or (isinstance(parsed, list) and len(parsed) > 1)
+    ):
+        raise GoatDNAError(
+            f"--devices {devices}: this command runs on one device; pass --devices 1, or one "
+            "device id with a trailing comma (--devices 1, is cuda:1)"
+        )
+    kind = accelerator
+    if kind == "auto":
+        mps = getattr(torch.backends, "mps", None)
+        kind = (
+            "cuda"
+            if torch.cuda.is_available()
+            else "mps"
+            if mps is not None and mps.is_available()
+            else "cpu"
+        )
+    if kind == "gpu":
+        kind = "cuda"
+    index = parsed[0] if isinstance(parsed, list) else None
+    if kind != "cuda":
+        if index is not None and index != 0:
+            raise GoatDNAError(
+                f"--devices {devices}: --accelerator {accelerator} has one device here; "
+                "device ids name GPUs"
+            )
+        return kind
+    visible = torch.cuda.device_count()
+    if index is not None and index >= visible:
+        raise GoatDNAError(
+            f"--devices {devices}: no CUDA GPU {index} here ({visible} visible; ids start at 0)"
+        )
+    return f"cuda:{index or 0}"
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,6 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
     "top_k": ("--top-k",),
     "seed": ("--seed",),
     "threads": ("--threads",),
-    "device": ("--device",),
     "rope_extension": ("--rope-extension",),
     "accelerator": ("--accelerator",),
     "devices": ("--devices",),
@@ -80,11 +79,11 @@ OPTION_HELP: dict[str, str] = {
     "seed": "Random seed; equal seeds give equal results.",
     "threads": "torch CPU threads for scoring and decoding, restored afterwards (default: "
     "torch's setting; 1 is often fastest for tiny models on a busy CPU).",
-    "device": "torch device, e.g. cpu or cuda.",
     "rope_extension": "RoPE models only: none, linear (position interpolation) or ntk (NTK-aware "
     "scaling) beyond the training length, applied at load (default: the checkpoint's own).",
-    "accelerator": "auto | cpu | gpu (cuda) | mps.",
-    "devices": "Devices per node: a count, -1 for all, 'auto', or ids like 0,1.",
+    "accelerator": "auto | cpu | cuda (gpu) | mps.",
+    "devices": "Devices per node: a count, -1 for all, 'auto', or ids like 0,1 (Lightning's "
+    "syntax: '1,' is the one device with id 1).",
     "num_nodes": "Nodes (torchrun/SLURM).",
     "strategy": "auto | ddp | fsdp (multi-GPU; under torchrun/SLURM too).",
     "precision": "auto (bf16-mixed on GPU, 32-true on CPU) | 32-true | bf16-mixed | 16-mixed "
@@ -110,7 +109,6 @@ def option(concept: str, help: str | None = None, **kwargs: Any) -> Any:
 # The options most commands take word for word.
 CheckpointOpt = Annotated[Path, option("checkpoint")]
 DataOpt = Annotated[Path, option("data")]
-DeviceOpt = Annotated[str, option("device")]
 RopeExtensionOpt = Annotated[str | None, option("rope_extension")]
 SeedOpt = Annotated[int, option("seed")]
 SplitOpt = Annotated[str, option("split")]
@@ -122,9 +120,39 @@ PromptsOpt = Annotated[int, option("prompts")]
 TemperatureOpt = Annotated[float, option("temperature")]
 TopKOpt = Annotated[int | None, option("top_k")]
 ThreadsOpt = Annotated[int | None, option("threads", min=1)]
+# Where a model runs: the same three flags everywhere (Lightning's spelling). Multi-device
+# commands take all three; single-process ones (evaluate, generate, report, probe-recall) take
+# --accelerator and --devices for one device (`goatdna.runtime.single_device`); train and
+# finetune take the Config* forms, whose None keeps the run config's trainer.* value.
 AcceleratorOpt = Annotated[str, option("accelerator")]
 DevicesOpt = Annotated[str, option("devices")]
 NumNodesOpt = Annotated[int, option("num_nodes")]
+OneDeviceOpt = Annotated[
+    str,
+    option(
+        "devices",
+        "One device: 1 (the accelerator's first), or a GPU id with a trailing comma "
+        "(Lightning's syntax: 1, is cuda:1).",
+    ),
+]
+ConfigAcceleratorOpt = Annotated[
+    str | None,
+    option(
+        "accelerator",
+        "auto | cpu | cuda (gpu) | mps (default: trainer.accelerator, normally auto).",
+    ),
+]
+ConfigDevicesOpt = Annotated[
+    str | None,
+    option(
+        "devices",
+        "Devices per node: a count, -1 for all, 'auto', or ids like 0,1 (default: "
+        "trainer.devices).",
+    ),
+]
+ConfigNumNodesOpt = Annotated[
+    int | None, option("num_nodes", "Nodes (torchrun/SLURM; default: trainer.num_nodes).")
+]
 OverridesOpt = Annotated[list[str] | None, option("overrides")]
 CacheDirOpt = Annotated[Path | None, option("cache_dir")]
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from goatdna.cli.common import CheckpointOpt, DeviceOpt, default_of, option
+from goatdna.cli.common import (
+    AcceleratorOpt,
+    CheckpointOpt,
+    DevicesOpt,
+    NumNodesOpt,
+    default_of,
+    option,
+)
 from goatdna.errors import GoatDNAError
 from goatdna.inference.embed import EmbedOptions
+from goatdna.runtime import Runtime
 
 
 def embed(
@@ -56,19 +64,13 @@ def embed(
     batch_size: Annotated[int, option("batch_size", "Chunks per forward pass.")] = default_of(
         EmbedOptions, "batch_size"
     ),
-    device: DeviceOpt = "cpu",
-    devices: Annotated[
-        str | None,
-        option(
-            "devices",
-            "Run on this many devices, one block of records each (e.g. 4, or 0,1); the "
-            "accelerator follows --device.",
-        ),
-    ] = None,
+    accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
+    devices: DevicesOpt = str(default_of(Runtime, "devices")),
+    num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
     from goatdna.checkpoint import load_checkpoint
-    from goatdna.inference.embed import default_max_length, embed_records
+    from goatdna.inference.embed import default_max_length
     from goatdna.inference.embed_io import (
         check_output,
         read_bed_regions,
@@ -85,25 +87,15 @@ def embed(
     from goatdna.atomic import check_output_dir, check_output_file
 
     (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
-    runtime = None
-    if devices is not None:
-        from goatdna.runtime import Runtime
-
-        accelerator = "gpu" if device.startswith("cuda") else "cpu"
-        runtime = Runtime.from_options(accelerator, devices)
+    runtime = Runtime.from_options(accelerator, devices, num_nodes)
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
-    model, config = load_checkpoint(checkpoint, device=device if runtime is None else "cpu")
+    model, config = load_checkpoint(checkpoint, device="cpu")
     options.validate(len(model.blocks))
     length = max_length if max_length is not None else default_max_length(config)
-    if runtime is None:
-        vectors: list[Any] | None = embed_records(model, records, options, length)
-        write = True
-    else:
-        from goatdna.inference.embed_run import embed_on_fabric
+    from goatdna.inference.embed_run import embed_on_fabric
 
-        vectors, write = embed_on_fabric(model, records, options, length, runtime.fabric())
-    if write:
-        assert vectors is not None  # the writing rank holds every vector
+    vectors, write = embed_on_fabric(model, records, options, length, runtime.fabric())
+    if write:  # global rank 0, which holds every vector
         write_embeddings(out, records, vectors, pool)
         typer.echo(
             f"wrote {len(records)} embedding(s) (layer {layer or 'final norm'}, pool {pool}, "
