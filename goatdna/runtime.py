@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # torch and Lightning are imported inside the functions that use them
+    import torch
+    from lightning_fabric import Fabric
 
 from goatdna.errors import GoatDNAError
 
@@ -151,7 +155,7 @@ class Runtime:
             raise GoatDNAError(f"--num-nodes {num_nodes}: must be >= 1")
         return cls(check_accelerator(accelerator), parse_devices(devices), num_nodes, precision)
 
-    def fabric(self, strategy: Any = "auto", loggers: list[Any] | None = None) -> Any:
+    def fabric(self, strategy: Any = "auto", loggers: list[Any] | None = None) -> Fabric:
         """A launched `lightning_fabric.Fabric` on these devices: every goatdna loop (training,
         fine-tuning, inference) is a plain Python loop over Fabric, which owns only devices,
         precision, the distributed strategy and collectives.
@@ -185,12 +189,12 @@ def rank_block(n_items: int, rank: int, world_size: int) -> range:
     return range(start, start + base + (1 if rank < extra else 0))
 
 
-def single_process_fabric() -> Any:
+def single_process_fabric() -> Fabric:
     """The Fabric of a plain one-process CPU run: the library functions' default."""
     return Runtime.from_options("cpu", 1).fabric()
 
 
-def gather_blocks(fabric: Any, local: Any, n_total: int) -> Any:
+def gather_blocks(fabric: Fabric, local: torch.Tensor, n_total: int) -> torch.Tensor:
     """Every rank's `rank_block` rows (a tensor, first dim) concatenated in rank order.
 
     ``fabric`` is the launched Fabric of the loop (``fabric.all_gather`` does the transfer);
@@ -204,11 +208,12 @@ def gather_blocks(fabric: Any, local: Any, n_total: int) -> Any:
     per = -(-n_total // world)
     padded = torch.zeros(per, *local.shape[1:], dtype=local.dtype, device=local.device)
     padded[: local.shape[0]] = local
-    gathered = fabric.all_gather(padded)  # (world, per, ...)
+    gathered = fabric.all_gather(padded)  # (world, per, ...): a tensor for a tensor
+    assert isinstance(gathered, torch.Tensor)
     return torch.cat([gathered[r, : len(rank_block(n_total, r, world))] for r in range(world)])
 
 
-def gather_objects(fabric: Any, local: list[Any]) -> list[Any]:
+def gather_objects(fabric: Fabric, local: list[T]) -> list[T]:
     """Every rank's list (arrays of any shape) concatenated in rank order, on every rank.
 
     For results a tensor collective cannot hold (per-base embeddings differ in length);
@@ -218,12 +223,12 @@ def gather_objects(fabric: Any, local: list[Any]) -> list[Any]:
         return local
     import torch.distributed
 
-    parts: list[Any] = [None] * fabric.world_size
+    parts: list[list[T] | None] = [None] * fabric.world_size
     torch.distributed.all_gather_object(parts, local)
-    return [item for part in parts for item in part]
+    return [item for part in parts for item in part or []]
 
 
-def on_rank_zero(fabric: Any, action: Callable[[], T]) -> T:
+def on_rank_zero(fabric: Fabric, action: Callable[[], T]) -> T:
     """Run ``action`` on global rank 0 only and give every rank its result (a broadcast).
 
     For what one process must decide for all (which chunks are unfinished, a work folder made
