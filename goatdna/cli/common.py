@@ -18,11 +18,16 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:  # pandas and rich load inside the functions: `goatdna --help` stays instant
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,8 +204,8 @@ def user_errors(func: F) -> F:
 
 
 def frame_table(
-    frame: Any, title: str | None = None, formats: Mapping[str, str] | None = None
-) -> Any:
+    frame: pd.DataFrame, title: str | None = None, formats: Mapping[str, str] | None = None
+) -> Table:
     """A pandas DataFrame as a rich `Table`: text columns left-aligned, numbers right-aligned and
     formatted as report.md formats them (`report_frames.fmt`; per-column specs in ``formats``)."""
     from rich.table import Table
@@ -226,10 +231,10 @@ def frame_table(
 
 
 def print_frame(
-    frame: Any,
+    frame: pd.DataFrame,
     title: str | None = None,
     formats: Mapping[str, str] | None = None,
-    console: Any = None,
+    console: Console | None = None,
 ) -> None:
     """Print a DataFrame as a rich table (to ``console``, default stdout) at full width.
 
