@@ -256,20 +256,24 @@ def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
 
 
 def check_device(device: str) -> None:
-    """--device must name a torch device that exists here (cuda without a GPU is one line)."""
+    """``device`` must name a torch device that exists here (cuda without a GPU is one line).
+
+    The CLI picks the device with `goatdna.runtime.single_device` (``--accelerator``/
+    ``--devices``); this check keeps the library's own callers to the same one-line errors.
+    """
     import torch
 
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
         raise GoatDNAError(
-            f"--device {device!r}: not a torch device; use cpu, cuda or cuda:N"
+            f"device {device!r}: not a torch device; use cpu, cuda or cuda:N"
         ) from None
     if parsed.type == "cuda":
         available = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if available == 0 or (parsed.index or 0) >= available:
             raise GoatDNAError(
-                f"--device {device}: no such CUDA GPU here ({available} visible); use --device cpu"
+                f"device {device}: no such CUDA GPU here ({available} visible); use cpu"
             )
 
 

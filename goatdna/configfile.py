@@ -88,7 +88,7 @@ def override_for_key(key: str, overrides: list[str]) -> str | None:
     return None
 
 
-def _type_name(tp: Any) -> str:
+def _type_name(tp: object) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 

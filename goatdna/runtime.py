@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # torch and Lightning are imported inside the functions that use them
+    import torch
+    from lightning_fabric import Fabric
 
 from goatdna.errors import GoatDNAError
 
@@ -59,6 +63,11 @@ def check_accelerator(accelerator: str) -> str:
             f"--accelerator {accelerator}: no CUDA GPU is visible to this process; "
             "use --accelerator cpu (or auto)"
         )
+    mps = getattr(torch.backends, "mps", None)
+    if accelerator == "mps" and not (mps is not None and mps.is_available()):
+        raise GoatDNAError(
+            "--accelerator mps: no Apple GPU (MPS) here; use --accelerator cpu (or auto)"
+        )
     return accelerator
 
 
@@ -68,6 +77,60 @@ def runs_on_cuda(accelerator: str) -> bool:
     import torch
 
     return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+
+
+def single_device(accelerator: str = "cpu", devices: int | str = 1) -> str:
+    """The one torch device (``cpu``, ``cuda:N`` or ``mps``) of a single-process command.
+
+    `evaluate`, `generate`, `report` and `probe-recall` run one process on one device but take
+    the same ``--accelerator``/``--devices`` as the multi-device commands, so a command line
+    moves between them unchanged. ``--devices`` here is ``1`` (or ``auto``): the first device
+    of the accelerator; a GPU other than the first is named in Lightning's id-list syntax, a
+    trailing comma: ``--devices 1,`` is ``cuda:1``. More than one device is one user error
+    (these commands do not launch ranks). ``auto`` picks CUDA when a GPU is visible, else MPS
+    when present, else the CPU, as Lightning's ``auto`` does.
+    """
+    import torch
+
+    check_accelerator(accelerator)
+    parsed = parse_devices(devices)
+    if parsed == "auto":
+        parsed = 1
+    if (
+        parsed == -1
+        or (isinstance(parsed, int) and parsed > 1)
+        or (isinstance(parsed, list) and len(parsed) > 1)
+    ):
+        raise GoatDNAError(
+            f"--devices {devices}: this command runs on one device; pass --devices 1, or one "
+            "device id with a trailing comma (--devices 1, is cuda:1)"
+        )
+    kind = accelerator
+    if kind == "auto":
+        mps = getattr(torch.backends, "mps", None)
+        kind = (
+            "cuda"
+            if torch.cuda.is_available()
+            else "mps"
+            if mps is not None and mps.is_available()
+            else "cpu"
+        )
+    if kind == "gpu":
+        kind = "cuda"
+    index = parsed[0] if isinstance(parsed, list) else None
+    if kind != "cuda":
+        if index is not None and index != 0:
+            raise GoatDNAError(
+                f"--devices {devices}: --accelerator {accelerator} has one device here; "
+                "device ids name GPUs"
+            )
+        return kind
+    visible = torch.cuda.device_count()
+    if index is not None and index >= visible:
+        raise GoatDNAError(
+            f"--devices {devices}: no CUDA GPU {index} here ({visible} visible; ids start at 0)"
+        )
+    return f"cuda:{index or 0}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +155,7 @@ class Runtime:
             raise GoatDNAError(f"--num-nodes {num_nodes}: must be >= 1")
         return cls(check_accelerator(accelerator), parse_devices(devices), num_nodes, precision)
 
-    def fabric(self, strategy: Any = "auto", loggers: list[Any] | None = None) -> Any:
+    def fabric(self, strategy: Any = "auto", loggers: list[Any] | None = None) -> Fabric:
         """A launched `lightning_fabric.Fabric` on these devices: every goatdna loop (training,
         fine-tuning, inference) is a plain Python loop over Fabric, which owns only devices,
         precision, the distributed strategy and collectives.
@@ -126,12 +189,12 @@ def rank_block(n_items: int, rank: int, world_size: int) -> range:
     return range(start, start + base + (1 if rank < extra else 0))
 
 
-def single_process_fabric() -> Any:
+def single_process_fabric() -> Fabric:
     """The Fabric of a plain one-process CPU run: the library functions' default."""
     return Runtime.from_options("cpu", 1).fabric()
 
 
-def gather_blocks(fabric: Any, local: Any, n_total: int) -> Any:
+def gather_blocks(fabric: Fabric, local: torch.Tensor, n_total: int) -> torch.Tensor:
     """Every rank's `rank_block` rows (a tensor, first dim) concatenated in rank order.
 
     ``fabric`` is the launched Fabric of the loop (``fabric.all_gather`` does the transfer);
@@ -145,11 +208,12 @@ def gather_blocks(fabric: Any, local: Any, n_total: int) -> Any:
     per = -(-n_total // world)
     padded = torch.zeros(per, *local.shape[1:], dtype=local.dtype, device=local.device)
     padded[: local.shape[0]] = local
-    gathered = fabric.all_gather(padded)  # (world, per, ...)
+    gathered = fabric.all_gather(padded)  # (world, per, ...): a tensor for a tensor
+    assert isinstance(gathered, torch.Tensor)
     return torch.cat([gathered[r, : len(rank_block(n_total, r, world))] for r in range(world)])
 
 
-def gather_objects(fabric: Any, local: list[Any]) -> list[Any]:
+def gather_objects(fabric: Fabric, local: list[T]) -> list[T]:
     """Every rank's list (arrays of any shape) concatenated in rank order, on every rank.
 
     For results a tensor collective cannot hold (per-base embeddings differ in length);
@@ -159,12 +223,12 @@ def gather_objects(fabric: Any, local: list[Any]) -> list[Any]:
         return local
     import torch.distributed
 
-    parts: list[Any] = [None] * fabric.world_size
+    parts: list[list[T] | None] = [None] * fabric.world_size
     torch.distributed.all_gather_object(parts, local)
-    return [item for part in parts for item in part]
+    return [item for part in parts for item in part or []]
 
 
-def on_rank_zero(fabric: Any, action: Callable[[], T]) -> T:
+def on_rank_zero(fabric: Fabric, action: Callable[[], T]) -> T:
     """Run ``action`` on global rank 0 only and give every rank its result (a broadcast).
 
     For what one process must decide for all (which chunks are unfinished, a work folder made

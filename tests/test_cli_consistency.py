@@ -90,13 +90,77 @@ def test_help_lists_the_shared_names(command: str) -> None:
         assert flags[0].split("/")[0] in result.output, (command, parameter)
 
 
-def test_train_accepts_the_old_run_dir_spelling_but_needs_one(tmp_path: Path) -> None:
-    both = CliRunner().invoke(
-        app, ["train", "-d", str(tmp_path), "-o", str(tmp_path / "a"), "--run-dir", str(tmp_path)]
-    )
-    assert both.exit_code == 2 and "--out" in both.output
+# Commands that run a model on several devices (Fabric ranks), on one device, and those that run
+# none (export and model-info load weights only on the CPU or the meta device; demo trains its
+# two tiny models on the CPU by design, so that it runs the same everywhere).
+MULTI_DEVICE = {"train", "finetune", "embed", "predict", "score-variants", "score-track"}
+ONE_DEVICE = {"evaluate", "generate", "report", "probe-recall"}
+NO_MODEL = {"demo", "prepare", "info", "model-info", "export", "make-task"}
+
+
+def _all_flags(command: str) -> set[str]:
+    """Every flag of a command, hidden ones included (a hidden alias is still a second spelling)."""
+    return {
+        flag.split("/")[0]
+        for p in CLICK_APP.commands[command].params
+        if p.param_type_name == "option"
+        for flag in p.opts + p.secondary_opts
+    }
+
+
+def test_one_device_vocabulary_across_commands() -> None:
+    """Every command is classified (a new one must be), none takes --device or --run-dir, and
+    every command that runs a model takes the shared --accelerator/--devices (multi-device ones
+    also --num-nodes), declared once in cli/common.py."""
+    assert set(CLICK_APP.commands) == MULTI_DEVICE | ONE_DEVICE | NO_MODEL
+    assert not (MULTI_DEVICE & ONE_DEVICE or (MULTI_DEVICE | ONE_DEVICE) & NO_MODEL)
+    for command in CLICK_APP.commands:
+        flags = _all_flags(command)
+        assert "--device" not in flags and "--run-dir" not in flags, command
+        if command in MULTI_DEVICE:
+            assert {"--accelerator", "--devices", "--num-nodes"} <= flags, command
+        elif command in ONE_DEVICE:
+            assert {"--accelerator", "--devices"} <= flags, command
+            assert "--num-nodes" not in flags, command
+        else:
+            assert not flags & {"--accelerator", "--devices", "--num-nodes"}, command
+
+
+def test_device_options_are_declared_once() -> None:
+    """The device options of every command are the shared `Annotated` aliases of common.py."""
+    import inspect
+    import typing
+
+    from goatdna.cli import common
+
+    shared = {
+        id(typing.get_args(getattr(common, alias))[1])
+        for alias in dir(common)
+        if alias.endswith("Opt") and typing.get_origin(getattr(common, alias)) is typing.Annotated
+    }
+    for func in COMMANDS:
+        hints = typing.get_type_hints(func, include_extras=True)
+        for name in ("accelerator", "devices", "num_nodes"):
+            if name in inspect.signature(func).parameters:
+                info = typing.get_args(hints[name])[1]
+                assert id(info) in shared, (func.__name__, name)
+
+
+def test_one_device_commands_refuse_two(tiny_runs: dict[str, Path]) -> None:
+    ckpt = str(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
+    for devices in ("2", "0,1", "-1"):
+        result = CliRunner().invoke(
+            app, ["generate", "-c", ckpt, "-p", "ACGT", "--devices", devices]
+        )
+        assert result.exit_code == 2, result.output
+        assert "error: --devices" in result.output and "one device" in result.output
+
+
+def test_train_needs_out(tmp_path: Path) -> None:
     none = CliRunner().invoke(app, ["train", "-d", str(tmp_path)])
     assert none.exit_code == 2 and "--out" in none.output
+    old = CliRunner().invoke(app, ["train", "-d", str(tmp_path), "--run-dir", str(tmp_path)])
+    assert old.exit_code == 2 and "--run-dir" in old.output  # no such option
 
 
 def test_help_imports_neither_torch_nor_lightning_nor_pandas() -> None:

@@ -294,7 +294,7 @@ def test_two_processes_give_the_embeddings_of_one(
     sequences = tmp_path / "seqs.fa"
     sequences.write_text("".join(f">s{i}\n{_random_dna(20 + 7 * i, 40 + i)}\n" for i in range(5)))
     args = ["embed", "-c", str(checkpoint), "--sequences", str(sequences), "--pool", "none",
-            "--max-length", "16", "--batch-size", "2", "--device", "cpu"]  # fmt: skip
+            "--max-length", "16", "--batch-size", "2", "--accelerator", "cpu"]  # fmt: skip
     one, two = tmp_path / "one.npz", tmp_path / "two.npz"
     res = runner.invoke(app, [*args, "--out", str(one), "--devices", "1"])
     assert res.exit_code == 0, res.output

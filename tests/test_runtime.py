@@ -114,3 +114,26 @@ def test_on_rank_zero_shares_its_result_and_its_error() -> None:
 
     results = _run_ranks(2, lambda fabric: on_rank_zero(fabric, refuse))
     assert all(isinstance(r, GoatDNAError) and "--resume" in str(r) for r in results)
+
+
+def test_single_device_is_one_torch_device() -> None:
+    from goatdna.runtime import single_device
+
+    assert single_device("cpu", "1") == "cpu"
+    assert single_device("cpu", "auto") == "cpu"
+    assert single_device("cpu", "0,") == "cpu"
+    if not torch.cuda.is_available():
+        assert single_device("auto", "1") in ("cpu", "mps")
+        with pytest.raises(GoatDNAError, match="--accelerator cuda"):
+            single_device("cuda", "1,")
+    else:
+        assert single_device("cuda", "1") == "cuda:0"
+        last = torch.cuda.device_count() - 1
+        assert single_device("gpu", f"{last},") == f"cuda:{last}"
+        with pytest.raises(GoatDNAError, match="no CUDA GPU"):
+            single_device("cuda", f"{last + 1},")
+    for many in ("2", "-1", "0,1"):
+        with pytest.raises(GoatDNAError, match="one device"):
+            single_device("cpu", many)
+    with pytest.raises(GoatDNAError, match="device ids name GPUs"):
+        single_device("cpu", "1,")

@@ -18,11 +18,16 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:  # pandas and rich load inside the functions: `goatdna --help` stays instant
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,7 +54,6 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
     "top_k": ("--top-k",),
     "seed": ("--seed",),
     "threads": ("--threads",),
-    "device": ("--device",),
     "rope_extension": ("--rope-extension",),
     "accelerator": ("--accelerator",),
     "devices": ("--devices",),
@@ -80,11 +84,11 @@ OPTION_HELP: dict[str, str] = {
     "seed": "Random seed; equal seeds give equal results.",
     "threads": "torch CPU threads for scoring and decoding, restored afterwards (default: "
     "torch's setting; 1 is often fastest for tiny models on a busy CPU).",
-    "device": "torch device, e.g. cpu or cuda.",
     "rope_extension": "RoPE models only: none, linear (position interpolation) or ntk (NTK-aware "
     "scaling) beyond the training length, applied at load (default: the checkpoint's own).",
-    "accelerator": "auto | cpu | gpu (cuda) | mps.",
-    "devices": "Devices per node: a count, -1 for all, 'auto', or ids like 0,1.",
+    "accelerator": "auto | cpu | cuda (gpu) | mps.",
+    "devices": "Devices per node: a count, -1 for all, 'auto', or ids like 0,1 (Lightning's "
+    "syntax: '1,' is the one device with id 1).",
     "num_nodes": "Nodes (torchrun/SLURM).",
     "strategy": "auto | ddp | fsdp (multi-GPU; under torchrun/SLURM too).",
     "precision": "auto (bf16-mixed on GPU, 32-true on CPU) | 32-true | bf16-mixed | 16-mixed "
@@ -110,7 +114,6 @@ def option(concept: str, help: str | None = None, **kwargs: Any) -> Any:
 # The options most commands take word for word.
 CheckpointOpt = Annotated[Path, option("checkpoint")]
 DataOpt = Annotated[Path, option("data")]
-DeviceOpt = Annotated[str, option("device")]
 RopeExtensionOpt = Annotated[str | None, option("rope_extension")]
 SeedOpt = Annotated[int, option("seed")]
 SplitOpt = Annotated[str, option("split")]
@@ -122,9 +125,39 @@ PromptsOpt = Annotated[int, option("prompts")]
 TemperatureOpt = Annotated[float, option("temperature")]
 TopKOpt = Annotated[int | None, option("top_k")]
 ThreadsOpt = Annotated[int | None, option("threads", min=1)]
+# Where a model runs: the same three flags everywhere (Lightning's spelling). Multi-device
+# commands take all three; single-process ones (evaluate, generate, report, probe-recall) take
+# --accelerator and --devices for one device (`goatdna.runtime.single_device`); train and
+# finetune take the Config* forms, whose None keeps the run config's trainer.* value.
 AcceleratorOpt = Annotated[str, option("accelerator")]
 DevicesOpt = Annotated[str, option("devices")]
 NumNodesOpt = Annotated[int, option("num_nodes")]
+OneDeviceOpt = Annotated[
+    str,
+    option(
+        "devices",
+        "One device: 1 (the accelerator's first), or a GPU id with a trailing comma "
+        "(Lightning's syntax: 1, is cuda:1).",
+    ),
+]
+ConfigAcceleratorOpt = Annotated[
+    str | None,
+    option(
+        "accelerator",
+        "auto | cpu | cuda (gpu) | mps (default: trainer.accelerator, normally auto).",
+    ),
+]
+ConfigDevicesOpt = Annotated[
+    str | None,
+    option(
+        "devices",
+        "Devices per node: a count, -1 for all, 'auto', or ids like 0,1 (default: "
+        "trainer.devices).",
+    ),
+]
+ConfigNumNodesOpt = Annotated[
+    int | None, option("num_nodes", "Nodes (torchrun/SLURM; default: trainer.num_nodes).")
+]
 OverridesOpt = Annotated[list[str] | None, option("overrides")]
 CacheDirOpt = Annotated[Path | None, option("cache_dir")]
 
@@ -171,8 +204,8 @@ def user_errors(func: F) -> F:
 
 
 def frame_table(
-    frame: Any, title: str | None = None, formats: Mapping[str, str] | None = None
-) -> Any:
+    frame: pd.DataFrame, title: str | None = None, formats: Mapping[str, str] | None = None
+) -> Table:
     """A pandas DataFrame as a rich `Table`: text columns left-aligned, numbers right-aligned and
     formatted as report.md formats them (`report_frames.fmt`; per-column specs in ``formats``)."""
     from rich.table import Table
@@ -198,10 +231,10 @@ def frame_table(
 
 
 def print_frame(
-    frame: Any,
+    frame: pd.DataFrame,
     title: str | None = None,
     formats: Mapping[str, str] | None = None,
-    console: Any = None,
+    console: Console | None = None,
 ) -> None:
     """Print a DataFrame as a rich table (to ``console``, default stdout) at full width.
 

@@ -8,9 +8,17 @@ from typing import Annotated
 
 import typer
 
-from goatdna.cli.common import CheckpointOpt, DeviceOpt, default_of, option
+from goatdna.cli.common import (
+    AcceleratorOpt,
+    CheckpointOpt,
+    DevicesOpt,
+    NumNodesOpt,
+    default_of,
+    option,
+)
 from goatdna.errors import GoatDNAError
 from goatdna.inference.embed import EmbedOptions
+from goatdna.runtime import Runtime
 
 
 def embed(
@@ -57,15 +65,9 @@ def embed(
     batch_size: Annotated[int, option("batch_size", "Chunks per forward pass.")] = default_of(
         EmbedOptions, "batch_size"
     ),
-    device: DeviceOpt = "cpu",
-    devices: Annotated[
-        str | None,
-        option(
-            "devices",
-            "Run on this many devices, one block of records each (e.g. 4, or 0,1); the "
-            "accelerator follows --device.",
-        ),
-    ] = None,
+    accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
+    devices: DevicesOpt = str(default_of(Runtime, "devices")),
+    num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
     resume: Annotated[
         bool, option("resume", "Continue an interrupted run with the same inputs and options.")
     ] = False,
@@ -94,14 +96,9 @@ def embed(
     from goatdna.atomic import check_output_dir, check_output_file
 
     (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
-    runtime = None
-    if devices is not None:
-        from goatdna.runtime import Runtime
-
-        accelerator = "gpu" if device.startswith("cuda") else "cpu"
-        runtime = Runtime.from_options(accelerator, devices)
+    runtime = Runtime.from_options(accelerator, devices, num_nodes)
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
-    model, config = load_checkpoint(checkpoint, device=device if runtime is None else "cpu")
+    model, config = load_checkpoint(checkpoint, device="cpu")
     options.validate(model.n_layers)
     length = max_length if max_length is not None else default_max_length(config)
     from dataclasses import asdict
@@ -125,7 +122,7 @@ def embed(
             held.enter_context(output_lock(out, True))
             work.open(resume, force=force, message=lambda text: typer.echo(text, err=True))
 
-        fabric = runtime.fabric() if runtime is not None else None
+        fabric = runtime.fabric()
         vectors = embed_resumable(model, records, options, length, work, open_work, fabric)
         if vectors is None:  # not global rank 0: rank 0 writes
             return

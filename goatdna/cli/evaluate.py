@@ -8,12 +8,13 @@ from typing import Annotated
 
 from goatdna.analysis.evaluate import DEFAULT_BATCH_TOKENS
 from goatdna.cli.common import (
+    AcceleratorOpt,
     BatchTokensOpt,
     CheckpointOpt,
     ContextLengthsOpt,
     DataOpt,
-    DeviceOpt,
     MaxEvalTokensOpt,
+    OneDeviceOpt,
     RopeExtensionOpt,
     SplitOpt,
     eval_token_cap,
@@ -36,7 +37,8 @@ def evaluate(
     out: Annotated[
         Path | None, option("out", "Directory for evaluation.json and evaluation.csv.")
     ] = None,
-    device: DeviceOpt = "cpu",
+    accelerator: AcceleratorOpt = "cpu",
+    devices: OneDeviceOpt = "1",
     rope_extension: RopeExtensionOpt = None,
 ) -> None:
     """Mean NLL (nats/base), bits/base and perplexity over non-overlapping windows, per context length."""
@@ -50,10 +52,12 @@ def evaluate(
     )
     from goatdna.atomic import check_output_dir
     from goatdna.errors import GoatDNAError
+    from goatdna.runtime import single_device
 
     if batch_tokens < 1:
         raise GoatDNAError(f"--batch-tokens must be >= 1, got {batch_tokens}")
     cap = eval_token_cap(max_eval_tokens)
+    device = single_device(accelerator, devices)
     if out is not None:
         check_output_dir(out, "--out")  # before any work
     lengths = parse_context_lengths(context_lengths) if context_lengths else None

@@ -8,7 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from goatdna.cli.common import OverridesOpt, option
+from goatdna.cli.common import (
+    ConfigAcceleratorOpt,
+    ConfigDevicesOpt,
+    ConfigNumNodesOpt,
+    OverridesOpt,
+    option,
+)
 from goatdna.errors import GoatDNAError
 
 
@@ -112,10 +118,10 @@ def finetune(
         ),
     ] = None,
     seed: Annotated[int | None, option("seed", _config_key("seed", "Random seed"))] = None,
-    devices: Annotated[str | None, option("devices")] = None,
-    accelerator: Annotated[str | None, option("accelerator")] = None,
+    devices: ConfigDevicesOpt = None,
+    accelerator: ConfigAcceleratorOpt = None,
     strategy: Annotated[str | None, option("strategy", "auto | ddp.")] = None,
-    num_nodes: Annotated[int | None, option("num_nodes")] = None,
+    num_nodes: ConfigNumNodesOpt = None,
     precision: Annotated[str | None, option("precision")] = None,
     overrides: OverridesOpt = None,
     progress: Annotated[bool | None, option("progress")] = None,

@@ -11,9 +11,10 @@ import typer
 
 from goatdna.analysis.generate import MAX_NEW_TOKENS, SamplingOptions
 from goatdna.cli.common import (
+    AcceleratorOpt,
     CheckpointOpt,
-    DeviceOpt,
     NumSamplesOpt,
+    OneDeviceOpt,
     RopeExtensionOpt,
     SeedOpt,
     TemperatureOpt,
@@ -91,7 +92,8 @@ def generate(
             "--with-prompt", help="Write prompt + continuation instead of the continuation only."
         ),
     ] = False,
-    device: DeviceOpt = "cpu",
+    accelerator: AcceleratorOpt = "cpu",
+    devices: OneDeviceOpt = "1",
     rope_extension: RopeExtensionOpt = None,
     threads: ThreadsOpt = None,
 ) -> None:
@@ -104,6 +106,7 @@ def generate(
     from goatdna.analysis.output import format_generation, output_format
     from goatdna.atomic import atomic_write_text, check_output_file
     from goatdna.checkpoint import load_checkpoint
+    from goatdna.runtime import single_device
 
     if (prompt is None) == (prompt_fasta is None):
         raise GoatDNAError("give exactly one of --prompt or --prompt-fasta")
@@ -114,6 +117,7 @@ def generate(
     else:
         text, label = prompt or "", "prompt"
     parse_prompt(text)  # fail on a bad prompt before loading the checkpoint
+    device = single_device(accelerator, devices)
     fmt = output_format(out)
     if out is not None:
         check_output_file(out, "--out")  # before the checkpoint is loaded and decoding starts

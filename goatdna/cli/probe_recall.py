@@ -9,7 +9,14 @@ import typer
 
 from goatdna.analysis.recall import DEFAULT_DISTANCES
 from goatdna.analysis.recall import probe_recall as run_probe
-from goatdna.cli.common import CheckpointOpt, DataOpt, DeviceOpt, default_of, option
+from goatdna.cli.common import (
+    AcceleratorOpt,
+    CheckpointOpt,
+    DataOpt,
+    OneDeviceOpt,
+    default_of,
+    option,
+)
 
 
 def probe_recall(
@@ -40,17 +47,19 @@ def probe_recall(
     batch_tokens: Annotated[
         int, option("batch_tokens", "Tokens per forward pass (trials are batched per distance).")
     ] = default_of(run_probe, "batch_tokens"),
-    device: DeviceOpt = default_of(run_probe, "device"),
+    accelerator: AcceleratorOpt = default_of(run_probe, "device"),
+    devices: OneDeviceOpt = "1",
 ) -> None:
     """Recall gain (first-copy minus second-copy NLL) and greedy copy accuracy per distance."""
     from rich.console import Console
     from rich.table import Table
 
     from goatdna.analysis.recall import parse_distances
+    from goatdna.runtime import single_device
 
     summary = run_probe(
         checkpoint, data, out, parse_distances(distances), segment, trials, split, seed,
-        batch_tokens, device, show_progress=True,
+        batch_tokens, single_device(accelerator, devices), show_progress=True,
     )  # fmt: skip
     table = Table(title=f"Recall of a {segment}-base segment ({trials} trials; nats/base)")
     for name in ("distance", "NLL 1st copy", "NLL 2nd copy", "recall gain", "copy accuracy"):

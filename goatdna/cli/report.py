@@ -9,11 +9,12 @@ import typer
 
 from goatdna.analysis.report import ReportOptions
 from goatdna.cli.common import (
+    AcceleratorOpt,
     ContextLengthsOpt,
     DataOpt,
-    DeviceOpt,
     MaxEvalTokensOpt,
     NumSamplesOpt,
+    OneDeviceOpt,
     PromptsOpt,
     TemperatureOpt,
     ThreadsOpt,
@@ -80,7 +81,8 @@ def report(
             "training length and 4x the training length).",
         ),
     ] = None,
-    device: DeviceOpt = default_of(ReportOptions, "device"),
+    accelerator: AcceleratorOpt = default_of(ReportOptions, "device"),
+    devices: OneDeviceOpt = "1",
     threads: ThreadsOpt = None,
 ) -> None:
     """Evaluate each run's best checkpoint, run the GC% study, write tables, plots and report.html."""
@@ -93,8 +95,10 @@ def report(
     from goatdna.analysis.report import build_report
     from goatdna.cli.common import eval_token_cap
     from goatdna.errors import GoatDNAError
+    from goatdna.runtime import single_device
 
     cap = eval_token_cap(max_eval_tokens)
+    device = single_device(accelerator, devices)
     if recall_trials < 0:
         raise GoatDNAError(f"--recall-trials must be >= 0, got {recall_trials}")
     distances = parse_distances(recall_distances) if recall_distances else None

@@ -1,8 +1,4 @@
-"""`goatdna train`: train a GOAT or RoPE decoder on prepared shards into a run directory.
-
-``--run-dir`` is the hidden old spelling of ``--out`` (messages of the training library and older
-job scripts still use it); help shows one name per concept.
-"""
+"""`goatdna train`: train a GOAT or RoPE decoder on prepared shards into a run directory."""
 
 from __future__ import annotations
 
@@ -12,16 +8,23 @@ from typing import Annotated
 
 import typer
 
-from goatdna.cli.common import DataOpt, OverridesOpt, option
+from goatdna.cli.common import (
+    ConfigAcceleratorOpt,
+    ConfigDevicesOpt,
+    ConfigNumNodesOpt,
+    DataOpt,
+    OverridesOpt,
+    option,
+)
 from goatdna.errors import GoatDNAError
 
 
 def train(
     data: DataOpt,
     out: Annotated[
-        Path | None,
+        Path,
         option("out", "Run directory: checkpoints, metrics and the summary (e.g. runs/goat-tiny)."),
-    ] = None,
+    ],
     config: Annotated[
         Path | None,
         option(
@@ -52,24 +55,15 @@ def train(
     force: Annotated[
         bool, option("force", "Start over in a run directory that already holds a run.")
     ] = False,
-    devices: Annotated[str | None, option("devices")] = None,
+    devices: ConfigDevicesOpt = None,
     strategy: Annotated[str | None, option("strategy")] = None,
     precision: Annotated[str | None, option("precision")] = None,
-    num_nodes: Annotated[int | None, option("num_nodes")] = None,
-    accelerator: Annotated[
-        str | None,
-        option("accelerator", "auto | cpu | gpu (default: the config's, normally auto)."),
-    ] = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", hidden=True)] = None,
+    num_nodes: ConfigNumNodesOpt = None,
+    accelerator: ConfigAcceleratorOpt = None,
 ) -> None:
     """Train a decoder; writes config.yaml, checkpoints/, metrics.csv and summary.json."""
     from goatdna.training.config import load_run_config
     from goatdna.training.trainer import train as run_training
-
-    if (out is None) == (run_dir is None):
-        raise GoatDNAError("give the run directory once, with --out (e.g. --out runs/goat-tiny)")
-    out = out or run_dir
-    assert out is not None
 
     flags = {
         "trainer.max_steps": max_steps,

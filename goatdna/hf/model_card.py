@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 
-def _number(value: Any, digits: int = 4) -> str:
+def _number(value: object, digits: int = 4) -> str:
     if isinstance(value, (int, float)) and math.isfinite(value):
         return f"{value:.{digits}f}" if isinstance(value, float) else f"{value:,}"
     return "not recorded"

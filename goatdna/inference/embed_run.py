@@ -13,11 +13,11 @@ import io
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.runtime import gather_objects, on_rank_zero, rank_block
+from goatdna.runtime import on_rank_zero, rank_block
 from goatdna.workdir import WorkDir
 
 if TYPE_CHECKING:
@@ -26,34 +26,7 @@ if TYPE_CHECKING:
     from goatdna.model import DNADecoder
 
 from .embed import EmbedOptions, SequenceRecord, embed_records
-from .loop import model_on_device, rank_zero_progress
-
-
-def embed_on_fabric(
-    model: Any,
-    records: Sequence[SequenceRecord],
-    options: EmbedOptions,
-    max_length: int,
-    fabric: Any,
-    progress: bool = True,
-) -> tuple[list[np.ndarray], bool]:
-    """(vectors in input order, is global rank 0) on a launched Fabric; every rank gets all."""
-    model = model_on_device(fabric, model)
-    size = options.batch_size
-    groups = rank_block(-(-len(records) // size), fabric.global_rank, fabric.world_size)
-    first, stop = groups.start * size, min(groups.stop * size, len(records))
-    mine: list[np.ndarray] = []
-    with rank_zero_progress(fabric, stop - first, "embed", "records", progress) as advance:
-        for start in range(first, stop, size):
-            group = records[start : start + size]
-            with fabric.autocast():
-                mine.extend(embed_records(model, group, options, max_length))
-            advance(len(group))
-    vectors = gather_objects(fabric, mine)
-    if len(vectors) != len(records):
-        raise RuntimeError("the ranks' blocks lost records")  # a bug, not a user error
-    return vectors, fabric.global_rank == 0
-
+from .loop import model_on_device
 
 UNIT_GROUPS = 16
 """Groups of ``batch_size`` records per resumable unit (the work a kill can lose at most)."""
@@ -90,7 +63,8 @@ def embed_resumable(
     ``open_work`` creates or checks the work folder (`WorkDir.open` with the run's ``--resume``
     and ``--force``); it runs on rank 0 only, which then lists the unfinished units once for all
     ranks. A unit is ``UNIT_GROUPS`` groups of ``batch_size`` records, each group embedded alone
-    exactly as `embed_on_fabric` does, so a resumed run gives the bytes of one that never stopped.
+    exactly as an uninterrupted run embeds it, so a resumed run gives the bytes of one that never
+    stopped.
     Without ``fabric`` the model runs where it is, in this process.
     """
     size = options.batch_size * UNIT_GROUPS
