@@ -42,7 +42,7 @@ _ConfigLoader.add_implicit_resolver(
 )
 
 
-def yaml_load(text: str) -> Any:
+def yaml_load(text: str) -> object:
     """Parse YAML text with the config loader (floats such as ``3e-4`` included)."""
     return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader subclass
 
@@ -92,7 +92,7 @@ def _type_name(tp: object) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
+def _coerce(value: object, tp: object, where: str) -> object:
     """Check (and minimally coerce: int -> float, list -> tuple) one value against a type hint."""
     origin = typing.get_origin(tp)
     if tp is Any:
@@ -176,10 +176,10 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         raise ConfigKeyError(where, f"config '{where or cls.__name__}': {err}") from None
 
 
-def to_dict(obj: Any) -> dict[str, Any]:
+def to_dict(obj: DataclassInstance) -> dict[str, Any]:
     """Dataclass -> plain dict (tuples become lists) that round-trips through YAML."""
 
-    def plain(v: Any) -> Any:
+    def plain(v: object) -> object:
         if isinstance(v, tuple):
             return [plain(x) for x in v]
         if isinstance(v, list):
@@ -188,7 +188,7 @@ def to_dict(obj: Any) -> dict[str, Any]:
             return {k: plain(x) for k, x in v.items()}
         return v
 
-    return plain(dataclasses.asdict(obj))
+    return {k: plain(v) for k, v in dataclasses.asdict(obj).items()}
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -215,6 +215,6 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return out
 
 
-def parse_scalar(raw: str) -> Any:
+def parse_scalar(raw: str) -> object:
     """Parse one ``--set`` value as a YAML scalar (``3e-4`` is a float, ``true`` a bool)."""
     return yaml_load(raw)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # torch and Lightning are imported inside the functions that use them
     import torch
     from lightning_fabric import Fabric
+    from lightning_fabric.loggers import Logger
+    from lightning_fabric.strategies import Strategy
 
 from goatdna.errors import GoatDNAError
 
@@ -155,7 +157,9 @@ class Runtime:
             raise GoatDNAError(f"--num-nodes {num_nodes}: must be >= 1")
         return cls(check_accelerator(accelerator), parse_devices(devices), num_nodes, precision)
 
-    def fabric(self, strategy: Any = "auto", loggers: list[Any] | None = None) -> Fabric:
+    def fabric(
+        self, strategy: Strategy | str = "auto", loggers: list[Logger] | None = None
+    ) -> Fabric:
         """A launched `lightning_fabric.Fabric` on these devices: every goatdna loop (training,
         fine-tuning, inference) is a plain Python loop over Fabric, which owns only devices,
         precision, the distributed strategy and collectives.

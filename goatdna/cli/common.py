@@ -18,7 +18,7 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypedDict, TypeVar
 
 import typer
 
@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # pandas and rich load inside the functions: `goatdna --help`
     import pandas as pd
     from rich.console import Console
     from rich.table import Table
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11; 3.10 is supported
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 USER_ERROR_EXIT_CODE = 2
 
@@ -99,7 +101,13 @@ OPTION_HELP: dict[str, str] = {
 }
 
 
-def option(concept: str, help: str | None = None, **kwargs: Any) -> Any:
+class OptionExtras(TypedDict, total=False):
+    """What a command may add to a shared option (forwarded to `typer.Option`)."""
+
+    min: int
+
+
+def option(concept: str, help: str | None = None, **kwargs: Unpack[OptionExtras]) -> object:
     """The `typer.Option` of a shared concept: its one set of flag names, and a help text.
 
     ``help`` replaces the shared text where a command says more (what its output file holds);
@@ -162,8 +170,12 @@ OverridesOpt = Annotated[list[str] | None, option("overrides")]
 CacheDirOpt = Annotated[Path | None, option("cache_dir")]
 
 
-def default_of(owner: Any, name: str) -> Any:
-    """The library's default of a dataclass field or a function parameter (one source of truth)."""
+def default_of(owner: Callable[..., object], name: str) -> Any:
+    """The library's default of a dataclass field or a function parameter (one source of truth).
+
+    ``owner`` is a dataclass or a function. The result stays Any: it is the default of a CLI
+    parameter, whose type the command's signature states.
+    """
     if dataclasses.is_dataclass(owner):
         for field in dataclasses.fields(owner):
             if field.name == name:
@@ -185,11 +197,11 @@ def eval_token_cap(value: int) -> int | None:
     return value or None
 
 
-def user_errors(func: F) -> F:
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Print a `GoatDNAError` as ``error: <message>`` and exit 2; let real bugs keep their traceback."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
         except GoatDNAError as err:
@@ -197,7 +209,7 @@ def user_errors(func: F) -> F:
             print(f"{getattr(err, 'prefix', 'error')}: {message}", file=sys.stderr)
             raise typer.Exit(getattr(err, "exit_code", USER_ERROR_EXIT_CODE)) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 # ----------------------------------------------------------------------------- tables

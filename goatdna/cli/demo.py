@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,10 @@ from goatdna.cli.common import (
     default_of,
     option,
 )
+
+if TYPE_CHECKING:  # the pipeline's modules load when the demo runs, not for `goatdna --help`
+    from goatdna.data_prep import ShardedGenome
+    from goatdna.training.config import RunConfig
 
 DEFAULT_STEPS = 200
 DEFAULT_GENOME_LENGTH = 2_000_000
@@ -51,7 +55,9 @@ def _configs_dir() -> Path:
     )
 
 
-def _prepare(out: Path, genome_length: int, force: bool, say: Any) -> Any:
+def _prepare(
+    out: Path, genome_length: int, force: bool, say: Callable[[str], None]
+) -> ShardedGenome:
     from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig, prepare_synthetic
 
     shards = out / "shards"
@@ -63,7 +69,7 @@ def _prepare(out: Path, genome_length: int, force: bool, say: Any) -> Any:
     )
 
 
-def _same_config(run_dir: Path, config: Any) -> bool:
+def _same_config(run_dir: Path, config: RunConfig) -> bool:
     """True when run_dir/config.yaml describes exactly this RunConfig (provenance keys aside)."""
     from goatdna.configfile import to_dict
     from goatdna.errors import GoatDNAError
@@ -79,7 +85,14 @@ def _same_config(run_dir: Path, config: Any) -> bool:
     return to_dict(stored) == to_dict(config)
 
 
-def _train_one(name: str, config: Any, shards: Path, run_dir: Path, force: bool, say: Any) -> None:
+def _train_one(
+    name: str,
+    config: RunConfig,
+    shards: Path,
+    run_dir: Path,
+    force: bool,
+    say: Callable[[str], None],
+) -> None:
     from goatdna.errors import GoatDNAError
     from goatdna.training import train
 

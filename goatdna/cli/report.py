@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,8 +24,13 @@ from goatdna.cli.common import (
     print_frame,
 )
 
+if TYPE_CHECKING:  # rich loads when a table is printed, not for `goatdna --help`
+    from rich.console import Console
 
-def print_summary(result: Any, console: Any = None) -> None:
+    from goatdna.analysis.report import ReportResult
+
+
+def print_summary(result: ReportResult, console: Console | None = None) -> None:
     """The report's summary table (one row per model) as a rich table, formatted as in report.md."""
     from goatdna.analysis.report_frames import SUMMARY_FORMATS
 

@@ -30,13 +30,16 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goatdna import __version__
 from goatdna.atomic import atomic_dir
 from goatdna.errors import GoatDNAError
 
 from .model_card import model_card
+
+if TYPE_CHECKING:  # torch loads when a model is exported, not when this module loads
+    from goatdna.model import DNADecoder, ModelConfig
 
 MODEL_TYPE = "goatdna"
 CONFIG_FILE = "config.json"
@@ -75,7 +78,7 @@ def remote_code(text: str) -> str:
     return text
 
 
-def _json_safe(value: Any) -> Any:
+def _json_safe(value: object) -> object:
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -85,7 +88,9 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def config_json(model_config: Any, run_config: dict[str, Any], provenance: dict[str, Any]) -> dict:
+def config_json(
+    model_config: ModelConfig, run_config: dict[str, Any], provenance: dict[str, Any]
+) -> dict:
     """The config.json mapping: model fields first, then what transformers and goatdna need."""
     fields = dataclasses.asdict(model_config)
     return {
@@ -107,7 +112,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _write_folder(
-    folder: Path, model: Any, run_config: dict[str, Any], provenance: dict[str, Any]
+    folder: Path, model: DNADecoder, run_config: dict[str, Any], provenance: dict[str, Any]
 ) -> None:
     from safetensors.torch import save_file
 
@@ -157,7 +162,7 @@ def is_export_folder(path: Path) -> bool:
 
 
 def export_model(
-    model: Any,
+    model: DNADecoder,
     run_config: dict[str, Any],
     provenance: dict[str, Any],
     out: str | Path,

@@ -108,7 +108,7 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> CausalLMOutputWithPast | tuple[Any, ...]:
         """input_ids (B, L) -> logits (B, L, 5); ``labels`` (B, L) -> mean next-base loss.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from transformers import PreTrainedTokenizer
 
@@ -30,7 +29,7 @@ class GoatDNATokenizer(PreTrainedTokenizer):
     vocab_files_names = {"vocab_file": VOCAB_FILE}  # noqa: RUF012
     model_input_names = ["input_ids", "attention_mask"]  # noqa: RUF012
 
-    def __init__(self, vocab_file: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, vocab_file: str | None = None, **kwargs: object) -> None:
         if vocab_file is not None:
             with open(vocab_file, encoding="utf-8") as handle:
                 stored = json.load(handle)
@@ -51,7 +50,7 @@ class GoatDNATokenizer(PreTrainedTokenizer):
     def get_vocab(self) -> dict[str, int]:
         return dict(self._vocab)
 
-    def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
+    def _tokenize(self, text: str, **kwargs: object) -> list[str]:
         tokens = []
         for i, char in enumerate(text):
             upper = char.upper()

@@ -123,7 +123,7 @@ class _Accumulator:
 
     length: int
     pool: str
-    total: Any = None  # mean: float64 sum (d,); none: (L, d) float32; last: (d,)
+    total: np.ndarray | None = None  # mean: float64 sum (d,); none: (L, d) float32; last: (d,)
 
     def add(self, start: int, hidden: np.ndarray, is_last_chunk: bool) -> None:
         if self.pool == "mean":
@@ -138,6 +138,7 @@ class _Accumulator:
             self.total[start : start + hidden.shape[0]] = hidden
 
     def result(self) -> np.ndarray:
+        assert self.total is not None, "every sequence has a last chunk (empty ones are refused)"
         if self.pool == "mean":
             return (self.total / self.length).astype(np.float32)
         return self.total

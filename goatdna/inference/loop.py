@@ -11,17 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:  # Lightning and torch load with the model, not with this module
+    from lightning_fabric import Fabric
+    from torch import nn
+
+Model = TypeVar("Model", bound="nn.Module")
 
 
-def model_on_device(fabric: Any, model: Any) -> Any:
-    """``model`` in eval mode on this rank's device."""
-    return fabric.to_device(model).eval()
+def model_on_device(fabric: Fabric, model: Model) -> Model:
+    """``model`` in eval mode on this rank's device (moved in place, so its own type is kept)."""
+    fabric.to_device(model)
+    return model.eval()
 
 
 @contextmanager
 def rank_zero_progress(
-    fabric: Any, total: int, label: str, unit: str, enabled: bool = True
+    fabric: Fabric, total: int, label: str, unit: str, enabled: bool = True
 ) -> Iterator[Callable[[int], None]]:
     """Yield ``advance(n)`` for a rich bar over ``total`` items, shown on global rank 0 only.
 

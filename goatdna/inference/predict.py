@@ -138,7 +138,7 @@ def predict_file(
     fasta: str | Path | None = None,
     rc_average: bool | None = None,
     batch_size: int = 64,
-    fabric: Any = None,
+    fabric: Fabric | None = None,
     progress: bool = False,
 ) -> int:
     """Predict every row of ``sequences`` into ``out`` (CSV, or TSV for .tsv); returns rows.

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 
@@ -56,6 +56,18 @@ def _runs(values: np.ndarray) -> Iterator[tuple[int, int]]:
         yield int(lo), int(hi)
 
 
+class _BigWigWriter(Protocol):
+    """What `TrackWriter` uses of a ``pyBigWig`` file opened for writing (pyBigWig is untyped)."""
+
+    def addHeader(self, chroms: list[tuple[str, int]], maxZooms: int) -> None: ...  # noqa: N802
+
+    def addEntries(  # noqa: N802
+        self, chrom: str, start: int, values: np.ndarray, span: int, step: int
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class TrackWriter:
     """Writes one track file at ``path`` (a temporary name: `open_track` renames it when done)."""
 
@@ -67,19 +79,21 @@ class TrackWriter:
         name: str,
         zoom_levels: int = DEFAULT_ZOOM_LEVELS,
     ) -> None:
-        self._bw: Any = None
-        self._text: Any = None
+        self._bw: _BigWigWriter | None = None
+        self._text: TextIO | None = None
         if kind == "bigwig":
             import pyBigWig
 
-            self._bw = pyBigWig.open(str(path), "w")
+            bw: _BigWigWriter = pyBigWig.open(str(path), "w")
+            self._bw = bw
             # Zoom levels (summaries for zoomed-out browser views) are computed by libBigWig when
             # the file closes, from one contig's values at a time held in memory (~12 bytes per
             # base); zoom_levels=0 writes none and keeps memory flat.
-            self._bw.addHeader(chrom_sizes, maxZooms=zoom_levels)
+            bw.addHeader(chrom_sizes, maxZooms=zoom_levels)
         else:
-            self._text = open(path, "w")  # noqa: SIM115 - closed in close()
-            self._text.write(f'track type=bedGraph name="{name}" description="{name}"\n')
+            text = open(path, "w")  # noqa: SIM115 - closed in close()
+            self._text = text
+            text.write(f'track type=bedGraph name="{name}" description="{name}"\n')
 
     def add(self, contig: str, start: int, values: np.ndarray) -> None:
         """Values of bases start, start+1, ... of ``contig``; NaN bases are left out."""
@@ -89,6 +103,7 @@ class TrackWriter:
                     contig, start + lo, values=values[lo:hi].astype(np.float64), span=1, step=1
                 )
             else:  # 64k lines at a time, so the text never holds more than a few MB
+                assert self._text is not None, "TrackWriter.add after close()"
                 for a in range(lo, hi, 1 << 16):
                     b = min(a + (1 << 16), hi)
                     lines = [

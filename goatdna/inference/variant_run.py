@@ -47,8 +47,9 @@ from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, output_lock
 
 if TYPE_CHECKING:
-    import torch
     from lightning_fabric import Fabric
+
+    from goatdna.model.transformer import DNADecoder
 
 DEFAULT_CHUNK_SIZE = 4096
 
@@ -138,7 +139,7 @@ def _check_naming(vcf: VcfAlleles, statuses: list[str], reference: Reference) ->
             )
 
 
-def _score_chunks(fabric: Fabric, model: torch.nn.Module, alleles: list[Allele],
+def _score_chunks(fabric: Fabric, model: DNADecoder, alleles: list[Allele],
                   statuses: list[str], reference: Reference, options: VariantOptions,
                   work: WorkDir, chunk_size: int, pending: list[int], progress: bool) -> None:  # fmt: skip
     """Score this rank's block of the unfinished chunks, saving each as it finishes."""

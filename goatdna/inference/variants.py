@@ -24,13 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from goatdna.data_prep.tokens import COMPLEMENT, TOKEN_TABLE, N
 from goatdna.errors import GoatDNAError
 from goatdna.inference.reference import Reference
+
+if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
+    import torch
+
+    from goatdna.model.transformer import DNADecoder
 
 STATUSES = ("ok", "symbolic", "ref_mismatch", "missing_contig", "non_acgt_allele", "identical")
 """Every output row has one: ``ok`` (scored) or why the allele was not scored."""
@@ -205,7 +210,7 @@ def strand_pairs(window: AlleleWindow, strands: str) -> list[Pair]:
 
 
 def score_pairs(
-    model: Any, pairs: Sequence[Pair], batch_size: int, shared_prefix: bool = True
+    model: DNADecoder, pairs: Sequence[Pair], batch_size: int, shared_prefix: bool = True
 ) -> np.ndarray:
     """LL(x) and LL(y) of every pair -> (len(pairs), 2) float64, in the order given.
 
@@ -241,7 +246,7 @@ def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
     return block
 
 
-def _sequence_ll(model: Any, seqs: Sequence[np.ndarray], device: Any) -> np.ndarray:
+def _sequence_ll(model: DNADecoder, seqs: Sequence[np.ndarray], device: torch.device) -> np.ndarray:
     """LL of each sequence scored from position 0 (full forward pass, right-padded batch)."""
     import torch
 
@@ -254,13 +259,15 @@ def _sequence_ll(model: Any, seqs: Sequence[np.ndarray], device: Any) -> np.ndar
     return sequence_log_probs(model, tokens).double().sum(dim=1).cpu().numpy()
 
 
-def _score_full(model: Any, batch: Sequence[Pair], device: Any) -> np.ndarray:
+def _score_full(model: DNADecoder, batch: Sequence[Pair], device: torch.device) -> np.ndarray:
     """Two full windows per pair: LL(x) and LL(y) from one forward pass over 2B rows."""
     ll = _sequence_ll(model, [p.x for p in batch] + [p.y for p in batch], device)
     return np.stack([ll[: len(batch)], ll[len(batch) :]], axis=1)
 
 
-def _score_shared(model: Any, batch: Sequence[Pair], shared: int, device: Any) -> np.ndarray:
+def _score_shared(
+    model: DNADecoder, batch: Sequence[Pair], shared: int, device: torch.device
+) -> np.ndarray:
     """x in one causal pass that also fills the KV cache; then y's suffix on the shared prefix.
 
     The first ``shared`` positions of the cache hold the prefix both sequences share; y's
@@ -295,7 +302,7 @@ SCORE_FIELDS = ("ll_ref_fwd", "ll_alt_fwd", "ll_ref_rev", "ll_alt_rev")
 
 
 def score_alleles(
-    model: Any,
+    model: DNADecoder,
     alleles: Sequence[Allele],
     statuses: Sequence[str],
     reference: Reference,

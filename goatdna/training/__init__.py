@@ -6,7 +6,7 @@ instantly; `train` loads torch and Lightning Fabric on first use.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from goatdna.training.config import (
     DataConfig,
@@ -16,6 +16,9 @@ from goatdna.training.config import (
     load_run_config,
     run_config_from_dict,
 )
+
+if TYPE_CHECKING:  # type checkers see `train` itself; at run time it loads on first use
+    from goatdna.training.trainer import train
 
 __all__ = [
     "DataConfig",
@@ -28,7 +31,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "train":
         from goatdna.training.trainer import train
 

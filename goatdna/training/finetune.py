@@ -185,7 +185,12 @@ def evaluate_predictions(task: str, labels: np.ndarray, preds: np.ndarray) -> di
 # ------------------------------------------------------------------------------ probe cache
 @torch.no_grad()
 def embed_split(
-    backbone: DNADecoder, pool: str, split: Split, batch_size: int, both_strands: bool, device: Any
+    backbone: DNADecoder,
+    pool: str,
+    split: Split,
+    batch_size: int,
+    both_strands: bool,
+    device: torch.device,
 ) -> tuple[Tensor, Tensor | None]:
     """Pooled features of every row (and of its reverse complement), float32 on the CPU."""
     forward: list[Tensor] = []
@@ -205,7 +210,7 @@ def probe_features(
     backbone: DNADecoder,
     task: TaskData,
     config: FinetuneConfig,
-    device: Any,
+    device: torch.device,
     write: bool,
 ) -> dict[str, tuple[Tensor, Tensor | None]]:
     """Embeddings of every split, from RUN_DIR/cache when the key matches, else computed now."""
