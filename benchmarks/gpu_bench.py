@@ -340,7 +340,7 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None) -> Path:
+def main(argv: list[str] | None = None) -> Path:  # noqa: PLR0915 (the measurement script, step by step)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seq-lens", default="1024,2048")
     parser.add_argument("--tokens", type=int, default=32_768, help="tokens per micro-batch")

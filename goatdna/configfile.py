@@ -92,7 +92,7 @@ def _type_name(tp: object) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _coerce(value: object, tp: object, where: str) -> object:
+def _coerce(value: object, tp: object, where: str) -> object:  # noqa: C901 (one branch per config field type)
     """Check (and minimally coerce: int -> float, list -> tuple) one value against a type hint."""
     origin = typing.get_origin(tp)
     if tp is Any:

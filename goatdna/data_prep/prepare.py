@@ -481,7 +481,7 @@ def _prepare_locked(
             reporter.close()
 
 
-def _prepare(
+def _prepare(  # noqa: C901, PLR0915 (the plan -> work -> commit sequence reads in one place)
     fastas: list[Path], out_dir: Path, options: PrepareOptions, reporter: Reporter
 ) -> ShardedGenome:
     if options.chunk_bases < 1:

@@ -143,7 +143,7 @@ class Finished:
     elapsed: float
 
 
-def fit(
+def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGPT's train.py)
     fabric: Fabric,
     task: Task[BatchT],
     run: RunDir,
