@@ -239,7 +239,7 @@ def probe_recall(
     and ``recall.png`` into ``out_dir``; returns the summary DataFrame."""
     from goatdna.analysis.plots import plot_recall
     from goatdna.atomic import atomic_write_text, check_output_dir
-    from goatdna.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint
     from goatdna.data_prep import ShardedGenome
 
     out_dir = check_output_dir(out_dir, "--out")  # before any work: a folder we can write
@@ -251,7 +251,8 @@ def probe_recall(
             f"--split {split!r}: {data_dir} has splits {', '.join(genome.split_names())}"
         )
     trials = draw_trials(genome, split, n_trials, segment_length, max(distances), seed)
-    model, config = load_checkpoint(checkpoint, device)
+    loaded = load_checkpoint(checkpoint, device)
+    model, train_length = loaded.model, loaded.train_length
     tokens = genome.tokens(split)
 
     total = len(trials) * len(distances)
@@ -267,11 +268,9 @@ def probe_recall(
     else:
         rows = score_recall(model, tokens, trials, distances, segment_length, batch_tokens)
     frame = recall_frame(rows)
-    summary = summarize_recall(frame, train_length_of(config), segment_length)
-    name = str(config["model"].get("positional", "model"))
+    summary = summarize_recall(frame, train_length, segment_length)
+    name = str(loaded.model_config.positional)
     atomic_write_text(out_dir / "recall_trials.csv", frame.to_csv(index=False))
     atomic_write_text(out_dir / "recall_summary.csv", summary.to_csv(index=False))
-    plot_recall(
-        {name: summary}, {name: train_length_of(config)}, segment_length, out_dir / "recall.png"
-    )
+    plot_recall({name: summary}, {name: train_length}, segment_length, out_dir / "recall.png")
     return summary
