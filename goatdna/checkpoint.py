@@ -30,6 +30,7 @@ from goatdna.configfile import from_dict
 from goatdna.errors import GoatDNAError
 
 if TYPE_CHECKING:
+    import torch
     from lightning_fabric import Fabric
 
     from goatdna.model import DNADecoder, ModelConfig
@@ -314,7 +315,7 @@ def check_device(device: str) -> None:
             )
 
 
-def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Path:
+def save_checkpoint(path: str | Path, model: torch.nn.Module, config: dict[str, Any]) -> Path:
     """Write ``model`` in the checkpoint contract's shape (what `load_checkpoint` reads).
 
     For models built or trained outside `goatdna train` (conversions, tests): ``config`` is a

@@ -15,12 +15,16 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 import numpy as np
 
 from goatdna.analysis.gc import TRAJECTORY_WINDOW, gc_trajectory
 from goatdna.atomic import atomic_path
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 REFERENCE_COLOR = "#222222"
 _PALETTE = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
@@ -50,7 +54,7 @@ def styled(draw: Callable[P, Path]) -> Callable[P, Path]:
     return wrapper
 
 
-def new_figure(**kwargs: Any) -> Any:
+def new_figure(**kwargs: Any) -> Figure:
     """A `matplotlib.figure.Figure` outside pyplot (nothing to close, no backend needed)."""
     from matplotlib.figure import Figure
 
@@ -72,7 +76,7 @@ def model_colors(names: Sequence[str]) -> dict[str, str]:
     return colors
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     """Write ``fig`` as PNG through a temporary file beside ``path`` (goatdna.atomic)."""
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight")
@@ -192,7 +196,7 @@ def plot_training_curves(metrics: Mapping[str, Any], path: Path) -> Path:
 
 @styled
 def plot_gc_trajectories(
-    rows: Any, path: Path, n_prompts: int = 3, window: int = TRAJECTORY_WINDOW
+    rows: pd.DataFrame, path: Path, n_prompts: int = 3, window: int = TRAJECTORY_WINDOW
 ) -> Path:
     """Sliding-window GC% of the reference and of each model's first continuation, a few prompts.
 

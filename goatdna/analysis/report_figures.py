@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from goatdna.analysis.report_options import ReportOptions
 from goatdna.analysis.report_runs import RunData, file_safe, prior_layer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -24,8 +27,8 @@ class PriorImages:
 def draw_figures(
     options: ReportOptions,
     runs: Sequence[RunData],
-    gc_rows: Any,
-    recall_summaries: Mapping[str, Any],
+    gc_rows: pd.DataFrame,
+    recall_summaries: Mapping[str, pd.DataFrame],
     out_dir: Path,
 ) -> dict[str, Path]:
     """Every run in one figure each: NLL vs context, training curves (runs with a metrics.csv),
