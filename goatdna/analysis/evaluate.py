@@ -127,7 +127,7 @@ def score_windows(
 
 
 def evaluate_context(
-    model: Any,
+    model: DNADecoder,
     tokens: np.ndarray,
     records: Sequence[Any],
     context_length: int,

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from goatdna.model import GoatPrior
+
 REFERENCE_COLOR = "#222222"
 _PALETTE = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
 DPI = 110
@@ -229,7 +231,7 @@ def plot_gc_trajectories(
     return _save(fig, path)
 
 
-def prior_curves(prior: Any, max_position: int) -> tuple[np.ndarray, np.ndarray]:
+def prior_curves(prior: GoatPrior, max_position: int) -> tuple[np.ndarray, np.ndarray]:
     """u_h(j) and K_rel(d) for j, d = 0..max_position-1: two (H, max_position) float64 arrays.
 
     K_rel(d) is read through the public API as log_prior(i=d, j=0) - key_bias(0).
@@ -246,7 +248,7 @@ def prior_curves(prior: Any, max_position: int) -> tuple[np.ndarray, np.ndarray]
     return u, k_rel
 
 
-def prior_attention(prior: Any, length: int) -> np.ndarray:
+def prior_attention(prior: GoatPrior, length: int) -> np.ndarray:
     """Causally masked, row-normalised prior softmax_j<=i(K_ij): (H, length, length) float64."""
     import torch
 
@@ -260,7 +262,7 @@ def prior_attention(prior: Any, length: int) -> np.ndarray:
 
 
 @styled
-def plot_prior_curves(prior: Any, train_length: int, layer: int, path: Path) -> Path:
+def plot_prior_curves(prior: GoatPrior, train_length: int, layer: int, path: Path) -> Path:
     """Per head: the key-only term u_h(j) and the relative term K_rel(d), out to 2x training length."""
     import matplotlib
 
@@ -299,7 +301,7 @@ def plot_prior_curves(prior: Any, train_length: int, layer: int, path: Path) -> 
 
 
 @styled
-def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) -> Path:
+def plot_prior_heatmap(prior: GoatPrior, layer: int, path: Path, length: int = 128) -> Path:
     """Per head: the causally masked, row-normalised prior exp(K_ij)/sum_j<=i exp(K_ij), log scale."""
     from matplotlib.colors import LogNorm
 
