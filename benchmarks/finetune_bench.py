@@ -136,9 +136,11 @@ def random_backbone(like: Path, out: Path, seed: int = 0) -> Path:
     from goatdna.checkpoint import load_checkpoint, save_checkpoint
     from goatdna.model import DNADecoder
 
-    model, config = load_checkpoint(like)
+    loaded = load_checkpoint(like)
     torch.manual_seed(seed)
-    return save_checkpoint(out, DNADecoder(model.config), {"model": config["model"]})
+    return save_checkpoint(
+        out, DNADecoder(loaded.model_config), {"model": loaded.run_config["model"]}
+    )
 
 
 def main() -> None:

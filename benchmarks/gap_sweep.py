@@ -132,7 +132,7 @@ def run_variant(
     start = time.perf_counter()
     summary = train(config, shards, run_dir, force=True)
     train_s = time.perf_counter() - start
-    model, _ = load_checkpoint(run_dir / "checkpoints" / "last.ckpt", "cpu")
+    model = load_checkpoint(run_dir / "checkpoints" / "last.ckpt", "cpu").model
     start = time.perf_counter()
     scores = evaluate_model(
         model,

@@ -63,8 +63,11 @@ def main() -> None:
         for w, label in zip(windows, labels, strict=True)
     ]
 
-    model, config = load_checkpoint(args.checkpoint)
-    features = embed(model, examples, config=config, layer=args.layer, pool="mean")  # (n, d)
+    loaded = load_checkpoint(args.checkpoint)
+    model = loaded.model
+    features = embed(
+        model, examples, config=dict(loaded.run_config), layer=args.layer, pool="mean"
+    )  # (n, d)
     x_train, x_test, y_train, y_test = train_test_split(
         features, labels, test_size=0.3, random_state=args.seed, stratify=labels
     )

@@ -23,14 +23,17 @@ import math
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from goatdna.atomic import atomic_path
 from goatdna.configfile import from_dict
 from goatdna.errors import GoatDNAError
 
 if TYPE_CHECKING:
+    import torch
     from lightning_fabric import Fabric
+
+    from goatdna.model import DNADecoder, ModelConfig
 
 MODEL_PREFIX = "model."
 EXPORT_CONFIG = "config.json"
@@ -41,12 +44,43 @@ EXPORT_MODEL_TYPE = "goatdna"
 ROPE_EXTENSIONS = ("none", "linear", "ntk")
 """`ModelConfig.rope_extension`'s values (also the choices of ``--rope-extension``)."""
 
+CheckpointKind = Literal["pretrained", "finetuned", "export"]
+"""What `load_checkpoint` read: a `goatdna train` .ckpt, a `goatdna finetune` .ckpt (its run
+config has a ``head`` section, a `SequenceTaskConfig`) or a `goatdna export` folder."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedCheckpoint:
+    """What `load_checkpoint` returns: the decoder, its typed config, what was read, and the run.
+
+    ``model`` is the `DNADecoder` (for a fine-tuned checkpoint: its backbone) in eval mode;
+    ``model_config`` is its `ModelConfig` (with any ``rope_extension`` asked for applied).
+    ``run_config`` is the raw run-config mapping the model was trained with (``"model"`` entry
+    matching ``model_config``). It stays a mapping rather than a dataclass because its readers need
+    sections that differ by kind and that no single dataclass describes: a fine-tuned model's
+    ``head``/``schedule`` (parsed strictly by `goatdna predict` into `SequenceTaskConfig`),
+    ``data.seq_len`` for the training length, the manifest hash the report compares, and
+    `goatdna export`, which copies the whole of it into ``config.json``.
+    """
+
+    model: DNADecoder
+    model_config: ModelConfig
+    kind: CheckpointKind
+    run_config: Mapping[str, Any]
+    source: Path
+
+    @property
+    def train_length(self) -> int:
+        """Training context length (the run's ``data.seq_len``, else ``model.train_length``)."""
+        return train_length_of(self.run_config)
+
 
 def load_checkpoint(
     path: str | Path, device: str = "cpu", rope_extension: str | None = None
-) -> tuple[Any, dict[str, Any]]:
-    """Load a DNADecoder model (eval mode, on ``device``) and the run config dict from a checkpoint
-    (a ``.ckpt`` from `goatdna train`, or a folder from `goatdna export`).
+) -> LoadedCheckpoint:
+    """Load a DNADecoder model (eval mode, on ``device``), its config and the run config from a
+    checkpoint (a ``.ckpt`` from `goatdna train` or `goatdna finetune`, or a folder from
+    `goatdna export`).
 
     ``rope_extension`` (``none``/``linear``/``ntk``) applies RoPE position interpolation or NTK
     scaling to a RoPE model at evaluation time, as the paper's RoPE-PI baseline does: it changes
@@ -88,12 +122,16 @@ def load_checkpoint(
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
     model = _build_model(model_config, state, device, path, "the model config in the checkpoint")
-    return model, dict(config)
+    head = config.get("head")
+    kind: CheckpointKind = (
+        "finetuned" if isinstance(head, dict) and "task" in head else "pretrained"
+    )
+    return LoadedCheckpoint(model, model_config, kind, dict(config), path)
 
 
 def _build_model(
-    model_config: Any, state: dict[str, Any], device: str, source: Path, describes: str
-) -> Any:
+    model_config: ModelConfig, state: Mapping[str, Any], device: str, source: Path, describes: str
+) -> DNADecoder:
     """DNADecoder with the ``"model."`` weights of ``state`` loaded strictly, eval mode, on ``device``;
     a mismatch names ``source`` and what the weights should match (``describes``)."""
     from goatdna.model import DNADecoder
@@ -156,8 +194,8 @@ def with_rope_extension(
 
 def load_export(
     folder: str | Path, device: str = "cpu", rope_extension: str | None = None
-) -> tuple[Any, dict[str, Any]]:
-    """Load a `goatdna export` folder: (DNADecoder in eval mode on ``device``, run config dict).
+) -> LoadedCheckpoint:
+    """Load a `goatdna export` folder (kind ``"export"``; DNADecoder in eval mode on ``device``).
 
     The run config is the one the model was trained with (``goatdna_run_config``), its
     ``"model"`` entry rebuilt from the folder's own ModelConfig fields.
@@ -197,7 +235,7 @@ def load_export(
     run_config = data.get("goatdna_run_config")
     config = dict(run_config) if isinstance(run_config, dict) else {}
     config["model"] = model_dict
-    return model, config
+    return LoadedCheckpoint(model, model_config, "export", config, folder)
 
 
 def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
@@ -277,7 +315,7 @@ def check_device(device: str) -> None:
             )
 
 
-def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Path:
+def save_checkpoint(path: str | Path, model: torch.nn.Module, config: dict[str, Any]) -> Path:
     """Write ``model`` in the checkpoint contract's shape (what `load_checkpoint` reads).
 
     For models built or trained outside `goatdna train` (conversions, tests): ``config`` is a
@@ -293,7 +331,7 @@ def save_checkpoint(path: str | Path, model: Any, config: dict[str, Any]) -> Pat
     return path
 
 
-def train_length_of(config: dict[str, Any]) -> int:
+def train_length_of(config: Mapping[str, Any]) -> int:
     """Training context length recorded in a run config (data.seq_len, else model.train_length)."""
     data = config.get("data") or {}
     if isinstance(data, dict) and isinstance(data.get("seq_len"), int):

@@ -231,9 +231,11 @@ def test_rope_extension_at_evaluation(
     for extension in ("linear", "ntk"):
         assert nll[extension][0] == pytest.approx(nll[None][0], abs=1e-6)  # 1x: unchanged
         assert nll[extension][1] != nll[None][1]  # 4x: stretched positions
-    plain, _ = load_checkpoint(rope)
-    model, config = load_checkpoint(rope, rope_extension="ntk")
+    plain = load_checkpoint(rope).model
+    loaded = load_checkpoint(rope, rope_extension="ntk")
+    model, config = loaded.model, loaded.run_config
     assert model.config.rope_extension == "ntk" and config["model"]["rope_extension"] == "ntk"
+    assert loaded.model_config.rope_extension == "ntk"
     ids = torch.randint(0, 4, (1, 128))
     with torch.no_grad():
         assert torch.equal(model(ids[:, :32]), plain(ids[:, :32]))

@@ -167,7 +167,10 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_checkpoint_round_trip_and_errors(checkpoint: Path, tmp_path: Path) -> None:
-    model, config = load_checkpoint(checkpoint)
+    loaded = load_checkpoint(checkpoint)
+    model, config = loaded.model, loaded.run_config
+    assert loaded.kind == "pretrained" and loaded.model_config == model.config
+    assert loaded.train_length == 64
     reference = _model("goat", seed=1)
     idx = torch.randint(0, 5, (2, 20))
     with torch.no_grad():
@@ -197,7 +200,7 @@ def test_cli_stdout_json_fasta_and_region(checkpoint: Path, tmp_path: Path) -> N
     cont0 = lines[1] + lines[2]
     assert len(lines[1]) == 80 and len(cont0) == 90 and set(cont0) <= set("ACGT")
 
-    model, _ = load_checkpoint(checkpoint)
+    model = load_checkpoint(checkpoint).model
     api = generate(model, "acgtACGTAC", max_new_tokens=90, num_samples=2, seed=3)
     assert cont0 == api[0]
 

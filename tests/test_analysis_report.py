@@ -244,8 +244,8 @@ def _fake_run(source: Path, dest: Path, **model_changes) -> Path:
     from goatdna.model import DNADecoder, ModelConfig
 
     shutil.copytree(source, dest)
-    model, config = load_checkpoint(source / "checkpoints" / "best.ckpt")
-    config = copy.deepcopy(config)
+    loaded = load_checkpoint(source / "checkpoints" / "best.ckpt")
+    model, config = loaded.model, copy.deepcopy(dict(loaded.run_config))
     config["model"].update(model_changes)
     fresh = DNADecoder(from_dict(ModelConfig, dict(config["model"]), "model"))
     if "positional" in model_changes:

@@ -140,7 +140,9 @@ def test_full_finetuning_learns_the_task_above_chance(
     # the backbone of a fine-tuned checkpoint still loads as a language model
     from goatdna.checkpoint import load_checkpoint
 
-    model, config = load_checkpoint(out / "checkpoints" / "best.ckpt")
+    loaded = load_checkpoint(out / "checkpoints" / "best.ckpt")
+    model, config = loaded.model, loaded.run_config
+    assert loaded.kind == "finetuned"
     assert config["head"]["classes"] == ["high", "low", "mid"] and model.config.positional == "goat"
 
 

@@ -86,8 +86,12 @@ def test_export_folder_contents(exports: dict, tiny_runs: dict[str, Path]) -> No
 
 def test_load_checkpoint_reads_export_folder(exports: dict, tiny_runs: dict[str, Path]) -> None:
     for scheme in SCHEMES:
-        ckpt_model, ckpt_config = load_checkpoint(tiny_runs[scheme] / "checkpoints" / "best.ckpt")
-        folder_model, folder_config = load_checkpoint(exports[scheme])
+        from_ckpt = load_checkpoint(tiny_runs[scheme] / "checkpoints" / "best.ckpt")
+        from_folder = load_checkpoint(exports[scheme])
+        assert (from_ckpt.kind, from_folder.kind) == ("pretrained", "export")
+        assert from_folder.model_config == from_ckpt.model_config
+        ckpt_model, ckpt_config = from_ckpt.model, from_ckpt.run_config
+        folder_model, folder_config = from_folder.model, from_folder.run_config
         assert folder_config["model"] == dict(ckpt_config["model"])
         assert folder_config["data"]["seq_len"] == ckpt_config["data"]["seq_len"]
         tokens = _tokens(1)
@@ -114,7 +118,7 @@ def test_auto_classes_logits_loss_and_round_trip(exports: dict, tmp_path: Path) 
         model = transformers.AutoModelForCausalLM.from_pretrained(folder)
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
         assert tokenizer("ACGTNacgtn").input_ids == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
-        ours, run_config = load_checkpoint(folder)
+        ours = load_checkpoint(folder).model
         tokens = _tokens(2)
         with torch.no_grad():
             out = model(tokens, labels=tokens)
@@ -163,7 +167,7 @@ def test_transformers_generate_matches_goatdna_greedy(exports: dict) -> None:
     prompt = "ACGTTGCAAGGCTTAACGTAGGCATCGATCGGATC"
     for scheme in SCHEMES:
         model = transformers.AutoModelForCausalLM.from_pretrained(exports[scheme])
-        ours, _ = load_checkpoint(exports[scheme])
+        ours = load_checkpoint(exports[scheme]).model
         expected = goatdna_generate(ours, prompt, max_new_tokens=40, temperature=0.0)[0]
         tokenizer = transformers.AutoTokenizer.from_pretrained(exports[scheme])
         ids = tokenizer(prompt, return_tensors="pt").input_ids
@@ -201,7 +205,7 @@ def test_generate_never_emits_n(exports: dict) -> None:
 def test_trust_remote_code_without_goatdna(exports: dict, tmp_path: Path) -> None:
     """A python that cannot import goatdna loads the folder's own code and reproduces logits."""
     folder = exports["goat"]
-    ours, _ = load_checkpoint(folder)
+    ours = load_checkpoint(folder).model
     tokens = _tokens(3, length=40, batch=1)
     with torch.no_grad():
         expected = ours(tokens)

@@ -112,7 +112,7 @@ def _sample(alleles, statuses):
 def test_llr_equals_brute_force_on_real_snvs_and_indels(
     checkpoints, chr20_reference, kgp_vcf, positional, window, tmp_path
 ) -> None:
-    model, _ = load_checkpoint(checkpoints[positional])
+    model = load_checkpoint(checkpoints[positional]).model
     reference = Reference(chr20_reference, tmp_path)
     vcf = read_alleles(kgp_vcf)
     head = vcf.alleles[:3000]
@@ -215,7 +215,7 @@ def test_every_status_on_crafted_records(checkpoints, crafted, tmp_path) -> None
     ):
         assert status in res.stdout
     assert "1 (FASTA has chr1)" in res.stdout  # the naming suggestion
-    model, _ = load_checkpoint(checkpoints["goat"])
+    model = load_checkpoint(checkpoints["goat"]).model
     contig = CRAFTED_CONTIG.upper()
     for row in table[table.status == "ok"].itertuples():
         expected = brute_force(model, contig, row.pos, row.ref, row.alt, 12)
@@ -235,7 +235,7 @@ def test_forward_strand_only(checkpoints, crafted, tmp_path) -> None:
     table = pd.read_csv(out, sep="\t")
     ok = table[table.status == "ok"]
     assert ok.llr_rev.isna().all() and np.allclose(ok.llr, ok.llr_fwd)
-    model, _ = load_checkpoint(checkpoints["rope"])
+    model = load_checkpoint(checkpoints["rope"]).model
     for row in ok.itertuples():
         expected = brute_force(model, CRAFTED_CONTIG.upper(), row.pos, row.ref, row.alt, 9)
         assert row.llr == pytest.approx(expected["llr_fwd"], abs=1e-5)

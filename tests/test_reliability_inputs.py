@@ -137,7 +137,7 @@ def test_long_generation_reports_progress(tiny_runs):
     from goatdna.checkpoint import load_checkpoint
     from goatdna.cli.generate import LONG_JOB_STEPS, decoding_progress
 
-    model, _ = load_checkpoint(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
+    model = load_checkpoint(tiny_runs["goat"] / "checkpoints" / "best.ckpt").model
     calls: list[int] = []
     options = SamplingOptions(max_new_tokens=7, num_samples=3, batch_size=2)
     generate_continuations(model, ["ACGTAC"], options, calls.append)

@@ -17,12 +17,13 @@ float64.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +31,14 @@ from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+
+    from goatdna.data_prep import ShardedGenome
+    from goatdna.model import DNADecoder
+
 
 LN2 = math.log(2.0)
 DEFAULT_BATCH_TOKENS = 16384
@@ -76,13 +85,13 @@ def _mean(total: float, count: int) -> float:
 
 
 def score_windows(
-    model: Any,
+    model: DNADecoder,
     tokens: np.ndarray,
     starts: np.ndarray,
     context_length: int,
     batch_size: int,
-    device: Any = "cpu",
-    progress: Any = None,
+    device: torch.device | str = "cpu",
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, float]:
     """Sum NLL (float64) over the windows, separately for repeat and non-repeat targets.
 
@@ -118,15 +127,15 @@ def score_windows(
 
 
 def evaluate_context(
-    model: Any,
+    model: DNADecoder,
     tokens: np.ndarray,
     records: Sequence[Any],
     context_length: int,
     train_length: int,
     max_tokens: int | None = None,
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    device: Any = "cpu",
-    progress: Any = None,
+    device: torch.device | str = "cpu",
+    progress: Callable[[int], object] | None = None,
 ) -> ContextResult:
     """Score one context length over the records of one split (tokens = the split's bytes)."""
     if context_length < 1:
@@ -188,7 +197,7 @@ class Evaluation:
         ]  # strict JSON: undefined means (no repeat bases, say) become null
         return out
 
-    def frame(self) -> Any:
+    def frame(self) -> pd.DataFrame:
         """One row per context length (pandas DataFrame)."""
         import pandas as pd
 
@@ -231,8 +240,8 @@ def default_context_lengths(train_length: int) -> list[int]:
 
 
 def evaluate_model(
-    model: Any,
-    genome: Any,
+    model: DNADecoder,
+    genome: ShardedGenome,
     split: str,
     context_lengths: Sequence[int],
     train_length: int,
@@ -276,7 +285,7 @@ def evaluate_model(
                         max_tokens,
                         batch_tokens,
                         device,
-                        progress=lambda k, t=task: bar.advance(t, k),
+                        progress=functools.partial(bar.advance, task),
                     )
                 )
     else:
@@ -302,12 +311,12 @@ def evaluate_checkpoint(
 ) -> Evaluation:
     """Load a checkpoint and evaluate it on ``split`` of the shards in ``data_dir``
     (``rope_extension``: see `goatdna.checkpoint.load_checkpoint`)."""
-    from goatdna.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint
     from goatdna.data_prep import ShardedGenome
 
     genome = ShardedGenome(data_dir)
-    model, config = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension)
-    train_length = train_length_of(config)
+    loaded = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension)
+    model, train_length = loaded.model, loaded.train_length
     lengths = list(context_lengths) if context_lengths else default_context_lengths(train_length)
     results = evaluate_model(
         model,
@@ -318,14 +327,14 @@ def evaluate_checkpoint(
         max_tokens,
         batch_tokens,
         show_progress,
-        label=str(config["model"].get("positional", "")),
+        label=str(loaded.model_config.positional),
     )
     return Evaluation(
         checkpoint=str(checkpoint),
         data=str(data_dir),
         manifest_sha256=genome.manifest_sha256,
         split=split,
-        positional=str(config["model"].get("positional", "")),
+        positional=str(loaded.model_config.positional),
         train_length=train_length,
         max_tokens=max_tokens,
         results=results,

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goatdna.analysis.gc import KMER_SIZES, ModelGCSummary, sample_stats, summarize_samples
 from goatdna.analysis.generate import SamplingOptions, generate_continuations
 from goatdna.analysis.prompts import Prompt
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from goatdna.model import DNADecoder
 
 GC_COLUMNS = [
     "model",
@@ -32,7 +37,7 @@ GC_COLUMNS = [
 
 
 def continue_prompts(
-    model: Any,
+    model: DNADecoder,
     name: str,
     prompts: Sequence[Prompt],
     samples_per_prompt: int = 1,
@@ -70,7 +75,7 @@ def continue_prompts(
     return rows
 
 
-def summarize_rows(rows: Any, ks: Sequence[int] = KMER_SIZES) -> dict[str, ModelGCSummary]:
+def summarize_rows(rows: pd.DataFrame, ks: Sequence[int] = KMER_SIZES) -> dict[str, ModelGCSummary]:
     """Per-model summaries of a gc_continuations table (DataFrame)."""
     from goatdna.analysis.gc import SampleStats
 
@@ -112,7 +117,7 @@ def run_gc_study(
     return frame, summarize_rows(frame)
 
 
-def summary_frame(summaries: Mapping[str, ModelGCSummary]) -> Any:
+def summary_frame(summaries: Mapping[str, ModelGCSummary]) -> pd.DataFrame:
     """One row per model: MAE, RMSE, mean Pearson r (+ defined/undefined counts), accuracy, JS_k."""
     import pandas as pd
 

@@ -18,12 +18,17 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from goatdna.data_prep.tokens import BASES, NUM_BASES, TOKEN_MASK, N, encode
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    import torch
+
+    from goatdna.model import DNADecoder
 
 SAMPLED_CLASSES = NUM_BASES  # A C G T: the sampler never emits N
 MAX_NEW_TOKENS = 100_000
@@ -84,7 +89,9 @@ def _row_uniforms(seed: int, prompt_index: int, sample_index: int, steps: int) -
     return np.random.default_rng([seed, prompt_index, sample_index]).random(steps)
 
 
-def _pick(logits: Any, uniforms: Any, temperature: float, top_k: int | None) -> Any:
+def _pick(
+    logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_k: int | None
+) -> torch.Tensor:
     """Choose one class per row from (B, V) logits among A/C/G/T by inverse CDF on (B,) uniforms."""
     import torch
 
@@ -131,13 +138,13 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 
 
 def sample_batch(
-    model: Any,
-    prompt_tokens: Any,
-    uniforms: Any,
+    model: DNADecoder,
+    prompt_tokens: torch.Tensor,
+    uniforms: torch.Tensor,
     temperature: float = 1.0,
     top_k: int | None = None,
     on_step: Callable[[int], None] | None = None,
-) -> Any:
+) -> torch.Tensor:
     """Continue equal-length prompts: (B, P) tokens and (B, T) uniforms -> (B, T) new tokens.
 
     One prefill ``forward_cached`` over the prompt, then one step per new base; ``on_step(n)``
@@ -163,7 +170,7 @@ def sample_batch(
     return out
 
 
-def model_device(model: Any) -> Any:
+def model_device(model: torch.nn.Module) -> torch.device:
     import torch
 
     try:
@@ -173,7 +180,7 @@ def model_device(model: Any) -> Any:
 
 
 def generate_continuations(
-    model: Any,
+    model: DNADecoder,
     prompts: Sequence[str],
     options: SamplingOptions | None = None,
     on_step: Callable[[int], None] | None = None,
@@ -236,7 +243,7 @@ def generate_continuations(
 
 
 def generate(
-    model: Any,
+    model: DNADecoder,
     prompt: str,
     *,
     max_new_tokens: int = 200,

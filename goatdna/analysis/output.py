@@ -7,9 +7,12 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    from goatdna.analysis.generate import SamplingOptions
 
 FASTA_SUFFIXES = {".fa", ".fasta", ".fna"}
 FASTA_LINE_WIDTH = 80
@@ -35,7 +38,7 @@ def format_generation(
     label: str,
     prompt: str,
     samples: Sequence[str],
-    options: Any,
+    options: SamplingOptions,
     with_prompt: bool = False,
 ) -> str:
     """Render generated samples as FASTA (one record per sample) or a JSON document."""

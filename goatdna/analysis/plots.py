@@ -15,12 +15,18 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 import numpy as np
 
 from goatdna.analysis.gc import TRAJECTORY_WINDOW, gc_trajectory
 from goatdna.atomic import atomic_path
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from goatdna.model import GoatPrior
 
 REFERENCE_COLOR = "#222222"
 _PALETTE = ["#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"]
@@ -50,7 +56,7 @@ def styled(draw: Callable[P, Path]) -> Callable[P, Path]:
     return wrapper
 
 
-def new_figure(**kwargs: Any) -> Any:
+def new_figure(**kwargs: Any) -> Figure:
     """A `matplotlib.figure.Figure` outside pyplot (nothing to close, no backend needed)."""
     from matplotlib.figure import Figure
 
@@ -72,7 +78,7 @@ def model_colors(names: Sequence[str]) -> dict[str, str]:
     return colors
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     """Write ``fig`` as PNG through a temporary file beside ``path`` (goatdna.atomic)."""
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight")
@@ -192,7 +198,7 @@ def plot_training_curves(metrics: Mapping[str, Any], path: Path) -> Path:
 
 @styled
 def plot_gc_trajectories(
-    rows: Any, path: Path, n_prompts: int = 3, window: int = TRAJECTORY_WINDOW
+    rows: pd.DataFrame, path: Path, n_prompts: int = 3, window: int = TRAJECTORY_WINDOW
 ) -> Path:
     """Sliding-window GC% of the reference and of each model's first continuation, a few prompts.
 
@@ -225,7 +231,7 @@ def plot_gc_trajectories(
     return _save(fig, path)
 
 
-def prior_curves(prior: Any, max_position: int) -> tuple[np.ndarray, np.ndarray]:
+def prior_curves(prior: GoatPrior, max_position: int) -> tuple[np.ndarray, np.ndarray]:
     """u_h(j) and K_rel(d) for j, d = 0..max_position-1: two (H, max_position) float64 arrays.
 
     K_rel(d) is read through the public API as log_prior(i=d, j=0) - key_bias(0).
@@ -242,7 +248,7 @@ def prior_curves(prior: Any, max_position: int) -> tuple[np.ndarray, np.ndarray]
     return u, k_rel
 
 
-def prior_attention(prior: Any, length: int) -> np.ndarray:
+def prior_attention(prior: GoatPrior, length: int) -> np.ndarray:
     """Causally masked, row-normalised prior softmax_j<=i(K_ij): (H, length, length) float64."""
     import torch
 
@@ -256,7 +262,7 @@ def prior_attention(prior: Any, length: int) -> np.ndarray:
 
 
 @styled
-def plot_prior_curves(prior: Any, train_length: int, layer: int, path: Path) -> Path:
+def plot_prior_curves(prior: GoatPrior, train_length: int, layer: int, path: Path) -> Path:
     """Per head: the key-only term u_h(j) and the relative term K_rel(d), out to 2x training length."""
     import matplotlib
 
@@ -295,7 +301,7 @@ def plot_prior_curves(prior: Any, train_length: int, layer: int, path: Path) -> 
 
 
 @styled
-def plot_prior_heatmap(prior: Any, layer: int, path: Path, length: int = 128) -> Path:
+def plot_prior_heatmap(prior: GoatPrior, layer: int, path: Path, length: int = 128) -> Path:
     """Per head: the causally masked, row-normalised prior exp(K_ij)/sum_j<=i exp(K_ij), log scale."""
     from matplotlib.colors import LogNorm
 

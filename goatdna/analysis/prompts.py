@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from goatdna.data_prep.tokens import TOKEN_MASK, decode
 from goatdna.data_prep.window_search import start_of_rank, valid_start_intervals
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    from goatdna.data_prep import ShardedGenome
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class Prompt:
 
 
 def draw_prompts(
-    genome: Any,
+    genome: ShardedGenome,
     split: str = "test",
     n_prompts: int = 100,
     prompt_length: int = 200,

@@ -27,12 +27,18 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from goatdna.data_prep.tokens import TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from goatdna.data_prep import ShardedGenome
+    from goatdna.model import DNADecoder
 
 DEFAULT_DISTANCES = (64, 256, 1024, 4096, 16384)
 MAX_ATTEMPTS_PER_TRIAL = 1000
@@ -78,7 +84,7 @@ def _n_free(tokens: np.ndarray, start: int, length: int) -> bool:
 
 
 def draw_trials(
-    genome: Any,
+    genome: ShardedGenome,
     split: str = "test",
     n_trials: int = 64,
     segment_length: int = 50,
@@ -150,7 +156,7 @@ def trial_tokens(
 
 
 def score_recall(
-    model: Any,
+    model: DNADecoder,
     split_tokens: np.ndarray,
     trials: Sequence[RecallTrial],
     distances: Sequence[int],
@@ -198,7 +204,7 @@ def score_recall(
     return rows
 
 
-def recall_frame(rows: Sequence[RecallRow]) -> Any:
+def recall_frame(rows: Sequence[RecallRow]) -> pd.DataFrame:
     """Rows as a DataFrame (one row per trial and distance) with the per-trial ``recall_gain``."""
     import pandas as pd
 
@@ -207,7 +213,7 @@ def recall_frame(rows: Sequence[RecallRow]) -> Any:
     return frame
 
 
-def summarize_recall(frame: Any, train_length: int, segment_length: int) -> Any:
+def summarize_recall(frame: pd.DataFrame, train_length: int, segment_length: int) -> pd.DataFrame:
     """Per distance: trials, mean NLLs, recall gain (mean and standard error), copy accuracy."""
     grouped = frame.groupby("distance", sort=True)
     summary = grouped.agg(
@@ -234,12 +240,12 @@ def probe_recall(
     batch_tokens: int = 65536,
     device: str = "cpu",
     show_progress: bool = False,
-) -> Any:
+) -> pd.DataFrame:
     """Run the probe on one checkpoint and write ``recall_trials.csv``, ``recall_summary.csv``
     and ``recall.png`` into ``out_dir``; returns the summary DataFrame."""
     from goatdna.analysis.plots import plot_recall
     from goatdna.atomic import atomic_write_text, check_output_dir
-    from goatdna.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint
     from goatdna.data_prep import ShardedGenome
 
     out_dir = check_output_dir(out_dir, "--out")  # before any work: a folder we can write
@@ -251,7 +257,8 @@ def probe_recall(
             f"--split {split!r}: {data_dir} has splits {', '.join(genome.split_names())}"
         )
     trials = draw_trials(genome, split, n_trials, segment_length, max(distances), seed)
-    model, config = load_checkpoint(checkpoint, device)
+    loaded = load_checkpoint(checkpoint, device)
+    model, train_length = loaded.model, loaded.train_length
     tokens = genome.tokens(split)
 
     total = len(trials) * len(distances)
@@ -267,11 +274,9 @@ def probe_recall(
     else:
         rows = score_recall(model, tokens, trials, distances, segment_length, batch_tokens)
     frame = recall_frame(rows)
-    summary = summarize_recall(frame, train_length_of(config), segment_length)
-    name = str(config["model"].get("positional", "model"))
+    summary = summarize_recall(frame, train_length, segment_length)
+    name = str(loaded.model_config.positional)
     atomic_write_text(out_dir / "recall_trials.csv", frame.to_csv(index=False))
     atomic_write_text(out_dir / "recall_summary.csv", summary.to_csv(index=False))
-    plot_recall(
-        {name: summary}, {name: train_length_of(config)}, segment_length, out_dir / "recall.png"
-    )
+    plot_recall({name: summary}, {name: train_length}, segment_length, out_dir / "recall.png")
     return summary

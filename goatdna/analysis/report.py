@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goatdna.analysis.evaluate import Evaluation, default_context_lengths, evaluate_model
 from goatdna.analysis.report_figures import draw_figures, draw_priors
@@ -52,6 +52,11 @@ from goatdna.analysis.report_runs import (
 from goatdna.atomic import atomic_dir, atomic_write_text, check_output_dir
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from goatdna.data_prep import ShardedGenome
 
 __all__ = [
     "SUMMARY_COLUMNS",
@@ -95,7 +100,7 @@ class ReportResult:
     report.md shows, `report_frames.formatted(summary, report_frames.SUMMARY_FORMATS)`."""
 
     out_dir: Path
-    summary: Any  # DataFrame with SUMMARY_COLUMNS
+    summary: pd.DataFrame  # SUMMARY_COLUMNS
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -122,7 +127,7 @@ def check_report_out(out_dir: Path) -> None:
             )
 
 
-def _check_splits(options: ReportOptions, genome: Any) -> None:
+def _check_splits(options: ReportOptions, genome: ShardedGenome) -> None:
     for split, flag in ((options.split, "--split"), (options.gc_split, "GC study split")):
         if split not in genome.split_names():
             raise GoatDNAError(
@@ -157,7 +162,9 @@ class RecallPlan:
     trials: list[Any]
 
 
-def plan_recall(options: ReportOptions, runs: Sequence[RunData], genome: Any) -> RecallPlan | None:
+def plan_recall(
+    options: ReportOptions, runs: Sequence[RunData], genome: ShardedGenome
+) -> RecallPlan | None:
     """Draw the probe's trials up front, so a split too small for them fails before any work."""
     from goatdna.analysis.recall import draw_trials
 
@@ -213,7 +220,7 @@ class _Writer:
     def text(self, name: str, text: str) -> Path:
         return self.add(atomic_write_text(self.out_dir / name, text))
 
-    def csv(self, name: str, frame: Any) -> Path:
+    def csv(self, name: str, frame: pd.DataFrame) -> Path:
         return self.text(name, frame.to_csv(index=False))
 
     def add(self, path: Path) -> Path:
@@ -223,7 +230,7 @@ class _Writer:
 
 def _write_report(
     options: ReportOptions,
-    genome: Any,
+    genome: ShardedGenome,
     runs: list[RunData],
     out: _Writer,
     say: Callable[[str], None],
@@ -260,7 +267,7 @@ def _write_report(
 
 def _evaluate(
     options: ReportOptions,
-    genome: Any,
+    genome: ShardedGenome,
     runs: Sequence[RunData],
     out: _Writer,
     say: Callable[[str], None],
@@ -298,7 +305,7 @@ def _evaluate(
 
 def _gc_study(
     options: ReportOptions,
-    genome: Any,
+    genome: ShardedGenome,
     runs: Sequence[RunData],
     out: _Writer,
     say: Callable[[str], None],
@@ -334,7 +341,7 @@ def _recall_probe(
     options: ReportOptions,
     plan: RecallPlan | None,
     runs: Sequence[RunData],
-    genome: Any,
+    genome: ShardedGenome,
     out: _Writer,
     say: Callable[[str], None],
 ) -> tuple[dict[str, Any], Any | None]:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from goatdna.analysis.report_options import ReportOptions
 from goatdna.analysis.report_runs import RunData, file_safe, prior_layer
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from goatdna.model import GoatPrior
 
 
 @dataclass(frozen=True)
@@ -24,8 +29,8 @@ class PriorImages:
 def draw_figures(
     options: ReportOptions,
     runs: Sequence[RunData],
-    gc_rows: Any,
-    recall_summaries: Mapping[str, Any],
+    gc_rows: pd.DataFrame,
+    recall_summaries: Mapping[str, pd.DataFrame],
     out_dir: Path,
 ) -> dict[str, Path]:
     """Every run in one figure each: NLL vs context, training curves (runs with a metrics.csv),
@@ -67,7 +72,7 @@ def draw_priors(
         if run.positional != "goat":
             continue
         layer = prior_layer(options.prior_layer, run)
-        prior = run.model.prior(layer)
+        prior = cast("GoatPrior", run.model.prior(layer))  # a GOAT run: its blocks hold one
         stem = file_safe(run.name)
         while stem in used_stems:  # two names that differ only in unsafe characters
             stem += "_"

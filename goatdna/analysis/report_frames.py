@@ -10,9 +10,13 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 from goatdna.analysis.report_runs import RunData
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 SUMMARY_COLUMNS = [
     "model",
@@ -82,14 +86,16 @@ PAPER_METRICS = [  # (row label, paper key, summary column, number format)
 BYTES_PER_GB = 1e9
 
 
-def _num(value: Any) -> float:
+def _num(value: SupportsFloat | str | None) -> float:
+    if value is None:
+        return math.nan
     try:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
 
 
-def fmt(value: Any, spec: str | None = None, default: str = ".4g") -> str:
+def fmt(value: object, spec: str | None = None, default: str = ".4g") -> str:
     """One table cell as report.md and the console tables write it: booleans yes/no, missing or
     non-finite numbers n/a, integers with thousands separators unless ``spec`` says otherwise,
     other numbers with ``spec`` (else ``default``); strings pass through."""
@@ -105,7 +111,9 @@ def fmt(value: Any, spec: str | None = None, default: str = ".4g") -> str:
     return str(value)
 
 
-def formatted(frame: Any, formats: Mapping[str, str], default: str = ".4g") -> list[list[str]]:
+def formatted(
+    frame: pd.DataFrame, formats: Mapping[str, str], default: str = ".4g"
+) -> list[list[str]]:
     """Rows of strings (header first) with per-column number formats."""
     header = [str(c) for c in frame.columns]
     body = [
@@ -118,7 +126,7 @@ def formatted(frame: Any, formats: Mapping[str, str], default: str = ".4g") -> l
     return [header, *body]
 
 
-def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> Any:
+def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> pd.DataFrame:
     """The summary table: one row per model (SUMMARY_COLUMNS)."""
     import pandas as pd
 
@@ -147,7 +155,7 @@ def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> A
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
-def evaluation_frame(runs: Sequence[RunData]) -> Any:
+def evaluation_frame(runs: Sequence[RunData]) -> pd.DataFrame:
     """Every run's evaluation rows (every context length), the model name first."""
     import pandas as pd
 
@@ -157,7 +165,7 @@ def evaluation_frame(runs: Sequence[RunData]) -> Any:
     return frame[["model", *[c for c in frame.columns if c != "model"]]]
 
 
-def extrapolation_frame(runs: Sequence[RunData]) -> Any:
+def extrapolation_frame(runs: Sequence[RunData]) -> pd.DataFrame:
     """Context length x model: NLL (nats/base) and bits/base, with the extrapolation factor."""
     import pandas as pd
 
@@ -181,7 +189,7 @@ def extrapolation_frame(runs: Sequence[RunData]) -> Any:
     return pd.DataFrame(rows)
 
 
-def repeat_frame(runs: Sequence[RunData]) -> Any:
+def repeat_frame(runs: Sequence[RunData]) -> pd.DataFrame:
     """At training length: NLL on soft-masked (repeat) vs unmasked targets, per model."""
     import pandas as pd
 
@@ -202,7 +210,7 @@ def repeat_frame(runs: Sequence[RunData]) -> Any:
     return pd.DataFrame(rows)
 
 
-def recall_table(summaries: Mapping[str, Any]) -> Any:
+def recall_table(summaries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Every model's recall summary (`recall.summarize_recall`) in one frame, a ``model`` column
     last (recall_summary.csv); the report shows its RECALL_COLUMNS."""
     import pandas as pd
@@ -229,7 +237,7 @@ def _change(new: float, old: float) -> str:
     return fmt(100 * (new - old) / old, "+.1f") + "%"
 
 
-def paper_frame(summary: Any, goat_name: str, rope_name: str) -> Any:
+def paper_frame(summary: pd.DataFrame, goat_name: str, rope_name: str) -> pd.DataFrame:
     """The paper's DNA numbers beside ours for one GOAT and one RoPE model of ``summary``."""
     import pandas as pd
 

@@ -20,7 +20,7 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from goatdna.analysis.report_figures import PriorImages
@@ -40,6 +40,9 @@ from goatdna.analysis.report_frames import (
 from goatdna.analysis.report_options import ReportOptions
 from goatdna.analysis.report_runs import RunData
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 TEMPLATES = "report_templates"
 
 
@@ -50,9 +53,9 @@ class ReportDocument:
     options: ReportOptions
     runs: Sequence[RunData]
     manifest_sha256: str
-    summary: Any  # report_frames.summary_frame
-    gc_table: Any  # gc_study.summary_frame
-    recall: Any | None  # report_frames.recall_table, None when the probe was skipped
+    summary: pd.DataFrame  # report_frames.summary_frame
+    gc_table: pd.DataFrame  # gc_study.summary_frame
+    recall: pd.DataFrame | None  # report_frames.recall_table, None when the probe was skipped
     images: Mapping[str, Path]  # "nll", "gc", optional "training" and "recall"
     priors: Sequence[PriorImages]
     warnings: Sequence[str]

@@ -8,15 +8,21 @@ the report reads it through the checkpoint contract (`goatdna.checkpoint`), neve
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goatdna.analysis.evaluate import ContextResult, Evaluation, evaluate_context
 from goatdna.analysis.generate import model_device
-from goatdna.checkpoint import best_checkpoint, load_checkpoint, read_summary, train_length_of
+from goatdna.checkpoint import best_checkpoint, load_checkpoint, read_summary
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from goatdna.data_prep import ShardedGenome
+    from goatdna.model import DNADecoder
 
 MANIFEST_KEY = "data_manifest_sha256"  # written by `goatdna train` to config.yaml and summary.json
 
@@ -28,10 +34,10 @@ class RunData:
     name: str
     run_dir: Path
     checkpoint: Path
-    model: Any
-    config: dict[str, Any]
+    model: DNADecoder
+    config: Mapping[str, Any]  # the raw run config (`LoadedCheckpoint.run_config`)
     summary: dict[str, Any]
-    metrics: Any  # DataFrame or None
+    metrics: pd.DataFrame | None
     train_length: int
     evaluation: Evaluation | None = None
     validation: ContextResult | None = None  # training length, the run's validation windows
@@ -68,18 +74,18 @@ def load_run(run_dir: Path, name: str, device: str = "cpu") -> RunData:
         raise GoatDNAError(f"{run_dir}: run directory not found (train one with `goatdna train`)")
     checkpoint = best_checkpoint(run_dir)
     summary = read_summary(run_dir)
-    model, config = load_checkpoint(checkpoint, device=device)
+    loaded = load_checkpoint(checkpoint, device=device)
     metrics_path = run_dir / "metrics.csv"
     metrics = pd.read_csv(metrics_path) if metrics_path.is_file() else None
     return RunData(
         name=name,
         run_dir=run_dir,
         checkpoint=checkpoint,
-        model=model,
-        config=config,
+        model=loaded.model,
+        config=loaded.run_config,
         summary=summary,
         metrics=metrics,
-        train_length=train_length_of(config),
+        train_length=loaded.train_length,
     )
 
 
@@ -132,7 +138,9 @@ def manifest_warnings(runs: Sequence[RunData], manifest_sha256: str, data_dir: P
     return warnings
 
 
-def validation_nll(run: RunData, genome: Any, split: str, batch_tokens: int) -> ContextResult:
+def validation_nll(
+    run: RunData, genome: ShardedGenome, split: str, batch_tokens: int
+) -> ContextResult:
     """NLL at the training length over the run's validation windows of ``split``.
 
     The held-out windows (`goatdna.data_prep.heldout`) at L = seq_len capped at the run's

@@ -98,9 +98,10 @@ def embed(
     (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
-    model, config = load_checkpoint(checkpoint, device="cpu")
+    loaded = load_checkpoint(checkpoint, device="cpu")
+    model = loaded.model
     options.validate(model.n_layers)
-    length = max_length if max_length is not None else default_max_length(config)
+    length = max_length if max_length is not None else default_max_length(dict(loaded.run_config))
     from dataclasses import asdict
 
     from goatdna.inference.embed_run import embed_resumable, work_dir_for

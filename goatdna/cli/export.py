@@ -34,7 +34,8 @@ def export(
     from goatdna.atomic import check_output_dir
 
     check_output_dir(out, "--out")  # a folder we can write, before any work
-    model, config = load_checkpoint(checkpoint, device="cpu")
+    loaded = load_checkpoint(checkpoint, device="cpu")
+    model = loaded.model
     provenance = checkpoint_provenance(checkpoint)
-    folder = export_model(model, config, provenance, out, force=force)
+    folder = export_model(model, dict(loaded.run_config), provenance, out, force=force)
     typer.echo(f"exported {model.num_params():,} parameters to {folder}", err=True)

@@ -129,7 +129,7 @@ def generate(
         seed=seed,
     )
     options.validate()
-    model, _config = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension)
+    model = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension).model
     batches = -(-num_samples // options.batch_size)
     with decoding_progress(len(text.strip()), max_new_tokens * batches) as on_step:
         samples = generate_continuations(model, [text], options, on_step, threads)[0]

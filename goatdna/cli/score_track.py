@@ -103,7 +103,7 @@ def score_track(
         TimeRemainingColumn,
     )
 
-    from goatdna.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint
     from goatdna.errors import GoatDNAError
     from goatdna.inference.reference import Reference
     from goatdna.inference.tracks import (
@@ -138,8 +138,8 @@ def score_track(
     console = Console(stderr=True, quiet=not rank_zero)
     with Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference:
         regions = resolve_regions(requested, reference)
-        model, config = load_checkpoint(checkpoint, "cpu")
-        train_length = train_length_of(config)
+        loaded = load_checkpoint(checkpoint, "cpu")
+        model, train_length = loaded.model, loaded.train_length
         C = context if context is not None else train_length
         options = TrackOptions(
             context=C,

@@ -57,11 +57,11 @@ def load_classifier(path: str | Path) -> LoadedClassifier:
     from goatdna.model.classifier import (
         SequenceTaskConfig,
         SequenceTaskModel,
-        is_classifier_config,
     )
 
-    backbone, config = load_checkpoint(path, "cpu")
-    if not is_classifier_config(config):
+    loaded = load_checkpoint(path, "cpu")
+    backbone, config = loaded.model, dict(loaded.run_config)
+    if loaded.kind != "finetuned":
         raise GoatDNAError(
             f"{path}: is a pretrained language model, not a fine-tuned classifier; train one "
             "with `goatdna finetune` and pass RUN_DIR/checkpoints/best.ckpt"

@@ -183,12 +183,13 @@ def _run(
     request: ScoreVariantsRequest, fabric: Fabric, progress: bool
 ) -> ScoreVariantsSummary | None:
     from goatdna import __version__
-    from goatdna.checkpoint import load_checkpoint, train_length_of
+    from goatdna.checkpoint import load_checkpoint
 
     out = request.out
     kind = output_kind(out)
-    model, config = load_checkpoint(request.checkpoint, device="cpu")
-    window = request.window if request.window is not None else train_length_of(config)
+    loaded = load_checkpoint(request.checkpoint, device="cpu")
+    model = loaded.model
+    window = request.window if request.window is not None else loaded.train_length
     options = VariantOptions(window, request.strands, request.batch_size, request.shared_prefix)
     if out.parent and not out.parent.is_dir():
         raise GoatDNAError(f"--out {out}: folder {out.parent} does not exist")

@@ -42,7 +42,6 @@ from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import (
     SequenceTaskConfig,
     SequenceTaskModel,
-    is_classifier_config,
     pool_hidden,
     reverse_complement_padded,
 )
@@ -260,8 +259,9 @@ def _needs_rc(config: FinetuneConfig) -> bool:
 # ------------------------------------------------------------------------------ the loop
 def load_backbone(path: str) -> tuple[DNADecoder, dict[str, Any]]:
     """The pretrained backbone; a fine-tuned classifier is refused (its head would be dropped)."""
-    model, config = load_checkpoint(path, "cpu")
-    if is_classifier_config(config):
+    loaded = load_checkpoint(path, "cpu")
+    model, config = loaded.model, dict(loaded.run_config)
+    if loaded.kind == "finetuned":
         raise GoatDNAError(
             f"{path}: is a fine-tuned classifier (task {config['head']['task']}); finetune "
             "starts from a pretrained backbone: pass "
