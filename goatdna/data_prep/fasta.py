@@ -26,6 +26,7 @@ from pathlib import Path
 from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.data_prep.tokens import BYTE_LUT, INVALID
 from goatdna.errors import GoatDNAError
+from goatdna.workdir import input_stamp
 
 GZIP_MAGIC = b"\x1f\x8b"
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
@@ -137,8 +138,8 @@ def _decompress_to_cache(
     name = path.name[:-3] if path.name.endswith(".gz") else path.name + ".fa"
     target = cache_dir / name
     stamp_path = cache_dir / (name + ".source.json")
-    stat = path.stat()
-    stamp = {"source": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    source = input_stamp(path)
+    stamp = source.as_json()
     if target.is_file() and stamp_path.is_file():
         try:
             if json.loads(stamp_path.read_text()) == stamp:
@@ -151,7 +152,7 @@ def _decompress_to_cache(
         f"{path.name} is plain gzip, which cannot be indexed for random access: "
         f"decompressing it once to {target} (bgzip input avoids this copy)"
     )
-    advance = progress(f"decompress {path.name}", stat.st_size) if progress else None
+    advance = progress(f"decompress {path.name}", source.size) if progress else None
     try:
         with (
             atomic_path(target) as tmp,
