@@ -21,6 +21,7 @@ CRASH_ENV = "GOATDNA_CRASH_AT"
 POINTS: dict[str, str] = {
     "prepare.record_journaled": "records this process has journaled as done",
     "prepare.bases_written": "bases this process has written, before their record is journaled",
+    "predict.unit_saved": "units of rows `goatdna predict` has saved to its work folder",
     "train.checkpoint_saved": "the optimizer step whose last.ckpt is now on disk",
 }
 """Every crash point, and what its count counts."""

@@ -261,3 +261,8 @@ class WorkDir:
         if self.dir.exists() and self.saved_state() is None:
             raise GoatDNAError(f"{self.dir} holds no goatdna {self.command} state; not deleting it")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def work_dir_for(out: Path) -> Path:
+    """The hidden work folder beside ``out`` where a resumable command keeps finished units."""
+    return out.parent / f".{out.name}.goatdna-work"

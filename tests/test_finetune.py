@@ -228,3 +228,73 @@ def test_regression_with_held_out_validation(
     assert result.exit_code == 0, result.output
     got = read_csv(pred)
     assert list(got[0]) == ["seq", "gc", "pred"] and len(got) == len(rows)
+
+
+def test_predict_resumed_after_a_kill_writes_the_bytes_of_an_uninterrupted_run(
+    probe_run: Path, task_dir: Path, tmp_path: Path, one_thread: None
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from goatdna import faults
+    from goatdna.workdir import work_dir_for
+
+    rows = read_csv(task_dir / "test.csv")[:40]
+    src = tmp_path / "input.csv"
+    with src.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["sequence", "id"])
+        for r in rows:
+            writer.writerow([r["sequence"][:150], r["id"]])
+    ckpt = probe_run / "checkpoints" / "best.ckpt"
+    # batch 2 x 16 groups: 32-row units, so 40 rows are two units and the kill lands between
+    args = ["predict", "--checkpoint", ckpt, "--sequences", src, "--batch-size", "2"]
+    whole = tmp_path / "whole.csv"
+    result = invoke(*args, "--out", whole)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert not work_dir_for(whole).exists()
+
+    cut = tmp_path / "cut.csv"
+    env = dict(os.environ, OMP_NUM_THREADS="1", **faults.arm("predict.unit_saved", 1))
+    cmd = [sys.executable, "-m", "goatdna.cli.app", *map(str, args), "--out", str(cut)]
+    killed = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not cut.exists()
+    assert len(list(work_dir_for(cut).glob("unit-*.npz"))) == 1
+
+    refused = invoke(*args, "--out", cut)  # neither --resume nor --force: the work is kept
+    assert refused.exit_code == 2 and "--resume" in refused.output
+    resumed = invoke(*args, "--out", cut, "--resume")
+    assert resumed.exit_code == 0, (resumed.output, resumed.exception)
+    assert cut.read_bytes() == whole.read_bytes()
+    assert not work_dir_for(cut).exists()
+
+
+def test_predict_resume_with_a_changed_input_is_refused_in_one_line(
+    probe_run: Path, task_dir: Path, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from goatdna import faults
+
+    rows = read_csv(task_dir / "test.csv")[:40]
+    src = tmp_path / "input.csv"
+    src.write_text("sequence\n" + "".join(r["sequence"][:150] + "\n" for r in rows))
+    ckpt = probe_run / "checkpoints" / "best.ckpt"
+    out = tmp_path / "pred.csv"
+    args = ["predict", "--checkpoint", ckpt, "--sequences", src, "--batch-size", "2", "--out", out]
+    env = dict(os.environ, OMP_NUM_THREADS="1", **faults.arm("predict.unit_saved", 1))
+    cmd = [sys.executable, "-m", "goatdna.cli.app", *map(str, args)]
+    killed = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    src.write_text(src.read_text() + rows[0]["sequence"][:100] + "\n")  # one more row
+    refused = invoke(*args, "--resume")
+    assert refused.exit_code == 2
+    lines = [line for line in refused.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "inputs" in lines[0], refused.output
+    assert not out.exists()

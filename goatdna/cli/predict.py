@@ -46,6 +46,13 @@ def predict(
     accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
     num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
     progress: Annotated[bool, option("progress")] = True,
+    resume: Annotated[
+        bool, option("resume", "Continue an interrupted run with the same inputs and options.")
+    ] = False,
+    force: Annotated[
+        bool,
+        option("force", "Start over an interrupted run's work instead of refusing it."),
+    ] = False,
 ) -> None:
     """Write the input columns plus prob_<class> and pred (or pred alone for regression)."""
     from goatdna.errors import GoatDNAError
@@ -59,5 +66,6 @@ def predict(
     rows = predict_file(
         checkpoint, sequences, out, sequence_column=sequence_column, fasta=fasta,
         rc_average=rc_average, batch_size=batch_size, fabric=runtime.fabric(), progress=progress,
+        resume=resume, force=force,
     )  # fmt: skip
     typer.echo(f"{rows} rows -> {out}")

@@ -9,9 +9,14 @@ global rank 0 writes the output. Nothing is trained, so the model is only moved 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import io
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+
+from goatdna.workdir import WorkDir
 
 if TYPE_CHECKING:  # Lightning and torch load with the model, not with this module
     from lightning_fabric import Fabric
@@ -60,3 +65,16 @@ def rank_zero_progress(
     ) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+def save_arrays(work: WorkDir, unit: int, arrays: Sequence[np.ndarray]) -> None:
+    """Save one finished unit's arrays through ``work`` (one .npz payload, checksummed there)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, *arrays)
+    work.save(unit, buffer.getvalue())
+
+
+def load_arrays(work: WorkDir, unit: int) -> list[np.ndarray]:
+    """The arrays `save_arrays` saved for ``unit``, in their order."""
+    with np.load(io.BytesIO(work.load(unit))) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]

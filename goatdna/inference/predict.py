@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,10 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from goatdna.atomic import atomic_write_text
-from goatdna.data_prep.tables import encode_sequences, read_table
+from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_table
 from goatdna.errors import GoatDNAError
-from goatdna.inference.loop import model_on_device, rank_zero_progress
-from goatdna.runtime import gather_blocks, rank_block, single_process_fabric
+from goatdna.faults import crash_point
+from goatdna.inference.embed_run import UNIT_GROUPS
+from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_progress, save_arrays
+from goatdna.runtime import gather_blocks, on_rank_zero, rank_block, single_process_fabric
+from goatdna.workdir import JSONValue, WorkDir, input_stamp, output_lock, work_dir_for
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     from lightning_fabric import Fabric
@@ -140,10 +145,16 @@ def predict_file(
     batch_size: int = 64,
     fabric: Fabric | None = None,
     progress: bool = False,
+    resume: bool = False,
+    force: bool = False,
 ) -> int:
     """Predict every row of ``sequences`` into ``out`` (CSV, or TSV for .tsv); returns rows.
 
-    Global rank 0 writes ``out``; ``fabric`` as in `predict_tokens`.
+    Global rank 0 writes ``out``; ``fabric`` as in `predict_tokens`. Rows are predicted in
+    units of ``UNIT_GROUPS`` groups of ``batch_size`` rows, each saved when finished in a work
+    folder beside ``out`` (`goatdna.workdir.WorkDir`, as `goatdna embed` does), so ``resume``
+    continues an interrupted run with the same inputs, and ``force`` starts its work over.
+    Every group is predicted exactly as an uninterrupted run predicts it: the same bytes.
     """
     out = Path(out)
     loaded = load_classifier(checkpoint)
@@ -159,19 +170,57 @@ def predict_file(
     if not out.parent.is_dir():
         raise GoatDNAError(f"{out}: its folder {out.parent} does not exist")
     fabric = fabric or single_process_fabric()
-    preds = predict_tokens(
-        loaded, tokens, rc_average=rc_average, batch_size=batch_size, fabric=fabric,
-        progress=progress,
-    )  # fmt: skip
-    if fabric.global_rank != 0:
-        return len(tokens)
+    stamps = [input_stamp(p).as_json() for p in (sequences, fasta) if p is not None]
+    state: dict[str, JSONValue] = {
+        "checkpoint": input_stamp(checkpoint).as_json(),
+        "inputs": list(stamps),
+        "options": {"sequence_column": sequence_column, "rc_average": rc_average,
+                    "batch_size": batch_size},
+        "rows": len(tokens),
+        "unit_groups": UNIT_GROUPS,
+    }  # fmt: skip
+    work = WorkDir(work_dir_for(out), "predict", state, lambda i: f"unit-{i:06d}.npz")
+    size = batch_size * UNIT_GROUPS
+    n_units = -(-len(tokens) // size)
+    with ExitStack() as held:
+
+        def prepare() -> list[int]:  # the writing process only: the lock, then the work folder
+            held.enter_context(output_lock(out, True))
+            work.open(resume, force=force, message=lambda text: print(text, file=sys.stderr))
+            return work.pending(range(n_units), message=print if progress else lambda _t: None)[1]
+
+        pending = on_rank_zero(fabric, prepare)
+        for unit in pending:
+            part = tokens[unit * size : (unit + 1) * size]
+            got = predict_tokens(
+                loaded, part, rc_average=rc_average, batch_size=batch_size, fabric=fabric,
+                progress=progress,
+            )  # fmt: skip
+            if fabric.global_rank == 0:
+                save_arrays(work, unit, [got])
+                crash_point("predict.unit_saved", unit + 1)
+        fabric.barrier()
+        if fabric.global_rank != 0:
+            return len(tokens)
+        preds = np.concatenate(
+            [load_arrays(work, u)[0] for u in range(n_units)]
+            or [np.zeros((0, loaded.classifier.task_config.n_outputs), np.float32)]
+        )
+        _write_predictions(out, table, added, loaded, preds)
+        work.remove()
+    return len(tokens)
+
+
+def _write_predictions(
+    out: Path, table: SequenceTable, added: list[str], loaded: LoadedClassifier, preds: np.ndarray
+) -> None:
     delimiter = "\t" if out.suffix.lower() == ".tsv" else ","
     buf = io.StringIO()
     writer = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
     names = list(table.columns)
     writer.writerow(names + added)
     carried = [table.columns[name] for name in names]
-    for i in range(len(tokens)):
+    for i in range(len(preds)):
         cells = [col[i] for col in carried]
         if loaded.task == "classification":
             cells += [f"{p:.8g}" for p in preds[i]] + [loaded.classes[int(preds[i].argmax())]]
@@ -179,4 +228,3 @@ def predict_file(
             cells.append(f"{preds[i, 0]:.8g}")
         writer.writerow(cells)
     atomic_write_text(out, buf.getvalue())
-    return len(tokens)
