@@ -86,7 +86,7 @@ if [[ $MODE == gpu ]]; then
     --set trainer.accumulate=2 --set optim.warmup_steps=10 --set trainer.throughput_warmup=10
     --set data.val_max_windows=256 --set data.num_workers=2)
   GENOME=16000000
-  DEVICE=cuda
+  ACCELERATOR=gpu
   NEW_TOKENS=1000
   CAP_BENCH=170 CAP_TRAIN=110 CAP_EVAL=45 CAP_GEN=30
 else
@@ -99,7 +99,7 @@ else
     --set data.micro_batch_size=4 --set data.val_max_windows=8 --set optim.warmup_steps=2
     --set trainer.throughput_warmup=1)
   GENOME=400000
-  DEVICE=cpu
+  ACCELERATOR=cpu
   NEW_TOKENS=32
   CAP_BENCH=400 CAP_TRAIN=300 CAP_EVAL=200 CAP_GEN=200
 fi
@@ -149,12 +149,12 @@ for scheme in goat rope; do
   step "evaluate_$scheme" "$CAP_EVAL" "${GOATDNA[@]}" evaluate \
     --checkpoint "$run/checkpoints/last.ckpt" --data "$WORK/shards" \
     --context-lengths "$SEQ,$((4 * SEQ))" --max-eval-tokens $((64 * SEQ)) \
-    --out "$OUT/evaluate_$scheme" --device "$DEVICE"
+    --out "$OUT/evaluate_$scheme" --accelerator "$ACCELERATOR" --devices 1
   # 5. KV-cached generation ---------------------------------------------------------------------
   step "generate_$scheme" "$CAP_GEN" "${GOATDNA[@]}" generate \
     --checkpoint "$run/checkpoints/last.ckpt" --prompt "$PROMPT" \
     --max-new-tokens "$NEW_TOKENS" --num-samples 8 --seed 0 \
-    --out "$OUT/generate_$scheme.json" --device "$DEVICE"
+    --out "$OUT/generate_$scheme.json" --accelerator "$ACCELERATOR" --devices 1
 done
 
 # 6. torch.compile at 1024, if time remains -------------------------------------------------------
