@@ -133,6 +133,13 @@ PromptsOpt = Annotated[int, option("prompts")]
 TemperatureOpt = Annotated[float, option("temperature")]
 TopKOpt = Annotated[int | None, option("top_k")]
 ThreadsOpt = Annotated[int | None, option("threads", min=1)]
+# the resumable-work pair of the commands whose work is kept in a work folder (embed, predict)
+WorkResumeOpt = Annotated[
+    bool, option("resume", "Continue an interrupted run with the same inputs and options.")
+]
+WorkForceOpt = Annotated[
+    bool, option("force", "Start over an interrupted run's work instead of refusing it.")
+]
 # Where a model runs: the same three flags everywhere (Lightning's spelling). Multi-device
 # commands take all three; single-process ones (evaluate, generate, report, probe-recall) take
 # --accelerator and --devices for one device (`goatdna.runtime.single_device`); train and

@@ -13,6 +13,8 @@ from goatdna.cli.common import (
     CheckpointOpt,
     DevicesOpt,
     NumNodesOpt,
+    WorkForceOpt,
+    WorkResumeOpt,
     default_of,
     option,
 )
@@ -68,13 +70,8 @@ def embed(
     accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
     devices: DevicesOpt = str(default_of(Runtime, "devices")),
     num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
-    resume: Annotated[
-        bool, option("resume", "Continue an interrupted run with the same inputs and options.")
-    ] = False,
-    force: Annotated[
-        bool,
-        option("force", "Start over an interrupted run's work instead of refusing it."),
-    ] = False,
+    resume: WorkResumeOpt = False,
+    force: WorkForceOpt = False,
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
     from goatdna.checkpoint import load_checkpoint

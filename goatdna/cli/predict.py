@@ -11,6 +11,8 @@ from goatdna.cli.common import (
     AcceleratorOpt,
     DevicesOpt,
     NumNodesOpt,
+    WorkForceOpt,
+    WorkResumeOpt,
     default_of,
     option,
 )
@@ -46,13 +48,8 @@ def predict(
     accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
     num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
     progress: Annotated[bool, option("progress")] = True,
-    resume: Annotated[
-        bool, option("resume", "Continue an interrupted run with the same inputs and options.")
-    ] = False,
-    force: Annotated[
-        bool,
-        option("force", "Start over an interrupted run's work instead of refusing it."),
-    ] = False,
+    resume: WorkResumeOpt = False,
+    force: WorkForceOpt = False,
 ) -> None:
     """Write the input columns plus prob_<class> and pred (or pred alone for regression)."""
     from goatdna.errors import GoatDNAError
