@@ -11,14 +11,16 @@ and "is this saved unit intact" each have one answer:
   file gets a new stamp, so a resumed run never mixes units computed from two versions of it.
 - `WorkDir`: a folder beside the output holding ``state.json`` (the command, the stamps and the
   options) and the finished units. On ``--resume`` the saved state must equal this run's, else
-  the run is refused with one line naming the keys that differ; without ``--resume`` a folder of
-  earlier work is refused (or, where the command says so, started over), and a folder that holds
-  no goatdna state is never deleted.
+  the run is refused with one line naming the keys that differ, and ``--resume`` with no folder
+  at all is refused too; without ``--resume`` a folder of earlier work is refused unless
+  ``--force`` starts over, and a folder that holds no goatdna state is never deleted. A new
+  folder appears whole (built under a temporary name, then renamed).
 - units: one file each, written through `goatdna.atomic` (temporary name, then rename) with the
   sha256 of its payload in a one-line header, so a unit cut short by a crash never appears under
   its name, and one damaged later (a bad disk, a stray edit) is found on resume: `WorkDir.pending`
   drops it and says so (it is computed again); `WorkDir.load` refuses it in one ``error:`` line.
-- `claim_output`: an existing file at ``--out`` is never replaced without ``--force``.
+- `claim_output`: an existing file at ``--out`` is never replaced without ``--force``, and an
+  output that is one of the run's inputs is always refused.
 - `output_lock`: one writer per output (`goatdna.locking.folder_lock`, held for the whole run by
   global rank 0), so a second run on the same ``--out`` is refused with the holder's pid.
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,6 +45,7 @@ from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 
 STATE_FILE = "state.json"
+SETUP_SUFFIX = ".setup-"  # + pid: a work folder being built (`WorkDir.open`)
 UNIT_MAGIC = b"goatdna-unit sha256="
 FORMAT = 1
 
@@ -78,9 +82,21 @@ def changed_keys(saved: Mapping[str, object], now: Mapping[str, object]) -> list
     return sorted(key for key in set(saved) | set(now) if saved.get(key) != now.get(key))
 
 
-def claim_output(paths: Iterable[Path], force: bool, option: str = "--out") -> None:
-    """Refuse, in one line, to replace an existing file at an output path unless ``force``."""
+def claim_output(
+    paths: Iterable[Path],
+    force: bool,
+    option: str = "--out",
+    inputs: Iterable[Path | None] = (),
+) -> None:
+    """Refuse, in one line, an output path that is one of the run's ``inputs`` (always: writing
+    it would destroy what is being read) or an existing file there unless ``force``."""
+    read = {Path(p).resolve() for p in inputs if p is not None}
     for path in paths:
+        if Path(path).resolve() in read:
+            raise GoatDNAError(
+                f"{option} {path} is also an input of this run; writing it would destroy the "
+                "input: choose another path"
+            )
         if path.exists() and not force:
             raise GoatDNAError(
                 f"{option} {path} exists; pass --force to replace it, or choose another path"
@@ -150,15 +166,21 @@ class WorkDir:
         self,
         resume: bool,
         force: bool = False,
-        restart: bool = False,
-        message: Callable[[str], None] = lambda _text: None,
+        setup: Callable[[Path], None] = lambda _folder: None,
     ) -> None:
         """Create the folder, or check it for ``resume``; one ``GoatDNAError`` line if refused.
 
         Without ``resume`` an earlier run's folder is refused (its finished units would be lost)
-        unless ``force`` or ``restart`` (the command's documented "a plain run starts over") says
-        to start over. A folder without goatdna state is refused either way, never deleted.
+        unless ``force`` says to start over; ``resume`` with no earlier folder is refused too
+        (nothing was interrupted, so the user's belief about what is on disk is wrong). A folder
+        without goatdna state is refused either way, never deleted.
+
+        A new folder is built under a temporary name, ``setup(folder)`` fills it with whatever
+        the command needs beside its units (e.g. `prepare`'s preallocated split files), and it
+        is renamed into place with its state, so a kill during set-up leaves no folder that a
+        later ``--resume`` could take for a complete one.
         """
+        self._remove_stale_setups()
         if self.dir.exists():
             saved = self.saved_state()
             if saved is None:
@@ -166,25 +188,37 @@ class WorkDir:
                     f"{self.dir} exists but holds no goatdna {self.command} state; "
                     "move it away or choose another --out"
                 )
-            if not resume:
-                if not (force or restart):
-                    raise GoatDNAError(
-                        f"{self.dir}: an interrupted {self.command} run left its finished work "
-                        "here; pass --resume to continue it, or --force (or delete the folder) "
-                        "to start over"
-                    )
-                self.remove()
-            else:
+            if resume:
                 self._check(saved)
                 return
+            if not force:
+                raise GoatDNAError(
+                    f"{self.dir}: an interrupted {self.command} run left its finished work "
+                    "here; pass --resume to continue it, or --force (or delete the folder) "
+                    "to start over"
+                )
+            self.remove()
         elif resume:
-            message(
-                f"--resume: no earlier {self.command} work at {self.dir}; starting from the beginning"
+            raise GoatDNAError(
+                f"--resume: no interrupted {self.command} run to continue ({self.dir} does not "
+                "exist); run without --resume"
             )
-        self.dir.mkdir(parents=True)
+        building = self.dir.with_name(f"{self.dir.name}{SETUP_SUFFIX}{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir(parents=True)
         atomic_write_text(
-            self.dir / STATE_FILE, json.dumps(self._document(), indent=1, sort_keys=True)
+            building / STATE_FILE, json.dumps(self._document(), indent=1, sort_keys=True)
         )
+        setup(building)
+        os.replace(building, self.dir)
+
+    def _remove_stale_setups(self) -> None:
+        """Folders a killed `open` left half set up (they hold goatdna state: never a user's)."""
+        if not self.dir.parent.is_dir():
+            return
+        for stale in self.dir.parent.glob(f"{self.dir.name}{SETUP_SUFFIX}*"):
+            if WorkDir(stale, self.command, {}).saved_state() is not None:
+                shutil.rmtree(stale, ignore_errors=True)
 
     def _check(self, saved: Mapping[str, JSONValue]) -> None:
         if saved.get("goatdna_work") != self.command or saved.get("format") != FORMAT:

@@ -203,9 +203,13 @@ def test_cli_zarr(checkpoint: Path, tmp_path: Path) -> None:
     expected = embed(_model(), ["ACGTACGTAAACGGT", "TTTT"], strands="both")
     np.testing.assert_allclose(group["embeddings"][:], expected, atol=1e-5, rtol=0)
     assert list(group["names"][:]) == ["x", "y"]
-    # writing again replaces the store; a folder that is not a zarr store is never replaced
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(fasta),
-                              "--out", str(out), "--pool", "none"])  # fmt: skip
+    # an existing store is replaced only with --force; a folder that is not a zarr store never
+    again = ["embed", "-c", str(checkpoint), "--sequences", str(fasta), "--out", str(out),
+             "--pool", "none"]  # fmt: skip
+    res = runner.invoke(app, again)
+    assert res.exit_code == 2 and "pass --force to replace it" in res.stderr
+    assert group["embeddings"].shape == (2, expected.shape[1])  # untouched
+    res = runner.invoke(app, [*again, "--force"])
     assert res.exit_code == 0 and zarr.open_group(str(out), mode="r")["offsets"][:].tolist() == [
         0, 15, 19,
     ]  # fmt: skip
@@ -213,7 +217,7 @@ def test_cli_zarr(checkpoint: Path, tmp_path: Path) -> None:
     precious.mkdir()
     (precious / "keep.txt").write_text("mine")
     res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(fasta),
-                              "--out", str(precious)])  # fmt: skip
+                              "--out", str(precious), "--force"])  # fmt: skip
     assert res.exit_code == 2 and "is a folder" in res.stderr
     assert (precious / "keep.txt").read_text() == "mine"
 

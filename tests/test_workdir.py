@@ -38,9 +38,10 @@ def _one_line(res, message: str) -> None:
 # ------------------------------------------------------------------------------ the engine
 def test_state_is_checked_key_by_key_and_no_state_is_said(tmp_path: Path) -> None:
     folder = tmp_path / ".out.work"
-    said: list[str] = []
-    WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 2]}).open(resume=True, message=said.append)
-    assert "no earlier demo-cmd work" in said[0]  # --resume with nothing to resume: said
+    with pytest.raises(GoatDNAError, match="--resume: no interrupted demo-cmd run"):
+        WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 2]}).open(resume=True)  # no state at all
+    assert not folder.exists()
+    WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 2]}).open(resume=False)
     with pytest.raises(GoatDNAError, match="pass --resume to continue it"):
         WorkDir(folder, "demo-cmd", {"a": 1, "b": [1, 2]}).open(resume=False)
     with pytest.raises(GoatDNAError, match=r"\(b differ\)"):
@@ -52,6 +53,35 @@ def test_state_is_checked_key_by_key_and_no_state_is_said(tmp_path: Path) -> Non
     assert "unit" not in " ".join(p.name for p in folder.iterdir())
 
 
+def test_a_new_folder_appears_whole_and_a_killed_setup_is_cleared(tmp_path: Path) -> None:
+    folder = tmp_path / ".out.work"
+
+    def killed(building: Path) -> None:
+        (building / "big.partial").write_bytes(b"half")
+        raise KeyboardInterrupt  # a kill while the command fills its new folder
+
+    with pytest.raises(KeyboardInterrupt):
+        WorkDir(folder, "demo-cmd", {"a": 1}).open(resume=False, setup=killed)
+    assert not folder.exists()  # never a folder that --resume could take for a set-up one
+    with pytest.raises(GoatDNAError, match="no interrupted demo-cmd run"):
+        WorkDir(folder, "demo-cmd", {"a": 1}).open(resume=True)
+    seen: list[str] = []
+    WorkDir(folder, "demo-cmd", {"a": 1}).open(
+        resume=False, setup=lambda b: seen.extend(p.name for p in b.iterdir())
+    )
+    assert seen == ["state.json"]  # setup sees a folder holding only its state
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.work"]  # the stale one went
+
+
+def test_an_output_that_is_an_input_is_always_refused(tmp_path: Path) -> None:
+    table = tmp_path / "x.parquet"
+    table.write_bytes(b"data")
+    for force in (False, True):
+        with pytest.raises(GoatDNAError, match="is also an input of this run"):
+            claim_output([tmp_path / "." / "x.parquet"], force, inputs=[None, table])
+    assert table.read_bytes() == b"data"
+
+
 def test_a_folder_without_goatdna_state_is_never_deleted(tmp_path: Path) -> None:
     folder = tmp_path / "mine"
     folder.mkdir()
@@ -59,7 +89,7 @@ def test_a_folder_without_goatdna_state_is_never_deleted(tmp_path: Path) -> None
     work = WorkDir(folder, "demo-cmd", {})
     for resume, force in ((False, False), (False, True), (True, False), (True, True)):
         with pytest.raises(GoatDNAError, match="holds no goatdna demo-cmd state"):
-            work.open(resume=resume, force=force, restart=True)
+            work.open(resume=resume, force=force)
     with pytest.raises(GoatDNAError, match="not deleting it"):
         work.remove()
     assert (folder / "notes.txt").read_text() == "keep me"

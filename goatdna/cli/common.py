@@ -138,7 +138,8 @@ WorkResumeOpt = Annotated[
     bool, option("resume", "Continue an interrupted run with the same inputs and options.")
 ]
 WorkForceOpt = Annotated[
-    bool, option("force", "Start over an interrupted run's work instead of refusing it.")
+    bool,
+    option("force", "Replace an existing --out and start over an interrupted run's work."),
 ]
 # Where a model runs: the same three flags everywhere (Lightning's spelling). Multi-device
 # commands take all three; single-process ones (evaluate, generate, report, probe-recall) take

@@ -93,6 +93,9 @@ def embed(
     from goatdna.atomic import check_output_dir, check_output_file
 
     (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
+    from goatdna.workdir import claim_output
+
+    claim_output([out], force, inputs=[sequences, fasta, bed, checkpoint])
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
     loaded = load_checkpoint(checkpoint, device="cpu")
@@ -118,7 +121,7 @@ def embed(
 
         def open_work() -> None:  # the writing process only: the lock, then the work folder
             held.enter_context(output_lock(out, True))
-            work.open(resume, force=force, message=lambda text: typer.echo(text, err=True))
+            work.open(resume, force=force)
 
         fabric = runtime.fabric()
         vectors = embed_resumable(model, records, options, length, work, open_work, fabric)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,14 @@ from goatdna.faults import crash_point
 from goatdna.inference.embed_run import UNIT_GROUPS
 from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_progress, save_arrays
 from goatdna.runtime import gather_blocks, on_rank_zero, rank_block, single_process_fabric
-from goatdna.workdir import JSONValue, WorkDir, input_stamp, output_lock, work_dir_for
+from goatdna.workdir import (
+    JSONValue,
+    WorkDir,
+    claim_output,
+    input_stamp,
+    output_lock,
+    work_dir_for,
+)
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     from lightning_fabric import Fabric
@@ -169,6 +175,7 @@ def predict_file(
         )
     if not out.parent.is_dir():
         raise GoatDNAError(f"{out}: its folder {out.parent} does not exist")
+    claim_output([out], force, inputs=[sequences, fasta, checkpoint])
     fabric = fabric or single_process_fabric()
     stamps = [input_stamp(p).as_json() for p in (sequences, fasta) if p is not None]
     state: dict[str, JSONValue] = {
@@ -186,7 +193,7 @@ def predict_file(
 
         def prepare() -> list[int]:  # the writing process only: the lock, then the work folder
             held.enter_context(output_lock(out, True))
-            work.open(resume, force=force, message=lambda text: print(text, file=sys.stderr))
+            work.open(resume, force=force)
             return work.pending(range(n_units), message=print if progress else lambda _t: None)[1]
 
         pending = on_rank_zero(fabric, prepare)

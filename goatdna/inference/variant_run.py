@@ -44,7 +44,14 @@ from goatdna.inference.variants import (
     score_alleles,
 )
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
-from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, output_lock
+from goatdna.workdir import (
+    JSONValue,
+    WorkDir,
+    claim_output,
+    input_stamp,
+    output_lock,
+    work_dir_for,
+)
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
@@ -83,10 +90,6 @@ class ScoreVariantsSummary:
     counts: dict[str, int]
     notes: dict[str, str] = field(default_factory=dict)
     resumed_chunks: int = 0
-
-
-def work_dir_for(out: Path) -> Path:
-    return out.parent / f".{out.name}.goatdna-work"
 
 
 def _chunk_name(chunk: int) -> str:
@@ -168,7 +171,9 @@ def score_variants(
     output_kind(request.out)
     if request.chunk_size < 1:
         raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
-    claim_output([request.out], request.force)
+    claim_output(
+        [request.out], request.force, inputs=[request.vcf, request.fasta, request.checkpoint]
+    )
     fabric = fabric or single_process_fabric()
     with ExitStack() as held:
 
@@ -218,7 +223,7 @@ def _run(
             print(text)
 
     def prepare() -> tuple[int, list[int]]:  # rank 0 only; the ranks agree on its listing
-        work.open(request.resume, force=request.force, message=say)
+        work.open(request.resume, force=request.force)
         finished, pending = work.pending(range(n_chunks), message=say)
         return len(finished), pending
 
