@@ -86,7 +86,7 @@ def claim_output(
     paths: Iterable[Path],
     force: bool,
     option: str = "--out",
-    inputs: Iterable[Path | None] = (),
+    inputs: Iterable[str | Path | None] = (),
 ) -> None:
     """Refuse, in one line, an output path that is one of the run's ``inputs`` (always: writing
     it would destroy what is being read) or an existing file there unless ``force``."""
