@@ -459,7 +459,7 @@ def test_interrupted_run_leaves_no_output_and_resume_is_byte_identical(
                 write_tracks(
                     model, reference, regions, cut_dir / f"t{suffix}", options, progress=progress
                 )
-            assert [p.name for p in cut_dir.iterdir()] == [f".t{suffix}.partial"]  # no output
+            assert [p.name for p in cut_dir.iterdir()] == [f".t{suffix}.goatdna-work"]  # no output
             progress, calls = _interrupt_after(0)  # count the blocks the resumed run scores
             resumed = write_tracks(
                 model,
@@ -494,7 +494,7 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
                 TrackOptions(16, 8, block_bases=64),
                 progress=progress,
             )
-        with pytest.raises(GoatDNAError, match="--resume: .*stride differ"):
+        with pytest.raises(GoatDNAError, match="--resume with different .*stride differ"):
             write_tracks(
                 model,
                 reference,
@@ -503,8 +503,28 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
                 TrackOptions(16, 4, block_bases=64),
                 resume=True,
             )
-        (out.parent / ".t.bw.partial" / "values.logp.f32").write_bytes(b"")
-        with pytest.raises(GoatDNAError, match="--resume: .*values.logp.f32 is missing or shorter"):
+        with pytest.raises(GoatDNAError, match="pass --resume to continue it, or --force"):
+            write_tracks(  # without --resume the earlier run's blocks are not thrown away
+                model, reference, [Region("chrA", 0, 700)], out, TrackOptions(16, 4, block_bases=64)
+            )
+        block = out.parent / ".t.bw.goatdna-work" / "block-000001.npz"
+        block.write_bytes(block.read_bytes()[:-7])  # a damaged block: said, scored again
+        said: list[str] = []
+        progress, calls = _interrupt_after(0)
+        write_tracks(
+            model,
+            reference,
+            [Region("chrA", 0, 700)],
+            out,
+            TrackOptions(16, 8, block_bases=64),
+            progress=progress,
+            resume=True,
+            message=said.append,
+        )
+        assert any("block-000001.npz: damaged" in line for line in said), said
+        assert calls[0] == 16 + 7 * 8  # only block 0 was kept
+        out.unlink()
+        with pytest.raises(GoatDNAError, match="--resume: no interrupted score-track run"):
             write_tracks(
                 model,
                 reference,
@@ -513,9 +533,28 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
                 TrackOptions(16, 8, block_bases=64),
                 resume=True,
             )
-        # without --resume a run starts over
-        write_tracks(
+        write_tracks(  # nothing there: a plain run
             model, reference, [Region("chrA", 0, 700)], out, TrackOptions(16, 4, block_bases=64)
+        )
+        out.unlink()
+        progress, _ = _interrupt_after(1)
+        with pytest.raises(KeyboardInterrupt):
+            write_tracks(
+                model,
+                reference,
+                [Region("chrA", 0, 700)],
+                out,
+                TrackOptions(16, 4, block_bases=64),
+                progress=progress,
+                force=True,
+            )
+        write_tracks(  # --force starts the interrupted run's work over
+            model,
+            reference,
+            [Region("chrA", 0, 700)],
+            out,
+            TrackOptions(16, 8, block_bases=64),
+            force=True,
         )
     assert [p.name for p in tmp_path.iterdir()] == ["t.bw"]
 

@@ -123,7 +123,7 @@ def score_track(
 
     for path in output_paths(out, what).values():  # bad extension or folder: before any work
         check_output_file(path, "--out")
-    claim_output(output_paths(out, what).values(), force)
+    claim_output(output_paths(out, what).values(), force, inputs=[fasta, checkpoint, bed])
     if not 0 <= zoom_levels <= 10:
         raise GoatDNAError(f"--zoom-levels {zoom_levels}: must be between 0 and 10")
     if context is not None and context < 2:

@@ -19,8 +19,9 @@ no reverse value (nothing precedes them on that strand): they take the other str
 
 Streaming: a region is processed in blocks of whole windows of the forward grid; the reverse
 strand windows that cover the same bases are scored beside them, so memory stays bounded by the
-block size whatever the region length, and values are spooled in coordinate order as they come
-(`goatdna.inference.track_files` holds the spool and the bigWig/bedGraph writers).
+block size whatever the region length. Each finished block is a unit of resumable work
+(`goatdna.workdir.WorkDir`); the track files are written from the blocks in coordinate order
+(`goatdna.inference.track_files` holds the bigWig/bedGraph writers).
 """
 
 from __future__ import annotations
@@ -32,24 +33,26 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from goatdna.data_prep.tables import read_bed_intervals
 from goatdna.data_prep.tokens import COMPLEMENT, N
 from goatdna.errors import GoatDNAError
-from goatdna.inference.loop import model_on_device
+from goatdna.faults import crash_point
+from goatdna.inference.loop import load_arrays, model_on_device, save_arrays
 from goatdna.inference.reference import Reference
-from goatdna.inference.track_files import (
-    DEFAULT_ZOOM_LEVELS,
-    Spool,
-    TrackWriter,
-    open_track,
-    output_paths,
-)
+from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
-from goatdna.workdir import claim_output, input_stamp, output_lock
+from goatdna.workdir import (
+    JSONValue,
+    WorkDir,
+    claim_output,
+    input_stamp,
+    output_lock,
+    work_dir_for,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -357,13 +360,13 @@ class TrackResult:
     scored_bases: int
 
 
-def _fingerprint(
+def _work_state(
     reference: Reference, regions: Sequence[Region], options: TrackOptions, model_id: str
-) -> dict[str, Any]:
+) -> dict[str, JSONValue]:
     """What decides the values: a resumed run must have been asked the same."""
     return {
         "model": model_id,
-        "fasta": str(input_stamp(reference.path)),
+        "fasta": input_stamp(reference.path).as_json(),
         "regions": [r.label for r in regions],
         "context": options.context,
         "stride": options.stride,
@@ -371,27 +374,6 @@ def _fingerprint(
         "strands": options.strands,
         "block_bases": options.block_bases,
     }
-
-
-def _assemble(spool: Spool, writer: TrackWriter, what: str, regions: Sequence[Region]) -> int:
-    """Write the spooled values of one quantity region by region; returns the bases with a value."""
-    scored = 0
-    region_iter = iter(regions)
-    region = next(region_iter)
-    offset = 0
-    for chunk in spool.read(what):
-        pos = 0
-        while pos < chunk.size:
-            take = min(chunk.size - pos, region.length - offset)
-            piece = chunk[pos : pos + take]
-            writer.add(region.contig, region.start + offset, piece)
-            scored += int((~np.isnan(piece)).sum())
-            pos += take
-            offset += take
-            if offset == region.length:
-                region = next(region_iter, region)
-                offset = 0
-    return scored
 
 
 def _block_bases(n: int, block: int, options: TrackOptions) -> int:
@@ -417,10 +399,9 @@ def _score_run(
     plan: Sequence[tuple[int, int]],
     run: range,
     options: TrackOptions,
-    spool: Spool,
-    advance: Callable[[int], None],
+    save: Callable[[int, dict[str, np.ndarray]], None],
 ) -> None:
-    """Score global blocks ``run`` (consecutive) into ``spool``, region by region, in order."""
+    """Score global blocks ``run`` (consecutive), region by region, calling ``save`` on each."""
     g = run.start
     while g < run.stop:
         index, first = plan[g]
@@ -434,9 +415,8 @@ def _score_run(
             return reference.read(_info, _start + lo, _start + hi)
 
         blocks = region_blocks(scorer, read, region.length, options, first)
-        for _offset, values in islice(blocks, count):
-            spool.append(values)
-            advance(next(iter(values.values())).size)
+        for step, (_offset, values) in enumerate(islice(blocks, count)):
+            save(g + step, values)
         g += count
 
 
@@ -457,24 +437,25 @@ def write_tracks(
 ) -> TrackResult | None:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
-    Values are spooled to disk block by block (see `Spool`); an interrupted run keeps them and
-    ``resume=True`` continues after the complete blocks, giving the same bytes as a run that
-    never stopped. Nothing appears at the output paths until every region is done (temporary
-    names, renamed at the end).
+    The stream blocks of all regions, in order, are the units of work: each finished block is
+    saved in a work folder beside ``out`` (`goatdna.workdir.WorkDir`, ``.OUT.goatdna-work/``,
+    one checksummed file per block), so an interrupted run keeps them and ``resume=True`` scores
+    only the missing ones, giving the same bytes as a run that never stopped; ``force`` starts
+    an earlier run's work over. Nothing appears at the output paths until every region is done
+    (temporary names, renamed at the end), then the work folder goes.
 
     ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
-    The stream blocks of all regions, in order, are the unit of work: global rank 0 lists the
-    unfinished ones, each rank scores its contiguous share (`goatdna.runtime.rank_block`), and
-    rank 0 appends the ranks' runs in order and writes the files, so the output is the same
-    bytes on any number of devices. Returns the result on rank 0, None on the others.
-    ``progress(bases)`` is called on rank 0 as its blocks finish (the others' when they are
-    appended). An existing output file is refused unless ``force``; global rank 0 holds the lock
-    of ``out`` for the whole run (`goatdna.workdir.output_lock`), so a second run on the same
-    output is refused with this one's pid.
+    Global rank 0 lists the unfinished blocks once, each rank scores its contiguous share
+    (`goatdna.runtime.rank_block`), and rank 0 writes the files from the blocks in order, so the
+    output is the same bytes on any number of devices. Returns the result on rank 0, None on
+    the others. ``progress(bases)`` is called on rank 0 as its blocks finish (the other ranks'
+    at the end). An existing output file is refused unless ``force``; global rank 0 holds the
+    lock of ``out`` for the whole run (`goatdna.workdir.output_lock`), so a second run on the
+    same output is refused with this one's pid.
     """
     fabric = fabric or single_process_fabric()
     paths = output_paths(out, options.what)
-    claim_output(paths.values(), force)
+    claim_output(paths.values(), force, inputs=[reference.path])
     with ExitStack() as held:
 
         def lock() -> None:  # rank 0; a refusal reaches every rank through on_rank_zero
@@ -482,63 +463,71 @@ def write_tracks(
 
         on_rank_zero(fabric, lock)
         return _write_tracks(model, reference, regions, out, paths, options, fabric, progress,
-                             track_name, resume, model_id, message, zoom_levels)  # fmt: skip
+                             track_name, resume, force, model_id, message,
+                             zoom_levels)  # fmt: skip
 
 
 def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequence[Region],
                   out: Path, paths: dict[str, Path], options: TrackOptions, fabric: Fabric,
                   progress: Callable[[int], None] | None, track_name: str, resume: bool,
-                  model_id: str, message: Callable[[str], None],
+                  force: bool, model_id: str, message: Callable[[str], None],
                   zoom_levels: int) -> TrackResult | None:  # fmt: skip
     scorer = WindowScorer(model_on_device(fabric, model), options.what, fabric.device)
-    fingerprint = _fingerprint(reference, regions, options, model_id)
     plan = [(i, b) for i, r in enumerate(regions) for b in range(block_count(r.length, options))]
-    rank_zero = fabric.global_rank == 0
-    spool = Spool.for_output(out, options.what, fingerprint)
-    reported = 0
+    sizes = [_block_bases(regions[i].length, b, options) for i, b in plan]
+    state = _work_state(reference, regions, options, model_id)
+    work = WorkDir(work_dir_for(out), "score-track", state, lambda g: f"block-{g:06d}.npz")
+    done = 0
 
     def advance(bases: int) -> None:
-        nonlocal reported
-        reported += bases
+        nonlocal done
+        done += bases
         if progress is not None and bases:
             progress(bases)
 
-    def pending_blocks() -> list[int]:  # rank 0 only: opens (or continues) the main spool
-        finished = spool.open(resume, message)
-        done = [g for r in finished for g in r]
-        advance(sum(_block_bases(regions[plan[g][0]].length, plan[g][1], options) for g in done))
-        return sorted(set(range(len(plan))) - set(done))
+    def pending_blocks() -> list[int]:  # rank 0 only: the ranks share its one listing
+        work.open(resume, force=force)
+        finished, pending = work.pending(range(len(plan)), message=message)
+        if finished:
+            message(
+                f"resuming: {len(finished)} of {len(plan)} block(s) already scored "
+                f"({sum(sizes[g] for g in finished):,} bases)"
+            )
+        advance(sum(sizes[g] for g in finished))
+        return pending
+
+    saved = 0
+
+    def save(g: int, values: dict[str, np.ndarray]) -> None:
+        nonlocal saved
+        save_arrays(work, g, [values[what] for what in options.what])
+        saved += 1
+        crash_point("score_track.block_saved", saved)
+        advance(sizes[g])
 
     pending = on_rank_zero(fabric, pending_blocks)
     share = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
-    try:
-        with fabric.autocast():
-            for run in _consecutive(share):
-                continues = rank_zero and run.start == spool.first + spool.blocks
-                target = spool if continues else spool.run(run.start)
-                try:
-                    _score_run(scorer, reference, regions, plan, run, options, target, advance)
-                finally:
-                    if target is not spool:
-                        target.close()
-        fabric.barrier()
-        if not rank_zero:
-            return None
-        waiting = spool.absorb_runs()
-        if waiting or spool.blocks != len(plan):
-            raise GoatDNAError(
-                f"{spool.dir}: blocks of the track are missing (a rank stopped early?); "
-                "rerun with --resume"
-            )
-    finally:
-        spool.close()
-    advance(sum(r.length for r in regions) - reported)
+    with fabric.autocast():
+        for run in _consecutive(share):
+            _score_run(scorer, reference, regions, plan, run, options, save)
+    fabric.barrier()
+    if fabric.global_rank != 0:
+        return None
+    advance(sum(sizes) - done)  # the other ranks' blocks
     scored = 0
     with ExitStack() as stack:
-        for what, path in paths.items():
-            writer = stack.enter_context(
+        writers = {
+            what: stack.enter_context(
                 open_track(path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels)
             )
-            scored = _assemble(spool, writer, what, regions)
-    spool.remove()
+            for what, path in paths.items()
+        }
+        for g, (index, block) in enumerate(plan):  # in coordinate order: blocks, then regions
+            region = regions[index]
+            start = region.start + block_first_base(block, options)
+            for what, values in zip(options.what, load_arrays(work, g), strict=True):
+                writers[what].add(region.contig, start, values)
+                if what == options.what[0]:
+                    scored += int((~np.isnan(values)).sum())
+    work.remove()
     return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)
