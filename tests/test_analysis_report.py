@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 
 from goatdna.analysis.gc_study import GC_COLUMNS
 from goatdna.analysis.report import SUMMARY_COLUMNS
+from goatdna.checkpoint import best_checkpoint
 from goatdna.cli.app import app
+from goatdna.data_prep import ShardedGenome
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO_ROOT / "notebooks" / "goat_prior_and_gc.ipynb"
@@ -51,6 +53,11 @@ def test_report_files_tables_and_numbers(
     ):  # fmt: skip
         assert (tiny_report / name).is_file() and (tiny_report / name).stat().st_size > 0, name
 
+    inputs = json.loads((tiny_report / "inputs.json").read_text())  # what it was built from
+    assert inputs["manifest_sha256"] == ShardedGenome(synthetic_shards).manifest_sha256
+    assert [c["path"] for c in inputs["checkpoints"]] == [
+        str(best_checkpoint(tiny_runs[name]).resolve()) for name in ("goat", "rope")
+    ]
     summary = pd.read_csv(tiny_report / "summary.csv")
     assert list(summary.columns) == SUMMARY_COLUMNS
     assert summary["model"].tolist() == ["goat", "rope"]

@@ -74,13 +74,13 @@ def test_killed_subprocess_then_resume_is_byte_identical(
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     # killed mid-run: no final file exists, only some of the 18 records are journaled as done
     assert not any((out / name).exists() for name in OUTPUT_FILES)
-    assert len(list((out / ".prepare" / "done").glob("*.json"))) == journaled
+    assert len(list((out / ".prepare").glob("record-*.json"))) == journaled
 
     # without --resume the directory is refused, with other options too
     refused = _cli("prepare", source, "--out", out)
     assert refused.exit_code == 2 and "--resume" in refused.stderr
     other = _cli("prepare", source, "--out", out, "--resume", "--val-fraction", "0.2")
-    assert other.exit_code == 2 and "cannot --resume" in other.stderr
+    assert other.exit_code == 2 and "(records differ)" in other.stderr
 
     resumed = _cli("prepare", source, "--out", out, "--resume", "--workers", "1")
     assert resumed.exit_code == 0, resumed.output
@@ -102,4 +102,46 @@ def test_force_restarts_an_interrupted_run(source, reference, tmp_path):
     (out / ".prepare" / "plan.json").write_text("{}")
     result = _cli("prepare", source, "--out", out, "--force", "--workers", "1")
     assert result.exit_code == 0, result.output
+    assert _files(out) == reference
+
+
+def test_resume_redoes_a_damaged_record_and_refuses_nothing_to_resume(
+    source, reference, tmp_path, monkeypatch
+):
+    """prepare's work folder is the shared engine's: a damaged record unit is named and redone,
+    `--resume` with nothing interrupted is refused, a killed set-up leaves nothing in the way."""
+    import goatdna.data_prep.prepare as prepare_module
+
+    out = tmp_path / "out"
+    nothing = _cli("prepare", source, "--out", out, "--resume")
+    assert nothing.exit_code == 2 and "no interrupted prepare run" in nothing.stderr
+    assert not out.exists()
+
+    def killed_setup(work, lengths):  # a kill while the split files are being allocated
+        (work / "train.bin.partial").write_bytes(b"x")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare_module, "_allocate_partials", killed_setup)
+    assert _cli("prepare", source, "--out", out, "--workers", "1").exit_code != 0
+    assert not (out / ".prepare").exists()
+    monkeypatch.undo()
+
+    real_save = prepare_module.WorkDir.save
+    saved = []
+
+    def save_then_stop(self, index, payload, durable=True):
+        real_save(self, index, payload, durable)
+        saved.append(index)
+        if len(saved) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare_module.WorkDir, "save", save_then_stop)
+    assert _cli("prepare", source, "--out", out, "--workers", "1").exit_code != 0
+    monkeypatch.undo()
+    units = sorted((out / ".prepare").glob("record-*.json"))
+    assert len(units) == 3
+    units[1].write_bytes(units[1].read_bytes()[:-2])  # a damaged unit file
+    resumed = _cli("prepare", source, "--out", out, "--resume", "--workers", "1")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"{units[1].name}: damaged" in resumed.output
     assert _files(out) == reference

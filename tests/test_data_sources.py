@@ -178,9 +178,9 @@ def test_killed_multi_source_run_resumes_to_identical_bytes(fastas, multi, tmp_p
     cmd = [sys.executable, "-m", "goatdna.cli.app", "prepare", *map(str, args)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert len(list((out / ".prepare" / "done").glob("*.json"))) == 10
+    assert len(list((out / ".prepare").glob("record-*.json"))) == 10
     other = _cli(*["prepare", *args[:2], "--source-names", "human,mouse", *args[5:], "--resume"])
-    assert other.exit_code == 2 and "cannot --resume" in other.stderr
+    assert other.exit_code == 2 and "--resume with different inputs" in other.stderr
     resumed = _cli("prepare", *args, "--resume")
     assert resumed.exit_code == 0, resumed.output
     reference = multi[0]

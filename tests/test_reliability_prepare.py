@@ -85,7 +85,7 @@ def test_disk_full_mid_run_is_one_line_removes_temp_files_and_resume_is_identica
 
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
     assert not any((out / name).exists() for name in OUTPUT_FILES)
-    assert list((out / ".prepare" / "done").glob("*.json"))  # finished records are kept
+    assert list((out / ".prepare").glob("record-*.json"))  # finished records are kept
 
     resumed = _cli("prepare", source, "--out", out, "--resume", "--workers", "1")
     assert resumed.exit_code == 0, resumed.output

@@ -43,7 +43,7 @@ def old_report(tmp_path: Path) -> Path:
     out.mkdir()
     (out / "summary.csv").write_text("old\n")
     (out / "prior_curves_old_layer0.png").write_bytes(b"old png")
-    (out / ".demo_report.json").write_text("{}")  # the demo's stamp belongs to a report too
+    (out / "inputs.json").write_text("{}")  # what a report was built from belongs to it
     return out
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ from goatdna.analysis.report_runs import (
 from goatdna.atomic import atomic_dir, atomic_write_text, check_output_dir
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
+from goatdna.workdir import JSONValue, input_stamp
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,12 +67,14 @@ __all__ = [
     "check_report_out",
     "default_recall_distances",
     "load_run",
+    "report_inputs",
     "validation_nll",
 ]
 
-INPUTS_FILE = ".demo_report.json"
-"""What a kept report was built from (checkpoint stamps and options): a caller that rebuilds the
-report only when those change (``goatdna demo``) writes it; it belongs to the report's files."""
+INPUTS_FILE = "inputs.json"
+"""What the report was built from (`report_inputs`: checkpoint stamps, the dataset's manifest
+hash, the options), written beside it, so a caller can tell whether a kept report is current
+(``goatdna demo`` rebuilds only when it is not) and a reader can see what it shows."""
 
 REPORT_FILES = frozenset(
     {
@@ -92,6 +95,27 @@ REPORT_FILES = frozenset(
     }
 )
 REPORT_PATTERNS = ("prior_curves_*.png", "prior_heatmap_*.png")
+
+
+def report_inputs(options: ReportOptions) -> dict[str, JSONValue]:
+    """What a report built with ``options`` depends on (JSON values; `INPUTS_FILE` holds it).
+
+    The best checkpoint of each run by `goatdna.workdir.input_stamp` (a retrained run has a new
+    one), the dataset by its manifest's sha256, and every option but where the report goes.
+    """
+    from goatdna.checkpoint import best_checkpoint
+    from goatdna.data_prep import ShardedGenome
+
+    settings = {
+        key: [str(v) for v in value] if key == "runs" else value
+        for key, value in asdict(options).items()
+        if key not in ("out_dir", "data_dir")
+    }
+    return {
+        "checkpoints": [input_stamp(best_checkpoint(run)).as_json() for run in options.runs],
+        "manifest_sha256": ShardedGenome(options.data_dir).manifest_sha256,
+        "options": json.loads(json.dumps(settings, default=str)),
+    }
 
 
 @dataclass
@@ -205,6 +229,8 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
         # built in a hidden sibling folder, swapped in whole only when every file is written
         with atomic_dir(final_dir.absolute(), then="rerun the same report command") as out_dir:
             writer = _Writer(out_dir, result)
+            inputs = json.dumps(report_inputs(options), indent=1, sort_keys=True) + "\n"
+            writer.text(INPUTS_FILE, inputs)
             _write_report(options, genome, runs, writer, log or (lambda _msg: None), recall)
     result.files = [final_dir / path.name for path in result.files]
     return result

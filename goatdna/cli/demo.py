@@ -14,11 +14,11 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from goatdna.analysis.report import INPUTS_FILE, ReportOptions
+from goatdna.analysis.report import INPUTS_FILE, ReportOptions, report_inputs
 from goatdna.cli.common import (
     ContextLengthsOpt,
     MaxEvalTokensOpt,
@@ -37,7 +37,6 @@ DEFAULT_STEPS = 200
 DEFAULT_GENOME_LENGTH = 2_000_000
 DEFAULT_EVAL_TOKENS = 32_768  # the demo's cap: minutes on a CPU, not the report's default
 MODELS = ("goat", "rope")
-REPORT_STAMP = INPUTS_FILE  # what the kept report was built from
 
 
 def _configs_dir() -> Path:
@@ -124,21 +123,8 @@ def _train_one(
     )
 
 
-def _stamp(runs: list[Path], report_options: dict[str, Any]) -> dict[str, Any]:
-    """What the report depends on: checkpoint files (size, mtime) and the report options."""
-    from goatdna.checkpoint import best_checkpoint
-    from goatdna.workdir import input_stamp
-
-    files = {}
-    for run in runs:
-        ckpt = best_checkpoint(run)
-        stamp = input_stamp(ckpt)
-        files[str(ckpt)] = [stamp.size, stamp.mtime_ns]
-    return {"checkpoints": files, "options": report_options}
-
-
-def _saved_stamp(path: Path, say: Callable[[str], None]) -> object:
-    """The saved record of what the report was built from; None if absent or damaged (said)."""
+def _saved_inputs(path: Path, say: Callable[[str], None]) -> object:
+    """What a kept report says it was built from; None if absent or damaged (said)."""
     if not path.is_file():
         return None
     try:
@@ -228,16 +214,11 @@ def demo(
         n_prompts=prompts,
         samples_per_prompt=num_samples,
     )
-    stamp = _stamp(
-        runs,
-        {"context_lengths": lengths, "max_eval_tokens": cap, "prompts": prompts,
-         "samples": num_samples, "manifest": genome.manifest_sha256},
-    )  # fmt: skip
-    stamp_path = report_dir / REPORT_STAMP
+    inputs = report_inputs(options) if (report_dir / "report.html").is_file() else None
     current = (
         not force
-        and (report_dir / "report.html").is_file()
-        and _saved_stamp(stamp_path, say) == json.loads(json.dumps(stamp))
+        and inputs is not None
+        and _saved_inputs(report_dir / INPUTS_FILE, say) == json.loads(json.dumps(inputs))
     )
     say("[bold]3/3 report[/bold] evaluate, GC% study, plots -> " + str(report_dir))
     if current:
@@ -245,9 +226,6 @@ def demo(
     else:
         with torch_threads(threads):
             result = build_report(options, log=lambda msg: say(f"  {msg}"))
-        from goatdna.atomic import atomic_write_text
-
-        atomic_write_text(stamp_path, json.dumps(stamp, indent=2) + "\n")
         print_summary(result, console)
     timings["report"] = time.perf_counter() - t
     total = time.perf_counter() - started

@@ -2,14 +2,18 @@
 
 How a run is laid out on disk, so that it can be killed at any moment and resumed:
 
-* ``DIR/.prepare/plan.json`` fixes the records and their offsets before any base is written;
-  ``--resume`` refuses to continue a plan made from another source or other options.
+* ``DIR/.prepare/`` is the run's work folder (`goatdna.workdir.WorkDir`, the engine every
+  resumable command shares): its ``state.json`` is the plan, which fixes the records and their
+  offsets before any base is written, and ``--resume`` refuses to continue a plan made from
+  another source or other options, naming what differs.
 * Several FASTA files (`goatdna.data_prep.sources`) are planned one by one and their records
   laid out one source after the other in the same split files.
 * Each split is written into ``DIR/.prepare/{split}.bin.partial``, preallocated to its final
-  length; a worker writes a record at its offset with ``pwrite``, so records are independent.
-* When a record is complete, ``DIR/.prepare/done/{index}.json`` (its counts and sha256) appears,
-  atomically. Resume redoes only records without that file.
+  length when the work folder is set up; a worker writes a record at its offset with ``pwrite``,
+  so records are independent.
+* Records are the units of work: when one is complete, its unit file
+  ``DIR/.prepare/record-{index}.json`` (its counts and sha256, with the file's own checksum)
+  appears, atomically. Resume redoes only records without an intact unit file.
 * At the end the partial files are renamed to ``DIR/{split}.bin``, then ``manifest.json`` is
   written (temp name + rename) and ``.prepare`` removed. A ``.bin`` or manifest that exists is
   complete, and a resumed run ends byte-identical to an uninterrupted one (nothing depends on
@@ -73,7 +77,7 @@ from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, C, G, N
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point, crash_point_add
 from goatdna.locking import folder_lock
-from goatdna.workdir import input_stamp
+from goatdna.workdir import SETUP_SUFFIX, WorkDir, input_stamp
 
 WORK_DIR_NAME = ".prepare"
 
@@ -407,7 +411,9 @@ def _check_out_dir(out_dir: Path, options: PrepareOptions, fastas: Sequence[Path
                 "or --force to start over"
             )
         return "interrupted"
-    allowed = {"cache"}
+    allowed = {"cache"} | {  # a work folder a killed run was still setting up (WorkDir clears it)
+        p.name for p in out_dir.glob(f"{WORK_DIR_NAME}{SETUP_SUFFIX}*")
+    }
     for fasta in fastas:
         if fasta.parent.resolve() == out_dir.resolve():  # e.g. prepare_synthetic's synthetic.fa
             allowed |= {fasta.name, fasta.name + ".fai", fasta.name + ".gzi"}
@@ -467,7 +473,7 @@ def _prepare_locked(
         # full disk keeps the records it finished, for --resume.)
         reporter.close()
         work = out_dir / WORK_DIR_NAME
-        keep = isinstance(err, DiskFullError) and any((work / "done").glob("*.json"))
+        keep = isinstance(err, DiskFullError) and any(work.glob(RECORD_UNITS))
         if not keep:
             for index in new_indexes:  # an index we made for an input we then rejected
                 index.unlink(missing_ok=True)
@@ -505,13 +511,10 @@ def _prepare(  # noqa: C901, PLR0915 (the plan -> work -> commit sequence reads 
     plans = _plan_sources(fastas, names, multi, options, cache_dir, reporter)
     tasks, split_lengths = _plan_tasks(plans)
     plan_doc = _plan_document(plans, multi, tasks)
-    work = out_dir / WORK_DIR_NAME
-
     if state == "complete":
         shas = [_SourceHasher(p.fasta, None).get() for p in plans]
         if _same_dataset(existing, plans, shas, multi, tasks):
-            if work.exists():
-                shutil.rmtree(work)
+            shutil.rmtree(out_dir / WORK_DIR_NAME, ignore_errors=True)
             reporter.message(f"{out_dir} already holds this dataset: nothing to do")
             return ShardedGenome(out_dir)
         raise GoatDNAError(
@@ -522,32 +525,16 @@ def _prepare(  # noqa: C901, PLR0915 (the plan -> work -> commit sequence reads 
     if options.force:
         _remove_dataset(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if state == "interrupted" and not (work / "plan.json").is_file():
-        # killed while setting up (plan.json is written last): nothing was done yet
-        shutil.rmtree(work)
-        state = "new"
+    work = WorkDir(out_dir / WORK_DIR_NAME, "prepare", plan_doc, _record_unit_name)
+    # state "interrupted" means --resume (a plain run was refused above); --resume with
+    # nothing interrupted is refused by the engine
+    work.open(options.resume, setup=lambda folder: _allocate_partials(folder, split_lengths))
     if state == "interrupted":
-        try:
-            old_plan = json.loads((work / "plan.json").read_text())
-        except (OSError, ValueError):
-            old_plan = None
-        if old_plan != plan_doc:
-            raise GoatDNAError(
-                f"cannot --resume in {out_dir}: the interrupted run used another source file or "
-                "other options; rerun it with the same ones, or use --force to start over"
-            )
         reporter.message(f"resuming the interrupted run in {out_dir}")
-    else:
-        if options.resume:
-            reporter.message(f"nothing to resume in {out_dir}: starting a fresh run")
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "done").mkdir(exist_ok=True)
-        _allocate_partials(work, split_lengths)
-        _atomic_write(work / "plan.json", json.dumps(plan_doc).encode())
 
     hashers = [
         _SourceHasher(
-            p.fasta, work / (f"source_sha256.{i}.json" if multi else "source_sha256.json")
+            p.fasta, work.dir / (f"source_sha256.{i}.json" if multi else "source_sha256.json")
         )
         for i, p in enumerate(plans)
     ]
@@ -637,28 +624,37 @@ def _allocate_partials(work: Path, split_lengths: dict[str, int]) -> None:
                 handle.truncate(length)  # no preallocation on this filesystem: sparse file
 
 
-def _load_done(work: Path, tasks: Sequence[RecordTask]) -> dict[int, RecordStats]:
+RECORD_UNITS = "record-*.json"
+
+
+def _record_unit_name(index: int) -> str:
+    return f"record-{index:06d}.json"
+
+
+def _load_done(
+    work: WorkDir, tasks: Sequence[RecordTask], message: Callable[[str], None]
+) -> dict[int, RecordStats]:
+    """The stats of the records whose unit file is intact (a damaged one is said and redone)."""
+    finished, _ = work.pending([t.index for t in tasks], message)
     done: dict[int, RecordStats] = {}
-    for task in tasks:
-        path = work / "done" / f"{task.index}.json"
-        if path.is_file():
-            try:
-                done[task.index] = RecordStats(**json.loads(path.read_text()))
-            except (OSError, ValueError, TypeError):
-                path.unlink(missing_ok=True)
+    for index in finished:
+        try:
+            done[index] = RecordStats(**json.loads(work.load(index)))
+        except (ValueError, TypeError):  # intact bytes, not our record: redo it
+            work.unit_path(index).unlink(missing_ok=True)
     return done
 
 
 def _run_tasks(
     sources: Sequence[FastaSource],
     tasks: Sequence[RecordTask],
-    work: Path,
+    work: WorkDir,
     options: PrepareOptions,
     reporter: Reporter,
     start_threads: Callable[[], None],
 ) -> dict[int, RecordStats]:
     """Process the records not yet journaled; ``start_threads`` runs once workers exist."""
-    done = _load_done(work, tasks)
+    done = _load_done(work, tasks, reporter.message)
     pending = [t for t in tasks if t.index not in done]
     finished_here = 0
 
@@ -676,14 +672,13 @@ def _run_tasks(
     def mark_done(task: RecordTask, stat: RecordStats) -> None:
         nonlocal finished_here
         done[task.index] = stat
-        _atomic_write(  # one per record (34k for a HyenaDNA BED): no fsync each
-            work / "done" / f"{task.index}.json", json.dumps(stat.__dict__).encode(), False
-        )
+        # one unit per record (34k for a HyenaDNA BED): no fsync each
+        work.save(task.index, json.dumps(stat.__dict__).encode(), durable=False)
         finished_here += 1
         crash_point("prepare.record_journaled", finished_here)
 
     def partial(task: RecordTask) -> Path:
-        return work / (split_file_name(task.record.split) + ".partial")
+        return work.dir / (split_file_name(task.record.split) + ".partial")
 
     if options.workers is not None and options.workers < 1:
         raise GoatDNAError(f"--workers must be >= 1, got {options.workers}")
@@ -814,16 +809,16 @@ def _manifest(
     }
 
 
-def _finalize(out_dir: Path, work: Path, manifest: dict) -> None:
+def _finalize(out_dir: Path, work: WorkDir, manifest: dict) -> None:
     for split in SPLITS:
-        partial = work / (split_file_name(split) + ".partial")
+        partial = work.dir / (split_file_name(split) + ".partial")
         final = out_dir / split_file_name(split)
         if partial.exists():
             commit_file(partial, final, then=RESUME_HINT)
         elif not final.is_file() or final.stat().st_size != manifest["splits"][split]["length"]:
             raise GoatDNAError(f"{partial} is missing: rerun with --force")
     _atomic_write(out_dir / MANIFEST_NAME, manifest_bytes(manifest))
-    shutil.rmtree(work)
+    work.remove()
 
 
 SYNTHETIC_FASTA_NAME = "synthetic.fa"
