@@ -276,3 +276,46 @@ def test_embed_interrupted_then_resumed_gives_the_same_vectors(
         for name in a.files:
             assert a[name].tobytes() == b[name].tobytes(), name
     assert not embed_run.work_dir_for(cut).exists()
+
+
+# ------------------------------------------------------------------------------ every command
+def _command(name: str, inputs: dict[str, Path], out: Path) -> list[str]:
+    """A small run of each command on the engine, writing ``out``."""
+    ckpt, fasta = str(inputs["checkpoint"]), str(inputs["fasta"])
+    if name == "score-variants":
+        return _args(inputs, out)
+    if name == "score-track":
+        return ["score-track", "-c", ckpt, "-f", fasta, "-r", "chr1:1-40", "--context", "16",
+                "-o", str(out)]  # fmt: skip
+    return ["embed", "-c", ckpt, "--sequences", str(inputs["fasta"]), "-o", str(out)]
+
+
+@pytest.mark.parametrize(
+    ("name", "suffix"),
+    [("score-variants", ".tsv"), ("score-track", ".bedGraph"), ("embed", ".npz")],
+)
+def test_every_command_on_the_engine_keeps_the_output_contract(
+    inputs, tmp_path: Path, name: str, suffix: str
+) -> None:
+    """An occupied --out needs --force, a second run on the same --out is refused with the
+    holder's pid, --resume with nothing interrupted is refused, an input is never the output."""
+    out = tmp_path / f"out{suffix}"
+    with folder_lock(out, "--out"):  # this process plays a first run still going
+        _one_line(runner.invoke(app, _command(name, inputs, out)), f"pid {os.getpid()}")
+    _one_line(runner.invoke(app, [*_command(name, inputs, out), "--resume"]), "no interrupted")
+    res = runner.invoke(app, _command(name, inputs, out))
+    assert res.exit_code == 0, res.output + str(res.exception)
+    written = out.read_bytes()
+    _one_line(runner.invoke(app, _command(name, inputs, out)), "exists; pass --force")
+    assert out.read_bytes() == written
+    res = runner.invoke(app, [*_command(name, inputs, out), "--force"])
+    assert res.exit_code == 0, res.output + str(res.exception)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # no work folder, no lock
+    # --out naming the file being read (the VCF, the FASTA, the sequences) is refused, --force
+    # or not, before anything is read or written
+    key = "vcf" if name == "score-variants" else "fasta"
+    victim = tmp_path / f"input{suffix}"
+    victim.write_bytes(inputs[key].read_bytes())
+    as_input = _command(name, {**inputs, key: victim}, victim)
+    _one_line(runner.invoke(app, [*as_input, "--force"]), "is also an input of this run")
+    assert victim.read_bytes() == inputs[key].read_bytes()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +18,10 @@ from goatdna.cli.common import (
 )
 from goatdna.inference.tracks import DEFAULT_BATCH_TOKENS, DEFAULT_ZOOM_LEVELS, TrackOptions
 from goatdna.runtime import Runtime
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 def score_track(
@@ -93,15 +99,6 @@ def score_track(
     Windows of C bases start every S bases from the region start; the base at offset i is scored in window 0 if i < C, else in window (i - C) // S + 1; both strands are averaged.
     """
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from goatdna.checkpoint import load_checkpoint
     from goatdna.errors import GoatDNAError
@@ -136,7 +133,12 @@ def score_track(
     fabric = runtime.fabric()
     rank_zero = fabric.global_rank == 0  # rank 0 reports and writes; the others only score
     console = Console(stderr=True, quiet=not rank_zero)
-    with Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference:
+    from goatdna.inference.loop import rank_zero_lock
+
+    with (
+        rank_zero_lock(fabric, out),  # before anything is said: a refusal is the only line
+        Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference,
+    ):
         regions = resolve_regions(requested, reference)
         loaded = load_checkpoint(checkpoint, "cpu")
         model, train_length = loaded.model, loaded.train_length
@@ -150,33 +152,19 @@ def score_track(
         )
         positional = model.config.positional
         note = " (longer than training: extrapolation)" if train_length < C else ""
-        console.print(
-            f"{positional} model, training length {train_length}; context {C}{note}, "
-            f"stride {options.stride}, strands {strands}; {len(regions)} region(s), "
-            f"{sum(r.length for r in regions):,} bases"
-        )
         total = sum(r.length for r in regions)
-        with Progress(
-            TextColumn("[bold]score-track"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("bases"),
-            TaskProgressColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            disable=not rank_zero,
-        ) as bar:
-            task = bar.add_task("bases", total=total, rate="")
+        display = ExitStack()
+        bar, advance = _bar(console, total, rank_zero)
 
-            def advance(bases: int) -> None:
-                bar.advance(task, bases)
-                elapsed = bar.tasks[0].elapsed or 0.0
-                done = bar.tasks[0].completed
-                if elapsed > 0:
-                    bar.update(task, rate=f"{done / elapsed:,.0f} bases/s")
+        def started() -> None:  # rank 0, once the work folder is open: the run really starts
+            console.print(
+                f"{positional} model, training length {train_length}; context {C}{note}, "
+                f"stride {options.stride}, strands {strands}; {len(regions)} region(s), "
+                f"{total:,} bases"
+            )
+            display.enter_context(bar)
 
+        with display:
             result = write_tracks(
                 model,
                 reference,
@@ -191,8 +179,45 @@ def score_track(
                 message=lambda text: console.print(text, markup=False),
                 zoom_levels=zoom_levels,
                 force=force,
+                locked=True,
+                started=started,
             )
     if result is None:  # not global rank 0: rank 0 reports
         return
     for quantity, path in result.paths.items():
         console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")
+
+
+def _bar(console: Console, total: int, enabled: bool) -> tuple[Progress, Callable[[int], None]]:
+    """The bases bar (with the rate) and its ``advance(bases)``; shown once entered."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn("[bold]score-track"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("bases"),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+    )
+    task = bar.add_task("bases", total=total, rate="")
+
+    def advance(bases: int) -> None:
+        bar.advance(task, bases)
+        elapsed = bar.tasks[0].elapsed or 0.0
+        if elapsed > 0:
+            bar.update(task, rate=f"{bar.tasks[0].completed / elapsed:,.0f} bases/s")
+
+    return bar, advance

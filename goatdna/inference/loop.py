@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from goatdna.workdir import WorkDir
+from goatdna.runtime import on_rank_zero
+from goatdna.workdir import WorkDir, output_lock
 
 if TYPE_CHECKING:  # Lightning and torch load with the model, not with this module
     from lightning_fabric import Fabric
@@ -29,6 +31,22 @@ def model_on_device(fabric: Fabric, model: Model) -> Model:
     """``model`` in eval mode on this rank's device (moved in place, so its own type is kept)."""
     fabric.to_device(model)
     return model.eval()
+
+
+@contextmanager
+def rank_zero_lock(fabric: Fabric, out: Path, option: str = "--out") -> Iterator[None]:
+    """Hold the lock of ``out`` on global rank 0 for the block (`goatdna.workdir.output_lock`).
+
+    Taken inside `goatdna.runtime.on_rank_zero`, so a refusal (another run holds it) is raised on
+    every rank at once instead of leaving the others waiting at the next collective.
+    """
+    with ExitStack() as held:
+
+        def lock() -> None:
+            held.enter_context(output_lock(out, True, option))
+
+        on_rank_zero(fabric, lock)
+        yield
 
 
 @contextmanager

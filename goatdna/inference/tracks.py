@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -41,7 +41,7 @@ from goatdna.data_prep.tables import read_bed_intervals
 from goatdna.data_prep.tokens import COMPLEMENT, N
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
-from goatdna.inference.loop import load_arrays, model_on_device, save_arrays
+from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_lock, save_arrays
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
@@ -50,7 +50,6 @@ from goatdna.workdir import (
     WorkDir,
     claim_output,
     input_stamp,
-    output_lock,
     work_dir_for,
 )
 
@@ -434,6 +433,8 @@ def write_tracks(
     message: Callable[[str], None] = lambda _text: None,
     zoom_levels: int = DEFAULT_ZOOM_LEVELS,
     force: bool = False,
+    locked: bool = False,
+    started: Callable[[], None] = lambda: None,
 ) -> TrackResult | None:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
@@ -450,28 +451,24 @@ def write_tracks(
     output is the same bytes on any number of devices. Returns the result on rank 0, None on
     the others. ``progress(bases)`` is called on rank 0 as its blocks finish (the other ranks'
     at the end). An existing output file is refused unless ``force``; global rank 0 holds the
-    lock of ``out`` for the whole run (`goatdna.workdir.output_lock`), so a second run on the
-    same output is refused with this one's pid.
+    lock of ``out`` for the whole run (`goatdna.inference.loop.rank_zero_lock`; ``locked``: the
+    caller already holds it), so a second run on the same output is refused with this one's pid.
+    ``started()`` is called on rank 0 once the work folder is open (the run is not refused).
     """
     fabric = fabric or single_process_fabric()
     paths = output_paths(out, options.what)
     claim_output(paths.values(), force, inputs=[reference.path])
-    with ExitStack() as held:
-
-        def lock() -> None:  # rank 0; a refusal reaches every rank through on_rank_zero
-            held.enter_context(output_lock(out, True))
-
-        on_rank_zero(fabric, lock)
+    with nullcontext() if locked else rank_zero_lock(fabric, out):
         return _write_tracks(model, reference, regions, out, paths, options, fabric, progress,
-                             track_name, resume, force, model_id, message,
-                             zoom_levels)  # fmt: skip
+                             track_name, resume, force, model_id, message, zoom_levels,
+                             started)  # fmt: skip
 
 
 def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequence[Region],
                   out: Path, paths: dict[str, Path], options: TrackOptions, fabric: Fabric,
                   progress: Callable[[int], None] | None, track_name: str, resume: bool,
                   force: bool, model_id: str, message: Callable[[str], None],
-                  zoom_levels: int) -> TrackResult | None:  # fmt: skip
+                  zoom_levels: int, started: Callable[[], None]) -> TrackResult | None:  # fmt: skip
     scorer = WindowScorer(model_on_device(fabric, model), options.what, fabric.device)
     plan = [(i, b) for i, r in enumerate(regions) for b in range(block_count(r.length, options))]
     sizes = [_block_bases(regions[i].length, b, options) for i, b in plan]
@@ -487,6 +484,7 @@ def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequenc
 
     def pending_blocks() -> list[int]:  # rank 0 only: the ranks share its one listing
         work.open(resume, force=force)
+        started()
         finished, pending = work.pending(range(len(plan)), message=message)
         if finished:
             message(

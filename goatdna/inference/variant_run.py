@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.errors import GoatDNAError
-from goatdna.inference.loop import model_on_device, rank_zero_progress
+from goatdna.inference.loop import model_on_device, rank_zero_lock, rank_zero_progress
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
     VcfAlleles,
@@ -49,7 +48,6 @@ from goatdna.workdir import (
     WorkDir,
     claim_output,
     input_stamp,
-    output_lock,
     work_dir_for,
 )
 
@@ -175,12 +173,7 @@ def score_variants(
         [request.out], request.force, inputs=[request.vcf, request.fasta, request.checkpoint]
     )
     fabric = fabric or single_process_fabric()
-    with ExitStack() as held:
-
-        def lock() -> None:  # rank 0; a refusal reaches every rank through on_rank_zero
-            held.enter_context(output_lock(request.out, True))
-
-        on_rank_zero(fabric, lock)
+    with rank_zero_lock(fabric, request.out):
         return _run(request, fabric, progress)
 
 
