@@ -154,20 +154,29 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
-def test_sweep_run_keeps_the_best_validation_pair_and_its_numbers_recompute(
-    small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path, one_thread: None
-) -> None:
-    from goatdna.inference.predict import load_classifier, predict_tokens
-    from goatdna.training.finetune import evaluate_predictions
+@pytest.fixture(scope="module")
+def sweep_run(small_task: Path, tiny_runs: dict[str, Path], tmp_path_factory) -> Path:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+        out = tmp_path_factory.mktemp("sweep") / "run"
+        result = runner.invoke(app, finetune_args(small_task, backbone, out, "--layer", "all",
+                                                  "--pool", "mean,last"))  # fmt: skip
+        assert result.exit_code == 0, (result.output, result.exception)
+        assert "probe sweep" in result.output  # the printed table
+    finally:
+        torch.set_num_threads(threads)
+    return out
 
-    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
-    out = tmp_path / "sweep"
-    result = runner.invoke(app, finetune_args(small_task, backbone, out, "--layer", "all",
-                                              "--pool", "mean,last"))  # fmt: skip
-    assert result.exit_code == 0, (result.output, result.exception)
-    assert "probe sweep" in result.output  # the printed table
-    rows = read_tsv(out / "probe_sweep.tsv")
-    resolved = yaml.safe_load((out / "config.yaml").read_text())
+
+def chosen_row(run: Path) -> dict[str, str]:
+    return next(r for r in read_tsv(run / "probe_sweep.tsv") if r["chosen"] == "1")
+
+
+def test_sweep_keeps_the_best_validation_pair(sweep_run: Path) -> None:
+    rows = read_tsv(sweep_run / "probe_sweep.tsv")
+    resolved = yaml.safe_load((sweep_run / "config.yaml").read_text())
     n_layers = resolved["model"]["n_layers"]
     assert [(r["layer"], r["pool"]) for r in rows] == [
         (layer, pool) for layer in [*map(str, range(1, n_layers + 1)), "final"]
@@ -177,10 +186,10 @@ def test_sweep_run_keeps_the_best_validation_pair_and_its_numbers_recompute(
     mccs = [float(r["val_mcc"]) for r in rows]
     best = rows[int(np.argmax(mccs))]  # the first of the best, on validation
     assert [r["chosen"] for r in rows].count("1") == 1 and best["chosen"] == "1"
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((sweep_run / "summary.json").read_text())
     assert summary["probe"] == {"layer": best["layer"], "pool": best["pool"],
                                 "pairs_swept": len(rows)}  # fmt: skip
-    document = json.loads((out / "probe_sweep.json").read_text())
+    document = json.loads((sweep_run / "probe_sweep.json").read_text())
     assert document["chosen"] == {"layer": best["layer"], "pool": best["pool"]}
     head = resolved["head"]
     assert (head["layer"], head["pool"]) == (None if best["layer"] == "final"
@@ -190,20 +199,32 @@ def test_sweep_run_keeps_the_best_validation_pair_and_its_numbers_recompute(
         assert float(best[f"val_{key}"]) == pytest.approx(value, rel=1e-6, abs=1e-9), key
     assert set(summary["test"]) == set(summary["val"])
 
-    # recomputed: the checkpoint's predictions (through the chosen layer) give the row's metrics
-    from goatdna.data_prep.tables import encode_sequences, read_table
 
-    loaded = load_classifier(out / "checkpoints" / "best.ckpt")
+def test_the_chosen_rows_metrics_recompute_from_predictions(
+    sweep_run: Path, small_task: Path, one_thread: None
+) -> None:
+    """The checkpoint's predictions (through the chosen layer) give the table row's metrics."""
+    from goatdna.data_prep.tables import encode_sequences, read_table
+    from goatdna.inference.predict import load_classifier, predict_tokens
+    from goatdna.training.finetune import evaluate_predictions
+
+    best = chosen_row(sweep_run)
+    loaded = load_classifier(sweep_run / "checkpoints" / "best.ckpt")
     val = read_table(small_task / "val.csv")
     tokens = encode_sequences(val, "sequence", "--sequence-column")
     labels = np.array([loaded.classes.index(v) for v in val.columns["label"]])
     preds = np.asarray(predict_tokens(loaded, tokens, batch_size=16))
     again = evaluate_predictions("classification", labels, preds)
-    for key in ("mcc", "auroc", "accuracy"):
-        if key in again:
-            assert float(best[f"val_{key}"]) == pytest.approx(again[key], abs=1e-6), key
+    for key in ("mcc", "auroc", "accuracy", "macro_f1", "loss"):
+        assert float(best[f"val_{key}"]) == pytest.approx(again[key], abs=1e-6), key
 
-    # another row, recomputed by a run of that pair alone
+
+def test_another_row_recomputes_as_a_run_of_that_pair_alone(
+    sweep_run: Path, small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path,
+    one_thread: None,
+) -> None:  # fmt: skip
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    rows = read_tsv(sweep_run / "probe_sweep.tsv")
     other = next(r for r in rows if r["chosen"] == "0" and r["layer"] != "final")
     alone = tmp_path / "alone"
     result = runner.invoke(app, finetune_args(small_task, backbone, alone, "--layer",
@@ -214,17 +235,20 @@ def test_sweep_run_keeps_the_best_validation_pair_and_its_numbers_recompute(
         assert float(other[f"val_{key}"]) == pytest.approx(value, rel=1e-6, abs=1e-9), key
     assert not (alone / "probe_sweep.tsv").exists()
 
-    # resuming the finished sweep recomputes the same choice from the cached features
-    again_run = runner.invoke(app, finetune_args(small_task, backbone, out, "--layer", "all",
-                                                 "--pool", "mean,last", "--resume"))  # fmt: skip
-    assert again_run.exit_code == 0, (again_run.output, again_run.exception)
 
-    # goatdna embed of the probe checkpoint reads the chosen layer and pooling by default
+def test_embed_of_a_probe_checkpoint_reads_the_chosen_layer(
+    sweep_run: Path, small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    from goatdna.data_prep.tables import read_table
+
+    best = chosen_row(sweep_run)
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
     seqs = tmp_path / "seqs.csv"
-    seqs.write_text("sequence\n" + "".join(s + "\n" for s in val.columns["sequence"][:6]))
+    sequences = read_table(small_task / "val.csv").columns["sequence"][:6]
+    seqs.write_text("sequence\n" + "".join(s + "\n" for s in sequences))
     by_default, explicit = tmp_path / "a.npz", tmp_path / "b.npz"
     layer_args = [] if best["layer"] == "final" else ["--layer", best["layer"]]
-    for target, args, ckpt in ((by_default, [], out / "checkpoints" / "best.ckpt"),
+    for target, args, ckpt in ((by_default, [], sweep_run / "checkpoints" / "best.ckpt"),
                                (explicit, [*layer_args, "--pool", best["pool"]], backbone)):  # fmt: skip
         result = runner.invoke(app, ["embed", "-c", str(ckpt), "--sequences", str(seqs),
                                      "--out", str(target), *args])  # fmt: skip
@@ -232,6 +256,26 @@ def test_sweep_run_keeps_the_best_validation_pair_and_its_numbers_recompute(
     with np.load(by_default) as a, np.load(explicit) as b:
         key = next(k for k in a.files if a[k].dtype.kind == "f")
         np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_resume_repeats_the_choice_and_force_clears_the_table(
+    sweep_run: Path, small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path,
+    one_thread: None,
+) -> None:  # fmt: skip
+    import shutil
+
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    run = tmp_path / "run"
+    shutil.copytree(sweep_run, run)
+    # resuming the finished sweep recomputes the same choice from the cached features
+    args = finetune_args(small_task, backbone, run, "--layer", "all", "--pool", "mean,last")
+    resumed = runner.invoke(app, [*args, "--resume"])
+    assert resumed.exit_code == 0, (resumed.output, resumed.exception)
+    assert chosen_row(run) == chosen_row(sweep_run)
+    # --force over the sweep with one pair: the old table goes with the old run
+    result = runner.invoke(app, finetune_args(small_task, backbone, run, "--force"))
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert not (run / "probe_sweep.tsv").exists() and not (run / "probe_sweep.json").exists()
 
 
 def test_layer_lists_need_probe_mode(small_task: Path, tiny_runs: dict[str, Path],
