@@ -59,6 +59,9 @@ def test_float32_paths_pass_and_report_every_number(
     assert report["spearman"] > 0.999
     assert report["thresholds"] == {"max_nll_diff": 0.01, "max_logprob_error": 0.5,
                                     "min_spearman": 0.95}  # fmt: skip
+    again = check(ckpt, fasta, "--precision", "32-true", "-o", str(out))
+    assert again.exit_code == 2 and "--force" in again.output  # an existing --out is kept
+    assert json.loads(out.read_text()) == report
 
 
 def test_measurements_equal_a_direct_recomputation(

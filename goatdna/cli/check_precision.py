@@ -65,9 +65,8 @@ def check_precision(
         typer.Option("--min-spearman", help="Fail below this Spearman of variant LLRs."),
     ] = 0.95,
     batch_size: Annotated[int, option("batch_size", "Windows per forward pass.")] = 4,
-    out: Annotated[
-        Path | None, option("out", "Also write the report as JSON here (replaced if present).")
-    ] = None,
+    out: Annotated[Path | None, option("out", "Also write the report as JSON here.")] = None,
+    force: Annotated[bool, option("force", "Replace an existing --out.")] = False,
     accelerator: AcceleratorOpt = "auto",
     devices: OneDeviceOpt = "1",
 ) -> None:
@@ -83,7 +82,10 @@ def check_precision(
     from goatdna.runtime import single_device
 
     if out is not None:
+        from goatdna.workdir import claim_output
+
         check_output_file(out, "--out")
+        claim_output([out], force, inputs=[checkpoint, fasta, variants])
     if max_variants < 1:
         raise GoatDNAError(f"--max-variants {max_variants}: must be >= 1")
     device = single_device(accelerator, devices)

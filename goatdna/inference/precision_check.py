@@ -263,6 +263,10 @@ def check_precision(
         max_logprob_error=max_lp, variants=int(ok.sum()), spearman=rho,
         max_llr_error=llr_error, thresholds=limits,
     )  # fmt: skip
+    if backend == "flash" and (not device.startswith("cuda") or precision == "32-true"):
+        report.notes.append("flash-attn runs only on CUDA in fp16/bf16: these inputs ran SDPA")
+    if attention == "flash" and backend != "flash":
+        report.notes.append("flash-attn is not installed: --attention flash ran SDPA")
     judge(report)
     return report
 
