@@ -13,7 +13,8 @@ backbone, so `load_checkpoint` still reads it as a language model) and ``"head."
 ``hyper_parameters["config"]`` is the resolved fine-tuning config with its ``model`` section (the
 backbone's `ModelConfig`), ``head`` (the `SequenceTaskConfig` that `goatdna predict` rebuilds the
 model from) and ``schedule`` (steps per epoch, total steps). ``mode: probe`` freezes the backbone and trains the head on embeddings computed once
-and cached in ``RUN_DIR/cache/`` (keyed by backbone, inputs, pooling and length cap).
+and cached in ``RUN_DIR/cache/`` (keyed by backbone, inputs, layers, poolings and length cap);
+several layers or poolings are swept and the best on validation kept (`training.probe`).
 """
 
 from __future__ import annotations
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
     from lightning_fabric.wrappers import _FabricModule
 
 SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
-CACHE_DIR = "cache"
 FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
 NON_FINITE_HINT = "Lower --lr/--backbone-lr"
 
