@@ -351,8 +351,10 @@ def print_sweep(sweep: ProbeSweep) -> None:
     columns = [c for c in table_columns(sweep) if c not in ("chosen", "note")]
     table = Table(title=f"probe sweep: validation only, best val_{sweep.selection} "
                         f"({'higher' if sweep.higher_is_better else 'lower'} is better)")  # fmt: skip
-    for name in ["", *columns]:
-        table.add_column(name, justify="left" if name in ("", "layer", "pool") else "right")
+    for name in ["", *columns]:  # the title says validation: headers drop the val_ prefix
+        shown = {"best_step": "step"}.get(name, name.removeprefix("val_"))
+        table.add_column(shown, justify="left" if name in ("", "layer", "pool") else "right",
+                         no_wrap=True)  # fmt: skip
     for record in table_records(sweep):
         cells = ["*" if record["chosen"] else ""]
         for name in columns:
