@@ -12,6 +12,8 @@
 #      memory from each run's summary.json
 #   4. evaluates both at 1x and 4x the training length (`goatdna evaluate`)
 #   5. generates with the KV cache (`goatdna generate`)
+#   5b. checks GOAT's precision path against a float64 CPU reference (`goatdna check-precision`:
+#      bf16-mixed and the default attention backend, flash-attn when installed; exit 1 = failed)
 #   6. if time remains, gpu_bench.py --compile at seq_len 1024
 # and copies every result file (not the 1.5 GB checkpoints) into $OUT (default:
 # benchmarks/results/gpu_check-<gpu|cpu-dry-run>), ending with gpu_check.md, the summary table.
@@ -88,7 +90,8 @@ if [[ $MODE == gpu ]]; then
   GENOME=16000000
   ACCELERATOR=gpu
   NEW_TOKENS=1000
-  CAP_BENCH=170 CAP_TRAIN=110 CAP_EVAL=45 CAP_GEN=30
+  CAP_BENCH=170 CAP_TRAIN=110 CAP_EVAL=45 CAP_GEN=30 CAP_CHECK=60
+  CHECK=(--precision bf16-mixed --attention auto --windows 2 --length 512)
 else
   SIZE=tiny
   BENCH=(python3 benchmarks/gpu_bench.py --out "$OUT" --cpu-smoke)
@@ -101,7 +104,8 @@ else
   GENOME=400000
   ACCELERATOR=cpu
   NEW_TOKENS=32
-  CAP_BENCH=400 CAP_TRAIN=300 CAP_EVAL=200 CAP_GEN=200
+  CAP_BENCH=400 CAP_TRAIN=300 CAP_EVAL=200 CAP_GEN=200 CAP_CHECK=200
+  CHECK=(--precision bf16-mixed --attention auto --windows 2 --length "$SEQ")
 fi
 TRAIN+=(--set trainer.eval_every=1000 --set trainer.ckpt_every=1000 --set trainer.log_every=10
   --set trainer.progress_bar=false --set trainer.tensorboard=false)
@@ -137,6 +141,15 @@ fi
 step prepare 60 "${GOATDNA[@]}" prepare --synthetic --synthetic-length "$GENOME" \
   --out "$WORK/shards"
 PROMPT=$(python3 -c "import random; r = random.Random(0); print(''.join(r.choice('ACGT') for _ in range(200)))")
+# a small random-base FASTA for the precision check (its windows and centre SNVs)
+python3 -c "
+import random, sys
+r = random.Random(1)
+with open(sys.argv[1], 'w') as fh:
+    for name in ('chrP1', 'chrP2'):
+        seq = ''.join(r.choice('ACGT') for _ in range(20000))
+        fh.write('>' + name + '\\n' + ''.join(seq[i:i + 60] + '\\n' for i in range(0, len(seq), 60)))
+" "$WORK/precision_ref.fa"
 for scheme in goat rope; do
   run="$WORK/runs/$scheme"
   step "train_$scheme" "$CAP_TRAIN" "${GOATDNA[@]}" train --config "configs/$scheme-$SIZE.yaml" \
@@ -155,6 +168,12 @@ for scheme in goat rope; do
     --checkpoint "$run/checkpoints/last.ckpt" --prompt "$PROMPT" \
     --max-new-tokens "$NEW_TOKENS" --num-samples 8 --seed 0 \
     --out "$OUT/generate_$scheme.json" --accelerator "$ACCELERATOR" --devices 1
+  # 5b. precision check (GOAT: its prior has its own bf16 numerics) -------------------------------
+  if [[ $scheme == goat ]]; then
+    step check_precision_goat "$CAP_CHECK" "${GOATDNA[@]}" check-precision \
+      --checkpoint "$run/checkpoints/last.ckpt" --fasta "$WORK/precision_ref.fa" "${CHECK[@]}" \
+      --out "$OUT/check_precision_goat.json" --accelerator "$ACCELERATOR" --devices 1
+  fi
 done
 
 # 6. torch.compile at 1024, if time remains -------------------------------------------------------
@@ -199,6 +218,17 @@ for scheme in ("goat", "rope"):
     if path.is_file():
         for r in json.loads(path.read_text()).get("results", []):
             print(f"| {scheme} | {r['context_length']} | {r['bits_per_base']:.4f} |")
+check = out / "check_precision_goat.json"
+if check.is_file():
+    c = json.loads(check.read_text())
+    t = c["thresholds"]
+    print("\n| precision check | attention | NLL diff (<= {}) | max log-prob error (<= {}) | "
+          "LLR Spearman (>= {}) | verdict |".format(t["max_nll_diff"], t["max_logprob_error"],
+                                                    t["min_spearman"]))
+    print("| --- | --- | ---: | ---: | ---: | --- |")
+    print(f"| goat {c['precision']} on {c['device']} | {c['attention']} | "
+          f"{max(c['nll_diff'], c['max_window_nll_diff']):.2e} | {c['max_logprob_error']:.3g} | "
+          f"{c['spearman']:.4f} | {'PASS' if c['passed'] else 'FAIL'} |")
 steps = dict(line.split() for line in (out / "step_seconds.txt").read_text().splitlines())
 print("\nstep seconds: " + ", ".join(f"{k} {v}" for k, v in steps.items()))
 for md in sorted(out.glob("gpu_bench-*.md")):
@@ -206,7 +236,8 @@ for md in sorted(out.glob("gpu_bench-*.md")):
 EOF
 
 # every file the run must leave ---------------------------------------------------------------------
-expected=(environment.txt gpu_check.log gpu_check.md step_seconds.txt bench_eager.log prepare.log)
+expected=(environment.txt gpu_check.log gpu_check.md step_seconds.txt bench_eager.log prepare.log
+  check_precision_goat.json)
 for scheme in goat rope; do
   expected+=("train_$scheme.log" "train_$scheme/summary.json" "train_$scheme/metrics.csv"
     "train_$scheme/config.yaml" "evaluate_$scheme/evaluation.json" "evaluate_$scheme/evaluation.csv"

@@ -34,13 +34,15 @@ def _commands(ckpt: str, shards: str, inputs: Path) -> dict[str, list[str]]:
                     "--out", str(UNWRITABLE / "p.csv")],
         "evaluate": ["evaluate", "-c", ckpt, "-d", shards, "--out", str(UNWRITABLE / "ev")],
         "generate": ["generate", "-c", ckpt, "--prompt", "ACGT", "--out", str(UNWRITABLE / "g.fa")],
+        "check-precision": ["check-precision", "-c", ckpt, "--fasta", fasta,
+                            "--out", str(UNWRITABLE / "c.json")],
     }  # fmt: skip
 
 
 @pytest.mark.parametrize(
     "command",
     ["probe-recall", "export", "score-track", "score-variants", "embed-npz", "embed-zarr",
-     "make-task", "finetune", "predict", "evaluate", "generate"],
+     "make-task", "finetune", "predict", "evaluate", "generate", "check-precision"],
 )  # fmt: skip
 def test_unwritable_out_is_one_line_before_any_work(
     command: str, tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path

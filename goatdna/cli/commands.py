@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from goatdna.cli.check_precision import check_precision
 from goatdna.cli.demo import demo
 from goatdna.cli.embed import embed
 from goatdna.cli.evaluate import evaluate
@@ -41,6 +42,7 @@ COMMANDS: list[Callable[..., Any]] = [
     probe_recall,
     score_variants,
     score_track,
+    check_precision,
     make_task,
     finetune,
     predict,

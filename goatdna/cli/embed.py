@@ -47,12 +47,19 @@ def embed(
     layer: Annotated[
         int | None,
         typer.Option(
-            "--layer", help="1-based block whose output to take (default: the final norm's)."
+            "--layer",
+            help="1-based block whose output to take (default: the final norm's; for a "
+            "`goatdna finetune` probe checkpoint, the layer its probe reads).",
         ),
     ] = None,
     pool: Annotated[
-        str, typer.Option("--pool", help="mean | last | none (one vector per base).")
-    ] = default_of(EmbedOptions, "pool"),
+        str | None,
+        typer.Option(
+            "--pool",
+            help=f"mean | last | none (one vector per base) (default: {default_of(EmbedOptions, 'pool')}; "
+            "for a `goatdna finetune` probe checkpoint, the pooling its probe reads).",
+        ),
+    ] = None,
     strands: Annotated[
         str, option("strands", "forward | both (average with the reverse complement).")
     ] = default_of(EmbedOptions, "strands"),
@@ -88,8 +95,8 @@ def embed(
         raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
     if sequences is None and (fasta is None or bed is None):
         raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
-    options = EmbedOptions(layer, pool, strands, max_length, batch_size)  # type: ignore[arg-type]
-    check_output(out, pool)  # before any work: the format, its library and the pooling fit
+    # a probe's pooling is mean or last, which every output format takes: checked as mean here
+    check_output(out, pool or default_of(EmbedOptions, "pool"))  # before any work
     from goatdna.atomic import check_output_dir, check_output_file
 
     (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
@@ -100,6 +107,12 @@ def embed(
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
     loaded = load_checkpoint(checkpoint, device="cpu")
     model = loaded.model
+    if loaded.kind == "finetuned":  # the layer and pooling the fine-tuned head reads
+        head = loaded.run_config["head"]
+        layer = head.get("layer") if layer is None else layer
+        pool = head.get("pool", default_of(EmbedOptions, "pool")) if pool is None else pool
+    pool = default_of(EmbedOptions, "pool") if pool is None else pool
+    options = EmbedOptions(layer, pool, strands, max_length, batch_size)  # type: ignore[arg-type]
     options.validate(model.n_layers)
     length = max_length if max_length is not None else default_max_length(dict(loaded.run_config))
     from dataclasses import asdict
@@ -130,7 +143,8 @@ def embed(
         write_embeddings(out, records, vectors, pool)
         work.remove()
         typer.echo(
-            f"wrote {len(records)} embedding(s) (layer {layer or 'final norm'}, pool {pool}, "
+            f"wrote {len(records)} embedding(s) (layer {options.layer or 'final norm'}, pool "
+            f"{options.pool}, "
             f"M={length}) to {out}",
             err=True,
         )

@@ -71,8 +71,22 @@ def finetune(
             "--mode", help="full (train everything) | probe (frozen backbone, cached embeddings)."
         ),
     ] = None,
+    layer: Annotated[
+        str | None,
+        typer.Option(
+            "--layer",
+            help="Probe input: block number (1-based), final (the final norm's output), a list "
+            "(1,3,final) or all; several sweep with --mode probe, the best on validation is kept "
+            "(default: config key backbone.layer).",
+        ),
+    ] = None,
     pool: Annotated[
-        str | None, typer.Option("--pool", help="mean | last (hidden state of the last base).")
+        str | None,
+        typer.Option(
+            "--pool",
+            help="mean | last (hidden state of the last base), or a list (mean,last) to sweep "
+            "with --mode probe.",
+        ),
     ] = None,
     rc_augment: Annotated[
         bool | None, typer.Option("--rc-augment/--no-rc-augment", help="Train on random strands.")
@@ -152,7 +166,7 @@ def finetune(
         "task.bed_label_column": bed_label_column, "task.sequence_column": sequence_column,
         "task.label_column": label_column, "task.task": task, "task.max_length": max_length,
         "task.val_fraction": val_fraction, "backbone.checkpoint": checkpoint,
-        "backbone.mode": mode, "backbone.pool": pool, "backbone.rc_augment": rc_augment,
+        "backbone.mode": mode, "backbone.layer": layer, "backbone.pool": pool, "backbone.rc_augment": rc_augment,
         "backbone.rc_average": rc_average, "optim.head_lr": lr, "optim.backbone_lr": backbone_lr,
         "trainer.epochs": epochs, "trainer.batch_size": batch_size,
         "trainer.devices": devices_value, "trainer.accelerator": accelerator,
@@ -182,6 +196,8 @@ def finetune(
     check_output_dir(out, "--out")  # before any work: a run folder we can write
     summary = run_finetune(config, out, resume=resume, force=force)
     shown = {k: summary[k] for k in ("task", "mode", "steps", "best_step")}
+    if summary.get("probe"):
+        shown["probe"] = summary["probe"]
     shown["val"] = summary["val"]
     if summary.get("test"):
         shown["test"] = summary["test"]

@@ -8,8 +8,9 @@ regression target. `goatdna finetune` trains it (its training module subclasses 
 
 The backbone is a causal decoder, so right-padding never changes the hidden state of a real
 position: sequences of different lengths are padded on the right and the padding is masked out
-of the pooling. ``pool='mean'`` averages the final (normed) hidden states of the real positions;
-``pool='last'`` takes the last real position, which has attended to the whole sequence.
+of the pooling. ``pool='mean'`` averages the hidden states of the real positions (the final
+norm's output, or block ``layer``'s); ``pool='last'`` takes the last real position, which has
+attended to the whole sequence.
 Reverse-complement averaging (``rc_average``) runs both strands and averages the outputs
 (probabilities for classification, values for regression), so a sequence and its reverse
 complement get the same prediction.
@@ -115,6 +116,9 @@ class SequenceTaskConfig:
     label_std: float = 1.0
     """Regression targets are trained standardised: (label - mean) / std."""
     pool: Literal["mean", "last"] = "mean"
+    layer: int | None = None
+    """Which hidden states are pooled: block ``layer``'s output (1-based, not normed; what
+    ``goatdna embed --layer`` reads) or, None, the final norm's (the LM head's input)."""
     dropout: float = 0.1
     rc_average: bool = False
     """Predict with the mean of both strands' outputs (probabilities, or values)."""
@@ -132,6 +136,8 @@ class SequenceTaskConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {self.max_length}")
+        if self.layer is not None and self.layer < 1:
+            raise ValueError(f"layer must be >= 1 (or None: the final norm), got {self.layer}")
 
     @property
     def classification(self) -> bool:
@@ -152,13 +158,16 @@ class SequenceTaskModel(nn.Module):
 
     def __init__(self, backbone: DNADecoder, config: SequenceTaskConfig) -> None:
         super().__init__()
+        if config.layer is not None and config.layer > backbone.n_layers:
+            raise ValueError(f"layer {config.layer}: the backbone has {backbone.n_layers} blocks")
         self.model = backbone
         self.task_config = config
         self.head = SequenceHead(backbone.config.d_model, config.n_outputs, config.dropout)
 
     def features(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """tokens (B, L) right-padded, lengths (B,) -> pooled features (B, d_model)."""
-        return pool_hidden(self.model.hidden(tokens), lengths, self.task_config.pool)
+        hidden = self.model.hidden(tokens, layers=self.task_config.layer)
+        return pool_hidden(hidden, lengths, self.task_config.pool)
 
     def outputs(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """Head outputs (B, n_outputs): logits, or the standardised value."""

@@ -8,6 +8,7 @@ input only: ``next_token_loss`` ignores N targets and samplers mask class 4.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -146,6 +147,20 @@ class DNADecoder(nn.Module):
         if cache is not None:
             cache.length = start_pos + L
         return self.norm(x) if layers is None else x
+
+    def hidden_at(
+        self, idx: Tensor, layers: Sequence[int | None], start_pos: int = 0
+    ) -> list[Tensor]:
+        """Several layers' hidden states from one pass: entry i is what
+        ``hidden(idx, start_pos, layers=layers[i])`` returns (None: the final norm's output),
+        the blocks run once, only as deep as the deepest entry needs."""
+        for k in layers:
+            if k is not None and not 0 <= k <= self.n_layers:
+                raise ValueError(f"layers must be in 0..{self.n_layers} or None, got {k}")
+        deepest = None if None in layers else max((k for k in layers if k is not None), default=0)
+        states: list[Tensor] = []
+        final = self.hidden(idx, start_pos, layers=deepest, states=states)
+        return [final if k is None else states[k] for k in layers]
 
     def logits(self, hidden: Tensor) -> Tensor:
         """The head: final-normed hidden (B, L, d_model) (`hidden`) -> logits (B, L, vocab_size).

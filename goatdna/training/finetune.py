@@ -13,17 +13,14 @@ backbone, so `load_checkpoint` still reads it as a language model) and ``"head."
 ``hyper_parameters["config"]`` is the resolved fine-tuning config with its ``model`` section (the
 backbone's `ModelConfig`), ``head`` (the `SequenceTaskConfig` that `goatdna predict` rebuilds the
 model from) and ``schedule`` (steps per epoch, total steps). ``mode: probe`` freezes the backbone and trains the head on embeddings computed once
-and cached in ``RUN_DIR/cache/`` (keyed by backbone, inputs, pooling and length cap).
+and cached in ``RUN_DIR/cache/`` (keyed by backbone, inputs, layers, poolings and length cap);
+several layers or poolings are swept and the best on validation kept (`training.probe`).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
-import json
-import pickle
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,26 +31,19 @@ import torch
 from torch import Tensor, nn
 
 from goatdna import __version__
-from goatdna.atomic import atomic_path
 from goatdna.checkpoint import load_checkpoint
 from goatdna.configfile import from_dict, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
-from goatdna.model.classifier import (
-    SequenceTaskConfig,
-    SequenceTaskModel,
-    pool_hidden,
-    reverse_complement_padded,
-)
+from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 from goatdna.runtime import Runtime, gather_blocks, rank_block
 from goatdna.training import preflight
-from goatdna.training.finetune_config import FinetuneConfig
+from goatdna.training.finetune_config import FinetuneConfig, FinetuneOptimConfig
 from goatdna.training.finetune_data import (
     Split,
     StepBatches,
     StepPlan,
     TaskData,
-    eval_batches,
     file_sha256,
     load_task,
 )
@@ -67,6 +57,20 @@ from goatdna.training.metrics import (
     regression_metrics,
 )
 from goatdna.training.module import lr_multiplier, parameter_groups
+from goatdna.training.probe import (
+    Features,
+    ProbeChoice,
+    ProbeFeatures,
+    ProbeSweep,
+    head_predictions,
+    model_choice,
+    pooled_features,
+    print_sweep,
+    probe_choices,
+    probe_features,
+    sweep_probes,
+    write_sweep,
+)
 from goatdna.training.run import RunDir
 
 if TYPE_CHECKING:
@@ -74,7 +78,6 @@ if TYPE_CHECKING:
     from lightning_fabric.wrappers import _FabricModule
 
 SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
-CACHE_DIR = "cache"
 FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
 NON_FINITE_HINT = "Lower --lr/--backbone-lr"
 
@@ -125,15 +128,8 @@ class SequenceTaskModule(SequenceTaskModel):
 
     def optimizer(self, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
         """AdamW with head and backbone learning rates; linear warmup, then cosine to zero."""
-        optim = self.ft.optim
-        groups = [_decay_groups(self.head, optim.head_lr, optim.weight_decay)]
-        if not self.probe:
-            groups.append(_decay_groups(self.model, optim.backbone_lr, optim.weight_decay))
-        flat = [g for pair in groups for g in pair if g["params"]]
-        optimizer = torch.optim.AdamW(flat, betas=(0.9, 0.98))
-        warmup = int(optim.warmup_fraction * total_steps)
-        schedule = functools.partial(lr_multiplier, warmup=warmup, total=total_steps, floor=0.0)
-        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        backbone = None if self.probe else self.model
+        return head_optimizer(self.head, backbone, self.ft.optim, total_steps)
 
     @torch.no_grad()
     def predict_rows(
@@ -144,22 +140,14 @@ class SequenceTaskModule(SequenceTaskModel):
         batch_size, rc_average = self.ft.trainer.eval_batch_size, self.task_config.rc_average
         block = rank_block(len(split), fabric.global_rank, fabric.world_size)
         device, rows = fabric.device, slice(block.start, block.stop)
-        outs: list[Tensor] = []
         with fabric.autocast():
             if features is None:  # this block's pooled features, both strands when averaged
                 part = Split(split.tokens[rows], split.labels[rows])
-                features = embed_split(self.model, self.task_config.pool, part, batch_size,
+                features = embed_split(self.model, model_choice(self), part, batch_size,
                                        rc_average, device)  # fmt: skip
             else:
                 features = (features[0][rows], None if features[1] is None else features[1][rows])
-            forward, rc = features
-            for start in range(0, forward.shape[0], batch_size):
-                batch = slice(start, start + batch_size)
-                out = self.head(forward[batch].to(device))
-                out_rc = self.head(rc[batch].to(device)) if rc is not None and rc_average else None
-                outs.append(self.to_predictions(out, out_rc))
-        width = self.task_config.n_outputs
-        local = torch.cat(outs) if outs else torch.zeros(0, width, device=device)
+            local = head_predictions(self, features, batch_size, rc_average).to(device)
         self.train_mode()
         return self.label_units(gather_blocks(fabric, local, len(split))).numpy()
 
@@ -167,6 +155,21 @@ class SequenceTaskModule(SequenceTaskModel):
 def _decay_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
     """Pretraining's weight-decay split (`parameter_groups`) at this learning rate."""
     return [{**group, "lr": lr} for group in parameter_groups(module, weight_decay)]
+
+
+def head_optimizer(
+    head: nn.Module, backbone: nn.Module | None, optim: FinetuneOptimConfig, total_steps: int
+) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW over the head (and the backbone, when it trains) at their learning rates; linear
+    warmup, then cosine to zero. The run's optimizer and the probe sweep's (`probe.fit_head`)."""
+    groups = [_decay_groups(head, optim.head_lr, optim.weight_decay)]
+    if backbone is not None:
+        groups.append(_decay_groups(backbone, optim.backbone_lr, optim.weight_decay))
+    flat = [g for pair in groups for g in pair if g["params"]]
+    optimizer = torch.optim.AdamW(flat, betas=(0.9, 0.98))
+    warmup = int(optim.warmup_fraction * total_steps)
+    schedule = functools.partial(lr_multiplier, warmup=warmup, total=total_steps, floor=0.0)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
 def evaluate_predictions(task: str, labels: np.ndarray, preds: np.ndarray) -> dict[str, float]:
@@ -181,79 +184,17 @@ def evaluate_predictions(task: str, labels: np.ndarray, preds: np.ndarray) -> di
     return metrics
 
 
-# ------------------------------------------------------------------------------ probe cache
-@torch.no_grad()
+# ------------------------------------------------------------------------------ features
 def embed_split(
     backbone: DNADecoder,
-    pool: str,
+    choice: ProbeChoice,
     split: Split,
     batch_size: int,
     both_strands: bool,
     device: torch.device,
 ) -> tuple[Tensor, Tensor | None]:
     """Pooled features of every row (and of its reverse complement), float32 on the CPU."""
-    forward: list[Tensor] = []
-    reverse: list[Tensor] = []
-    for tokens, lengths in eval_batches(split.tokens, range(len(split)), batch_size):
-        tokens, lengths = tokens.to(device), lengths.to(device)
-        forward.append(pool_hidden(backbone.hidden(tokens), lengths, pool).float().cpu())
-        if both_strands:
-            rc = reverse_complement_padded(tokens, lengths)
-            reverse.append(pool_hidden(backbone.hidden(rc), lengths, pool).float().cpu())
-    return torch.cat(forward), (torch.cat(reverse) if both_strands else None)
-
-
-def probe_features(
-    run: RunDir,
-    resolved: dict[str, Any],
-    backbone: DNADecoder,
-    task: TaskData,
-    config: FinetuneConfig,
-    device: torch.device,
-    write: bool,
-) -> dict[str, tuple[Tensor, Tensor | None]]:
-    """Embeddings of every split, from RUN_DIR/cache when the key matches, else computed now."""
-    key_source = json.dumps(
-        {"inputs": resolved["inputs"], "pool": config.backbone.pool,
-         "max_length": config.task.max_length, "rc": _needs_rc(config), "seed": config.seed,
-         "val_fraction": config.task.val_fraction, "layout": "split -> (forward, reverse)"},
-        sort_keys=True,
-    )  # fmt: skip
-    key = hashlib.sha256(key_source.encode()).hexdigest()
-    path = run.root / CACHE_DIR / "probe_features.pt"
-    if path.is_file():
-        try:
-            cached = torch.load(path, map_location="cpu", weights_only=True)
-            if isinstance(cached, dict) and cached.get("key") == key:
-                return cached["splits"]
-        except (
-            OSError,
-            EOFError,
-            RuntimeError,
-            ValueError,
-            KeyError,
-            pickle.UnpicklingError,
-        ) as err:
-            # a damaged cache (a killed write cannot leave one: it is renamed in whole) is named
-            # and computed again, not silently skipped
-            if write:
-                print(f"{path}: damaged probe-feature cache ({type(err).__name__}); "
-                      "computing the features again", file=sys.stderr)  # fmt: skip
-    backbone = backbone.to(device).eval()
-    features = {
-        name: embed_split(backbone, config.backbone.pool, split,
-                          config.trainer.eval_batch_size, _needs_rc(config), device)
-        for name, split in task.splits.items()
-    }  # fmt: skip
-    backbone.cpu()
-    if write:
-        with atomic_path(path) as tmp:
-            torch.save({"key": key, "splits": features}, tmp)
-    return features
-
-
-def _needs_rc(config: FinetuneConfig) -> bool:
-    return config.backbone.rc_augment or config.backbone.rc_average
+    return pooled_features(backbone, [choice], split, batch_size, both_strands, device)[choice]
 
 
 # ------------------------------------------------------------------------------ the loop
@@ -270,27 +211,34 @@ def load_backbone(path: str) -> tuple[DNADecoder, dict[str, Any]]:
     return model, config
 
 
-def task_config(config: FinetuneConfig, task: TaskData) -> SequenceTaskConfig:
+def task_config(config: FinetuneConfig, task: TaskData, choice: ProbeChoice) -> SequenceTaskConfig:
     """The trained model's own config: the task resolved from the data, and the options that
-    shape its outputs (pooling, dropout, strand averaging, the length cap)."""
+    shape its outputs (the layer and pooling, resolved by a sweep when several were given;
+    dropout, strand averaging, the length cap)."""
     return SequenceTaskConfig(
         task="classification" if task.task == "classification" else "regression",
         classes=tuple(task.classes), label_mean=task.label_mean, label_std=task.label_std,
-        pool=config.backbone.pool, dropout=config.backbone.dropout,
+        pool="last" if choice.pool == "last" else "mean", layer=choice.layer,
+        dropout=config.backbone.dropout,
         rc_average=config.backbone.rc_average, max_length=config.task.max_length,
     )  # fmt: skip
 
 
+def input_hashes(backbone_sha: str, task: TaskData) -> dict[str, str]:
+    """config.yaml's ``inputs``: sha256 of the backbone and of every task file."""
+    return {"backbone_sha256": backbone_sha, **{f"{k}_sha256": v for k, v in task.sha256.items()}}
+
+
 def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any],
-            backbone_sha: str, total_steps: int, steps_per_epoch: int) -> dict[str, Any]:  # fmt: skip
+            inputs: dict[str, str], total_steps: int, steps_per_epoch: int,
+            choice: ProbeChoice) -> dict[str, Any]:  # fmt: skip
     """config.yaml: the sections, the backbone's model config, the task model's config
-    (``head``), the step schedule and input hashes."""
+    (``head``, with the probe's layer and pooling), the step schedule and input hashes."""
     out = to_dict(config)
     out["model"] = dict(model_config)
-    out["head"] = to_dict(task_config(config, task))
+    out["head"] = to_dict(task_config(config, task, choice))
     out["schedule"] = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
-    out["inputs"] = {"backbone_sha256": backbone_sha, **{f"{k}_sha256": v for k, v in
-                                                          task.sha256.items()}}  # fmt: skip
+    out["inputs"] = dict(inputs)
     out["goatdna_version"] = __version__
     return out
 
@@ -310,47 +258,80 @@ def finetune(
                     config.backbone.rc_augment)  # fmt: skip
     total_steps = plan.steps_per_epoch * config.trainer.epochs
     ckpt = Path(config.backbone.checkpoint)
-    backbone_sha = file_sha256(ckpt) if ckpt.is_file() else str(ckpt)
-    resolved = resolve(config, task, backbone_config["model"], backbone_sha, total_steps,
-                       plan.steps_per_epoch)  # fmt: skip
+    inputs = input_hashes(file_sha256(ckpt) if ckpt.is_file() else str(ckpt), task)
+    choices = (probe_choices(config.backbone.layer, config.backbone.pool, backbone.n_layers)
+               if config.backbone.mode == "probe" else [ProbeChoice(None, config.backbone.pool)])  # fmt: skip
+
+    def resolved_for(choice: ProbeChoice) -> dict[str, Any]:
+        return resolve(config, task, backbone_config["model"], inputs, total_steps,
+                       plan.steps_per_epoch, choice)  # fmt: skip
+
     run = RunDir(Path(run_dir))
-    start_plan = run.check(resolved, resume=resume, force=force)  # every rank, read only
+    # every rank, read only (a sweep's choice is checked again once made: an occupied folder
+    # is refused before its work, a resumed one is compared with the choice)
+    start_plan = None
+    if len(choices) == 1 or resume is False:
+        start_plan = run.check(resolved_for(choices[0]), resume=resume, force=force)
     tr = config.trainer
     precision = resolve_precision(tr.precision, tr.accelerator)
     runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
     with preflight.reported_stops(run.root, f"goatdna finetune --out {run.root} --resume"):
         fabric = runtime.fabric(tr.strategy)
+        sweep: ProbeSweep | None = None
+        features: ProbeFeatures | None = None
+        if config.backbone.mode == "probe":  # every rank, as the features were computed before
+            features = probe_features(run.root, inputs, backbone, task, config, choices,
+                                      fabric.device, fabric.is_global_zero)  # fmt: skip
+        chosen = choices[0]
+        if len(choices) > 1:
+            assert features is not None
+            sweep = sweep_probes(features.by_choice, task, config, plan,
+                                 lambda c: _task_module(resolved_for(c), config.seed))  # fmt: skip
+            chosen = sweep.chosen
+            start_plan = run.check(resolved_for(chosen), resume=resume, force=force)
+        resolved = resolved_for(chosen)
+        assert start_plan is not None
         with claimed_run_dir(fabric, run, resolved, start_plan):
+            if fabric.is_global_zero and features is not None:
+                features.save(run.root)
+                if sweep is not None:
+                    write_sweep(run.root, sweep)
+                    print_sweep(sweep)
+            chosen_features = features.by_choice[chosen] if features is not None else None
             summary = _fit(fabric, config, resolved, backbone, task, plan, run,
-                           start_plan.checkpoint, wall_start)  # fmt: skip
+                           start_plan.checkpoint, wall_start, chosen_features)  # fmt: skip
             summary.update(positional=backbone.config.positional, precision=precision)
+            if config.backbone.mode == "probe":
+                summary["probe"] = {"layer": chosen.layer_name, "pool": chosen.pool,
+                                    "pairs_swept": len(choices)}  # fmt: skip
             if fabric.is_global_zero:
                 run.write_summary(summary)
             return summary
 
 
+def _task_module(resolved: dict[str, Any], seed: int) -> SequenceTaskModule:
+    """The task module as `_fit` builds it: the same seed, so the head starts the same."""
+    from lightning_fabric.utilities.seed import seed_everything
+
+    seed_everything(seed, workers=True, verbose=False)
+    return SequenceTaskModule(resolved)
+
+
 def _standardized_head(
     fabric: Fabric,
     module: SequenceTaskModule,
-    run: RunDir,
-    resolved: dict[str, Any],
     task: TaskData,
     config: FinetuneConfig,
-) -> dict[str, Any] | None:
-    """Set the head's input standardization from the pretrained backbone's train features.
-
-    Probe mode computes (or reads from the run's cache) every split's features once and returns
-    them; full fine-tuning standardizes on (up to) the first 512 train rows and returns None.
-    """
-    device = fabric.device
-    if config.backbone.mode == "probe":
-        features = probe_features(run, resolved, module.model, task, config, device,
-                                  fabric.is_global_zero)  # fmt: skip
+    features: dict[str, Features] | None,
+) -> None:
+    """Set the head's input standardization from the pretrained backbone's train features:
+    a probe's cached features, or (full fine-tuning) the first 512 train rows'."""
+    if features is not None:
         module.head.set_standardization(features["train"][0])
-        return features
+        return
     sample = Split(task.splits["train"].tokens[:512], task.splits["train"].labels[:512])
-    first, _ = embed_split(module.model, config.backbone.pool, sample,
-                           config.trainer.eval_batch_size, False, device)  # fmt: skip
+    first, _ = embed_split(module.model, model_choice(module), sample,
+                           config.trainer.eval_batch_size, False, fabric.device)  # fmt: skip
     module.model.cpu()
     module.head.set_standardization(first)
     return None
@@ -431,14 +412,13 @@ def _fit(
     run: RunDir,
     checkpoint: Path | None,
     started: float,
+    features: dict[str, Features] | None,
 ) -> dict[str, Any]:
-    """Build the task module, run `loop.fit`, evaluate the best checkpoint, return the summary."""
-    from lightning_fabric.utilities.seed import seed_everything
-
-    seed_everything(config.seed, workers=True, verbose=False)
-    module = SequenceTaskModule(resolved)
+    """Build the task module, run `loop.fit`, evaluate the best checkpoint, return the summary.
+    ``features``: a probe's cached features of every split (None: full fine-tuning)."""
+    module = _task_module(resolved, config.seed)
     module.model.load_state_dict(backbone.state_dict())
-    features = _standardized_head(fabric, module, run, resolved, task, config)
+    _standardized_head(fabric, module, task, config, features)
     fine_tuning = FineTuning(fabric, config, resolved, module, task, plan, features)
     trainable = Trainable.setup(fabric, module, lambda: module.optimizer(fine_tuning.total_steps))
     fine_tuning.head_and_backbone = trainable.module

@@ -11,6 +11,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+PROBE_POOLS = ("mean", "last")
+FINAL_LAYER = "final"
+
+
+def spec_items(spec: int | str) -> list[str]:
+    """The comma-separated items of a ``--layer``/``--pool`` value."""
+    return [item.strip() for item in str(spec).split(",") if item.strip()]
+
+
+def check_layer_spec(spec: int | str) -> None:
+    """Syntax of ``--layer`` (its depth is checked against the backbone, `probe.probe_choices`)."""
+    items = spec_items(spec)
+    if not items:
+        raise ValueError("layer must name a layer (a block number, final or all)")
+    for item in items:
+        if item not in (FINAL_LAYER, "all") and not (item.isdigit() and int(item) >= 1):
+            raise ValueError(f"layer {item!r}: use a block number >= 1, final or all")
+
+
+def check_pool_spec(spec: str) -> None:
+    items = spec_items(spec)
+    if not items or any(p not in PROBE_POOLS for p in items):
+        raise ValueError(f"pool {spec!r}: use one or more of {', '.join(PROBE_POOLS)}")
+
 
 @dataclass
 class TaskConfig:
@@ -49,7 +73,11 @@ class BackboneConfig:
     checkpoint: str = ""
     mode: Literal["full", "probe"] = "full"
     """``full``: train backbone and head; ``probe``: frozen backbone, cached embeddings."""
-    pool: Literal["mean", "last"] = "mean"
+    layer: int | str = "final"
+    """Probe input: a 1-based block number, ``final`` (the final norm's output), a list
+    (``1,3,final``) or ``all`` (every block and final); several sweep (``mode: probe``)."""
+    pool: str = "mean"
+    """``mean`` | ``last``, or a list (``mean,last``) to sweep (``mode: probe``)."""
     rc_augment: bool = False
     """Train on either strand (drawn per epoch and row from the seed)."""
     rc_average: bool = False
@@ -59,6 +87,13 @@ class BackboneConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_layer_spec(self.layer)
+        check_pool_spec(self.pool)
+        if self.mode == "full" and (str(self.layer) != "final" or "," in self.pool):
+            raise ValueError(
+                "layer and pool lists, and layers other than final, need mode probe (full "
+                "fine-tuning trains the whole backbone and reads its final norm)"
+            )
 
 
 @dataclass

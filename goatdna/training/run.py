@@ -278,7 +278,9 @@ class RunDir:
         """(files a run wrote here, other files inside checkpoints/ and tensorboard/)."""
         ours: list[Path] = []
         foreign: list[Path] = []
-        for name in ("config.yaml", "metrics.csv", "summary.json"):
+        # probe_sweep.*: a fine-tuning probe sweep's table (`training.probe`)
+        for name in ("config.yaml", "metrics.csv", "summary.json", "probe_sweep.tsv",
+                     "probe_sweep.json"):  # fmt: skip
             path = self.root / name
             if path.exists() or path.is_symlink():
                 ours.append(path)

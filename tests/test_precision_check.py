@@ -1,0 +1,152 @@
+"""`goatdna check-precision` on the CPU with the tiny GOAT model: faithful paths pass, a broken
+path (a dropped attention term, a cast through too low a precision) fails with exit status 1,
+bad input exits 2, and the numbers are the direct recomputation's."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+import goatdna.model.attention as attention_module
+from goatdna.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fasta(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two contigs of random bases with a run of N in the first (windows must skip it)."""
+    rng = random.Random(0)
+    path = tmp_path_factory.mktemp("ref") / "ref.fa"
+    with path.open("w") as fh:
+        for name in ("chrA", "chrB"):
+            seq = "".join(rng.choice("ACGT") for _ in range(3000))
+            seq = seq[:700] + "N" * 40 + seq[740:]
+            fh.write(f">{name}\n" + "".join(seq[i : i + 60] + "\n" for i in range(0, 3000, 60)))
+    return path
+
+
+def check(ckpt: Path, fasta: Path, *extra: str):
+    return runner.invoke(app, ["check-precision", "-c", str(ckpt), "--fasta", str(fasta),
+                               "--accelerator", "cpu", "--windows", "4", *extra])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ckpt(tiny_runs: dict[str, Path]) -> Path:
+    return tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "explicit"])
+def test_float32_paths_pass_and_report_every_number(
+    ckpt: Path, fasta: Path, tmp_path: Path, backend: str, one_thread: None
+) -> None:
+    out = tmp_path / "report.json"
+    result = check(ckpt, fasta, "--precision", "32-true", "--attention", backend, "-o", str(out))
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "verdict: PASS" in result.output
+    report = json.loads(out.read_text())
+    assert report["passed"] and report["attention"] == backend
+    assert report["windows"] == 4 and report["window_length"] == 128
+    assert report["variants"] == 12  # three SNVs at each window's centre
+    assert report["nll_diff"] < 1e-5 and report["max_logprob_error"] < 1e-4
+    assert report["spearman"] > 0.999
+    assert report["thresholds"] == {"max_nll_diff": 0.01, "max_logprob_error": 0.5,
+                                    "min_spearman": 0.95}  # fmt: skip
+    again = check(ckpt, fasta, "--precision", "32-true", "-o", str(out))
+    assert again.exit_code == 2 and "--force" in again.output  # an existing --out is kept
+    assert json.loads(out.read_text()) == report
+
+
+def test_measurements_equal_a_direct_recomputation(
+    ckpt: Path, fasta: Path, one_thread: None
+) -> None:
+    """The report's NLLs are the float64 model's and the float32 model's mean next-base NLL
+    over the same windows, computed here from `DNADecoder.forward` directly."""
+    from goatdna.checkpoint import load_checkpoint
+    from goatdna.inference.precision_check import check_precision, reference_windows
+    from goatdna.inference.reference import Reference
+
+    model = load_checkpoint(ckpt, "cpu").model
+    with Reference(fasta) as ref:
+        report = check_precision(model, ref, None, precision="32-true", attention="sdpa",
+                                 device="cpu", windows=3, length=96)  # fmt: skip
+        tokens, places = reference_windows(ref, 3, 96)
+    assert all(b"N" not in bytes(t) for t in tokens) and places[0] == ("chrA", 0)
+    x = torch.from_numpy(tokens)
+    with torch.no_grad():
+        ref64 = F.log_softmax(model.double()(x[:, :-1]).double(), -1)
+    nll64 = -ref64.gather(-1, x[:, 1:, None]).mean().item()
+    assert report.nll_reference == pytest.approx(nll64, abs=1e-6)
+    assert report.positions == 3 * 95
+
+
+def _drop_causal_mask(original):
+    """Attention that forgets the causal mask outside float64 (the reference's dtype)."""
+
+    def attend(q, k, v, backend):
+        if q.dtype == torch.float64:
+            return original(q, k, v, backend)
+        return F.scaled_dot_product_attention(q, k, v)
+
+    return attend
+
+
+def _through_float8(original):
+    """Attention inputs and output cast through float8 e5m2 (2 mantissa bits) outside float64."""
+
+    def attend(q, k, v, backend):
+        if q.dtype == torch.float64:
+            return original(q, k, v, backend)
+        q, k, v = (t.to(torch.float8_e5m2).to(t.dtype) for t in (q, k, v))
+        return original(q, k, v, backend).to(torch.float8_e5m2).to(q.dtype)
+
+    return attend
+
+
+# The tiny model leans little on attention, so its errors stay small: a dropped causal mask
+# fails the default thresholds; the float8 cast (max log-prob error ~0.2, where bf16's is ~0.007)
+# fails a tighter one, which bf16 autocast passes (test_bf16_mixed_on_cpu_is_measured).
+@pytest.mark.parametrize(
+    ("broken", "limits", "measure"),
+    [(_drop_causal_mask, [], "NLL difference"),
+     (_through_float8, ["--max-logprob-error", "0.05"], "max log-prob error")],
+)  # fmt: skip
+def test_a_broken_path_fails_with_exit_status_1(
+    ckpt: Path, fasta: Path, monkeypatch: pytest.MonkeyPatch, broken, limits: list[str],
+    measure: str, one_thread: None,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(attention_module, "attend", broken(attention_module.attend))
+    result = check(ckpt, fasta, "--precision", "32-true", "--attention", "sdpa", *limits)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert f"verdict: FAIL: {measure}" in result.output, result.output
+    assert "verdict: PASS" not in result.output
+
+
+def test_bf16_mixed_on_cpu_is_measured(ckpt: Path, fasta: Path, tmp_path: Path,
+                                       one_thread: None) -> None:  # fmt: skip
+    """bf16 autocast runs on the CPU too: its errors are bf16-sized, above float32's."""
+    out = tmp_path / "bf16.json"
+    result = check(ckpt, fasta, "--precision", "bf16-mixed", "--attention", "sdpa",
+                   "--max-logprob-error", "0.05", "-o", str(out))  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    report = json.loads(out.read_text())
+    assert report["passed"] and report["thresholds"]["max_logprob_error"] == 0.05
+    assert 1e-4 < report["max_logprob_error"] < 0.05  # bf16-sized: well above float32's 1e-6
+    assert np.isfinite(report["nll_tested"]) and report["nll_diff"] < 1e-3
+
+
+def test_bad_input_exits_2(ckpt: Path, fasta: Path, tmp_path: Path) -> None:
+    for extra, words in ((["--precision", "fp8"], "--precision"),
+                         (["--attention", "fast"], "--attention"),
+                         (["--length", "100000"], "lower --length"),
+                         (["--variants", str(tmp_path / "none.vcf")], "none.vcf")):  # fmt: skip
+        result = check(ckpt, fasta, *extra)
+        assert result.exit_code == 2, (extra, result.output)
+        assert "error:" in result.output and words in result.output, (extra, result.output)
