@@ -19,6 +19,7 @@ from goatdna.cli.generate import generate
 from goatdna.cli.info import info
 from goatdna.cli.make_task import make_task
 from goatdna.cli.model_info import model_info
+from goatdna.cli.mutagenesis import mutagenesis
 from goatdna.cli.predict import predict
 from goatdna.cli.prepare import prepare
 from goatdna.cli.probe_recall import probe_recall
@@ -41,6 +42,7 @@ COMMANDS: list[Callable[..., Any]] = [
     probe_recall,
     score_variants,
     score_track,
+    mutagenesis,
     make_task,
     finetune,
     predict,

@@ -1,0 +1,344 @@
+"""In-silico mutagenesis: every position of a region x its 3 alternative bases, two ways.
+
+Both methods fill an array ``(n positions, 2 strands, 4 bases)`` (bases in A C G T order, the
+reference base's entry 0, NaN where the reference is N or a strand has no value); the docs page
+docs/mutagenesis.md shows this docstring. With ``F = W // 2`` (``W`` the window) and ``c`` the
+contig (0-based):
+
+``full`` -- the exact LLR of `goatdna score-variants` for the SNV ``c[p] -> b``::
+
+    s_b = c[p-F : p] + b + c[p+1 : p+1+F]          (clipped at the contig ends)
+    full_fwd(p, b) = LL(s_b) - LL(s_ref)           full_rev: the same on reverse complements
+
+  All four sequences of a position share their left flank ``c[p-F : p]`` (their reverse
+  complements share ``rc(c[p+1 : p+1+F])``), so that flank runs once to fill the KV cache and
+  the four suffixes ``b + right`` (REF and the three ALTs) run on top of it in one batch: about
+  2.5 windows per position and strand, where scoring the three alleles one by one costs 4.5
+  (shared prefix per allele, as `score-variants` does) or 6 (two full windows each).
+  ``LL(s_b) - LL(s_ref)`` sums over the suffix positions only: the flank's own log-probabilities
+  are identical in both and cancel, as they do in `score-variants`.
+
+``local`` -- an approximation: only the changed base's own probability, from one causal pass::
+
+    local_fwd(p, b) = log p(b | ctx_fwd(p)) - log p(c[p] | ctx_fwd(p))
+
+  where the region ``[a, e)`` is cut into chunks of ``S = W - F`` positions and position ``p`` of
+  chunk ``k`` (``a + kS <= p < a + (k+1)S``) is predicted from ``ctx_fwd(p) = c[max(0, a-F+kS) :
+  p]``: one forward pass per chunk scores all its positions, each with ``F`` to ``W - 1`` bases
+  of left context. The reverse strand mirrors it: ``ctx_rev(p) = rc(c[p+1 : a+(k+1)S+F])``
+  (clipped at the contig end), target ``comp(c[p])`` and alternative ``comp(b)``. The work is
+  O(region), not O(region x window); the effect of the change on the bases after it is ignored,
+  so ``local`` is a fast screen, not the variant score. The contig's first base has no forward
+  value and its last base no reverse value.
+
+Strands combine as in `score-variants`: ``both`` averages the forward and reverse values
+(``local`` takes the one strand that has a value where only one has), ``forward`` keeps the
+forward value. Every log-probability comes from `goatdna.model.scoring.target_log_probs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from goatdna.data_prep.tokens import COMPLEMENT, NUM_BASES, N
+from goatdna.errors import GoatDNAError
+from goatdna.inference.variants import STRANDS, reverse_complement
+
+if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
+    import torch
+
+    from goatdna.model.transformer import DNADecoder
+
+METHODS = ("full", "local")
+BASES = "ACGT"
+
+
+@dataclass(frozen=True)
+class MutagenesisOptions:
+    """How a region is scanned: window ``W`` (flank ``F = W // 2``), method and strands."""
+
+    window: int
+    method: str = "full"
+    strands: str = "both"
+    batch_size: int = 64  # full: positions (x 4 sequences, one strand) per pass; local: windows
+
+    def __post_init__(self) -> None:
+        if self.window < 2:
+            raise GoatDNAError(f"--window {self.window}: must be >= 2 (W // 2 bases of context)")
+        if self.method not in METHODS:
+            raise GoatDNAError(f"--method {self.method!r}: expected 'full' or 'local'")
+        if self.strands not in STRANDS:
+            raise GoatDNAError(f"--strands {self.strands!r}: expected 'both' or 'forward'")
+        if self.batch_size < 1:
+            raise GoatDNAError(f"--batch-size {self.batch_size}: must be >= 1")
+
+    @property
+    def flank(self) -> int:
+        return self.window // 2
+
+    @property
+    def stride(self) -> int:
+        """``local``: positions per chunk, S = W - F (so a chunk's window holds <= W bases)."""
+        return self.window - self.flank
+
+
+# ---------------------------------------------------------------------------------------------
+# full: four sequences per position on one shared prefix
+
+
+@dataclass(frozen=True)
+class PositionGroup:
+    """The four sequences ``prefix + b + tail`` (b = A C G T) of one position on one strand."""
+
+    prefix: np.ndarray
+    tail: np.ndarray
+
+
+def position_groups(contig: np.ndarray, p: int, flank: int, strands: str) -> list[PositionGroup]:
+    """The forward group of position ``p`` and, for ``both``, the reverse-complement one.
+
+    On the reverse strand base b reads as comp(b): the group's row i is then the reverse
+    complement of the forward sequence with base i, so rows stay in A C G T order.
+    """
+    left = contig[max(0, p - flank) : p]
+    right = contig[p + 1 : p + 1 + flank]
+    groups = [PositionGroup(left, right)]
+    if strands == "both":
+        groups.append(PositionGroup(reverse_complement(right), reverse_complement(left)))
+    return groups
+
+
+_ROW_BASES = (np.arange(NUM_BASES, dtype=np.uint8), COMPLEMENT[:NUM_BASES])  # forward, reverse
+
+
+def _group_rows(group: PositionGroup, strand: int, skip: int) -> list[np.ndarray]:
+    """The four sequences of a group without their first ``skip`` prefix tokens."""
+    head = group.prefix[skip:]
+    return [np.concatenate([head, [b], group.tail]).astype(np.uint8) for b in _ROW_BASES[strand]]
+
+
+def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
+    """Right-pad with N (never a target, and causal attention never looks right)."""
+    block = np.full((len(seqs), length), N, dtype=np.int64)
+    for i, s in enumerate(seqs):
+        block[i, : s.size] = s
+    return block
+
+
+def score_groups(
+    model: DNADecoder, groups: Sequence[tuple[PositionGroup, int]], batch_size: int
+) -> np.ndarray:
+    """``LL(s_b) - LL(s_ref)`` minus nothing shared: (len(groups), 4) float64 of suffix sums.
+
+    ``groups`` holds (group, strand) pairs. Row b is the sum of the log-probabilities of the
+    positions after the batch's shared prefix of sequence b; differences of two rows are the
+    LLRs. Groups are batched in a fixed order (by prefix length), so the numbers depend only on
+    the list and ``batch_size``.
+    """
+    import torch
+
+    out = np.zeros((len(groups), 4), dtype=np.float64)
+    order = sorted(range(len(groups)), key=lambda i: (groups[i][0].prefix.size, i))
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        for b in range(0, len(order), batch_size):
+            rows = order[b : b + batch_size]
+            batch = [groups[i] for i in rows]
+            shared = min(g.prefix.size for g, _ in batch)
+            if shared >= 1:
+                out[rows] = _score_on_prefix(model, batch, shared, device)
+            else:
+                out[rows] = _score_whole(model, batch, device)
+    return out
+
+
+def _score_whole(
+    model: DNADecoder, batch: Sequence[tuple[PositionGroup, int]], device: torch.device
+) -> np.ndarray:
+    """No shared prefix (a position at a contig end): LL of the four full sequences."""
+    import torch
+
+    from goatdna.model.scoring import sequence_log_probs
+
+    seqs = [row for g, strand in batch for row in _group_rows(g, strand, 0)]
+    length = max(s.size for s in seqs)
+    if length < 2:
+        return np.zeros((len(batch), 4))
+    tokens = torch.from_numpy(_padded(seqs, length)).to(device)  # (4B, L)
+    ll = sequence_log_probs(model, tokens).double().sum(dim=1)  # (4B,)
+    return ll.view(len(batch), 4).cpu().numpy()
+
+
+def _score_on_prefix(
+    model: DNADecoder,
+    batch: Sequence[tuple[PositionGroup, int]],
+    shared: int,
+    device: torch.device,
+) -> np.ndarray:
+    """The first ``shared`` prefix tokens once per group (B rows), then 4B suffixes on them.
+
+    The prefix's KV cache is repeated four times (one copy per base) before the suffixes run,
+    so the flank is computed once per position, not once per allele.
+    """
+    import torch
+
+    from goatdna.model.scoring import target_log_probs
+
+    n = len(batch)
+    prefix = torch.from_numpy(np.stack([g.prefix[:shared] for g, _ in batch]).astype(np.int64))
+    prefix = prefix.to(device)  # (B, shared)
+    suffixes = [row for g, strand in batch for row in _group_rows(g, strand, shared)]
+    length = max(s.size for s in suffixes)  # >= 1: every row holds its base
+    cache = model.new_cache(n, shared)
+    prefix_logits = model.forward_cached(prefix, cache)  # (B, shared, V)
+    first = prefix_logits[:, -1:].repeat_interleave(4, dim=0)  # (4B, 1, V): predicts the base
+    targets = torch.from_numpy(_padded(suffixes, length)).to(device)  # (4B, Ls)
+    if length > 1:
+        grown = model.new_cache(4 * n, shared + length - 1)
+        grown.keys[:, :, :, :shared] = cache.keys.repeat_interleave(4, dim=1)
+        grown.values[:, :, :, :shared] = cache.values.repeat_interleave(4, dim=1)
+        grown.length = shared
+        rest = model.forward_cached(targets[:, :-1], grown)  # (4B, Ls - 1, V)
+        first = torch.cat([first, rest], dim=1)  # (4B, Ls, V)
+    ll = target_log_probs(first, targets).double().sum(dim=1)  # (4B,)
+    return ll.view(n, 4).cpu().numpy()
+
+
+def full_scores(
+    model: DNADecoder, contig: np.ndarray, positions: range, options: MutagenesisOptions
+) -> np.ndarray:
+    """``full`` LLRs of ``positions`` of ``contig`` (tokens) -> (n, 2, 4) float64 (see above)."""
+    scores = np.full((len(positions), 2, 4), np.nan)
+    groups: list[tuple[PositionGroup, int]] = []
+    owners: list[tuple[int, int]] = []  # (row, strand)
+    for row, p in enumerate(positions):
+        if contig[p] >= NUM_BASES:
+            continue  # an N has no alternative bases
+        for strand, group in enumerate(position_groups(contig, p, options.flank, options.strands)):
+            groups.append((group, strand))
+            owners.append((row, strand))
+    if groups:
+        sums = score_groups(model, groups, options.batch_size)
+        for (row, strand), values in zip(owners, sums, strict=True):
+            ref = int(contig[positions[row]])
+            scores[row, strand] = values - values[ref]
+    return scores
+
+
+# ---------------------------------------------------------------------------------------------
+# local: one causal pass per chunk and strand
+
+
+def local_chunks(region_start: int, positions: range, stride: int) -> list[range]:
+    """The chunks ``[a + kS, a + (k+1)S)`` of the region grid that hold ``positions``."""
+    first = (positions.start - region_start) // stride
+    last = (positions.stop - 1 - region_start) // stride
+    return [
+        range(region_start + k * stride, region_start + (k + 1) * stride)
+        for k in range(first, last + 1)
+    ]
+
+
+def local_scores(
+    model: DNADecoder,
+    contig: np.ndarray,
+    region_start: int,
+    positions: range,
+    options: MutagenesisOptions,
+) -> np.ndarray:
+    """``local`` LLRs of ``positions`` (a run of the region starting at ``region_start``) ->
+    (n, 2, 4) float64 (see the module docstring for the chunk grid and contexts)."""
+    import torch
+
+    from goatdna.model.scoring import target_log_probs
+
+    F, S = options.flank, options.stride
+    # per window: its tokens, and for each scored position its logit index (strand-specific)
+    windows: list[tuple[np.ndarray, int, range, int]] = []  # (tokens, strand, chunk, offset)
+    for chunk in local_chunks(region_start, positions, S):
+        start = max(0, chunk.start - F)
+        windows.append((contig[start : chunk.stop], 0, chunk, start))
+        if options.strands == "both":
+            end = min(contig.size, chunk.stop + F)
+            windows.append((reverse_complement(contig[chunk.start : end]), 1, chunk, end))
+    logp = np.full((len(positions), 2, 4), np.nan)
+    device = next(model.parameters()).device
+    order = sorted(range(len(windows)), key=lambda i: (windows[i][0].size, i))
+    with torch.inference_mode():
+        for b in range(0, len(order), options.batch_size):
+            rows = [windows[i] for i in order[b : b + options.batch_size]]
+            length = max(w[0].size for w in rows)
+            if length < 2:
+                continue
+            tokens = torch.from_numpy(_padded([w[0] for w in rows], length)).to(device)
+            logits = model(tokens[:, :-1])  # (B, L - 1, V): index j predicts token j + 1
+            per_base = torch.stack(
+                [
+                    target_log_probs(logits, torch.full_like(tokens[:, 1:], base))
+                    for base in range(NUM_BASES)
+                ],
+                dim=-1,
+            )  # (B, L - 1, 4)
+            values = per_base.double().cpu().numpy()
+            for (seq, strand, _chunk, anchor), value in zip(rows, values, strict=True):
+                _place(logp, value, seq.size, strand, anchor, positions, _chunk)
+    ref = contig[positions.start : positions.stop]
+    known = ref < NUM_BASES
+    scores = np.full_like(logp, np.nan)
+    safe = np.where(known, ref, 0).astype(np.int64)
+    own = np.take_along_axis(logp, safe[:, None, None].repeat(2, axis=1), axis=2)  # (n, 2, 1)
+    scores[known] = (logp - own)[known]
+    return scores
+
+
+def _place(logp: np.ndarray, value: np.ndarray, size: int, strand: int, anchor: int,
+           positions: range, chunk: range) -> None:  # fmt: skip
+    """Copy one window's per-base log-probabilities (size - 1, 4) to the rows of ``positions``.
+
+    Forward (``anchor`` = window start): position p is predicted by logit ``p - anchor - 1``.
+    Reverse (``anchor`` = window end, exclusive): p is rc token ``anchor - 1 - p``, predicted
+    by logit ``anchor - 2 - p``, and base b reads as comp(b).
+    """
+    lo, hi = max(chunk.start, positions.start), min(chunk.stop, positions.stop)
+    p = np.arange(lo, hi)
+    index = p - anchor - 1 if strand == 0 else anchor - 2 - p
+    ok = (index >= 0) & (index < size - 1)
+    p, index = p[ok], index[ok]
+    block = value[index]  # (m, 4) in the strand's own letters
+    if strand == 1:
+        block = block[:, COMPLEMENT[:NUM_BASES]]  # column b: log p(comp(b))
+    logp[p - positions.start, strand] = block
+
+
+def combine(scores: np.ndarray, options: MutagenesisOptions) -> np.ndarray:
+    """(n, 2, 4) per-strand values -> (n, 4): the strands' mean (``both``) or the forward one.
+
+    ``full`` averages both strands as `score-variants` does; ``local`` takes the strand that has
+    a value where the other has none (the contig's first and last bases).
+    """
+    if options.strands == "forward":
+        return scores[:, 0].copy()
+    if options.method == "full":
+        return scores.mean(axis=1)
+    import warnings
+
+    with warnings.catch_warnings():  # all-NaN rows (N bases) stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(scores, axis=1)
+
+
+def scan(
+    model: DNADecoder,
+    contig: np.ndarray,
+    region_start: int,
+    positions: range,
+    options: MutagenesisOptions,
+) -> np.ndarray:
+    """The (n, 2, 4) per-strand values of ``positions`` by ``options.method``."""
+    if options.method == "full":
+        return full_scores(model, contig, positions, options)
+    return local_scores(model, contig, region_start, positions, options)
