@@ -11,10 +11,10 @@ contig (0-based):
     full_fwd(p, b) = LL(s_b) - LL(s_ref)           full_rev: the same on reverse complements
 
   All four sequences of a position share their left flank ``c[p-F : p]`` (their reverse
-  complements share ``rc(c[p+1 : p+1+F])``), so that flank runs once to fill the KV cache and
-  the four suffixes ``b + right`` (REF and the three ALTs) run on top of it in one batch: about
-  2.5 windows per position and strand, where scoring the three alleles one by one costs 4.5
-  (shared prefix per allele, as `score-variants` does) or 6 (two full windows each).
+  complements share ``rc(c[p+1 : p+1+F])``), so ``s_ref`` runs once, filling the flank's KV
+  cache, and the three suffixes ``b + right`` of the ALTs run on copies of it in one batch:
+  about 2.5 windows per position and strand, where scoring the three alleles one by one costs
+  4.5 (shared prefix per allele, as `score-variants` does) or 6 (two full windows each).
   ``LL(s_b) - LL(s_ref)`` sums over the suffix positions only: the flank's own log-probabilities
   are identical in both and cancel, as they do in `score-variants`.
 
@@ -92,33 +92,36 @@ class MutagenesisOptions:
 
 @dataclass(frozen=True)
 class PositionGroup:
-    """The four sequences ``prefix + b + tail`` (b = A C G T) of one position on one strand."""
+    """The four sequences ``prefix + b + tail`` of one position on one strand.
+
+    Row ``i`` holds forward base ``i`` (A C G T), which reads as comp(i) on the reverse strand,
+    so a group's rows are in A C G T order on both; ``ref`` is the reference's row.
+    """
 
     prefix: np.ndarray
     tail: np.ndarray
+    ref: int
+    strand: int  # 0 forward, 1 reverse complement
+
+    def row(self, base: int, skip: int = 0) -> np.ndarray:
+        """Sequence ``base`` without its first ``skip`` prefix tokens."""
+        letter = base if self.strand == 0 else int(COMPLEMENT[base])
+        return np.concatenate([self.prefix[skip:], [letter], self.tail]).astype(np.uint8)
+
+    @property
+    def alternatives(self) -> list[int]:
+        return [b for b in range(NUM_BASES) if b != self.ref]
 
 
 def position_groups(contig: np.ndarray, p: int, flank: int, strands: str) -> list[PositionGroup]:
-    """The forward group of position ``p`` and, for ``both``, the reverse-complement one.
-
-    On the reverse strand base b reads as comp(b): the group's row i is then the reverse
-    complement of the forward sequence with base i, so rows stay in A C G T order.
-    """
+    """The forward group of position ``p`` and, for ``both``, the reverse-complement one."""
     left = contig[max(0, p - flank) : p]
     right = contig[p + 1 : p + 1 + flank]
-    groups = [PositionGroup(left, right)]
+    ref = int(contig[p])
+    groups = [PositionGroup(left, right, ref, 0)]
     if strands == "both":
-        groups.append(PositionGroup(reverse_complement(right), reverse_complement(left)))
+        groups.append(PositionGroup(reverse_complement(right), reverse_complement(left), ref, 1))
     return groups
-
-
-_ROW_BASES = (np.arange(NUM_BASES, dtype=np.uint8), COMPLEMENT[:NUM_BASES])  # forward, reverse
-
-
-def _group_rows(group: PositionGroup, strand: int, skip: int) -> list[np.ndarray]:
-    """The four sequences of a group without their first ``skip`` prefix tokens."""
-    head = group.prefix[skip:]
-    return [np.concatenate([head, [b], group.tail]).astype(np.uint8) for b in _ROW_BASES[strand]]
 
 
 def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
@@ -129,26 +132,22 @@ def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
     return block
 
 
-def score_groups(
-    model: DNADecoder, groups: Sequence[tuple[PositionGroup, int]], batch_size: int
-) -> np.ndarray:
-    """``LL(s_b) - LL(s_ref)`` minus nothing shared: (len(groups), 4) float64 of suffix sums.
+def score_groups(model: DNADecoder, groups: Sequence[PositionGroup], batch_size: int) -> np.ndarray:
+    """``LL(s_b) - LL(s_ref)`` of every group's four rows -> (len(groups), 4) float64 (0 at REF).
 
-    ``groups`` holds (group, strand) pairs. Row b is the sum of the log-probabilities of the
-    positions after the batch's shared prefix of sequence b; differences of two rows are the
-    LLRs. Groups are batched in a fixed order (by prefix length), so the numbers depend only on
-    the list and ``batch_size``.
+    Groups are batched in a fixed order (by prefix length), so the numbers depend only on the
+    list and ``batch_size``, never on what else runs.
     """
     import torch
 
     out = np.zeros((len(groups), 4), dtype=np.float64)
-    order = sorted(range(len(groups)), key=lambda i: (groups[i][0].prefix.size, i))
+    order = sorted(range(len(groups)), key=lambda i: (groups[i].prefix.size, i))
     device = next(model.parameters()).device
     with torch.inference_mode():
         for b in range(0, len(order), batch_size):
             rows = order[b : b + batch_size]
             batch = [groups[i] for i in rows]
-            shared = min(g.prefix.size for g, _ in batch)
+            shared = min(g.prefix.size for g in batch)
             if shared >= 1:
                 out[rows] = _score_on_prefix(model, batch, shared, device)
             else:
@@ -157,55 +156,60 @@ def score_groups(
 
 
 def _score_whole(
-    model: DNADecoder, batch: Sequence[tuple[PositionGroup, int]], device: torch.device
+    model: DNADecoder, batch: Sequence[PositionGroup], device: torch.device
 ) -> np.ndarray:
     """No shared prefix (a position at a contig end): LL of the four full sequences."""
     import torch
 
     from goatdna.model.scoring import sequence_log_probs
 
-    seqs = [row for g, strand in batch for row in _group_rows(g, strand, 0)]
+    seqs = [g.row(b) for g in batch for b in range(NUM_BASES)]
     length = max(s.size for s in seqs)
     if length < 2:
         return np.zeros((len(batch), 4))
     tokens = torch.from_numpy(_padded(seqs, length)).to(device)  # (4B, L)
-    ll = sequence_log_probs(model, tokens).double().sum(dim=1)  # (4B,)
-    return ll.view(len(batch), 4).cpu().numpy()
+    ll = sequence_log_probs(model, tokens).double().sum(dim=1).view(len(batch), 4).cpu().numpy()
+    refs = np.array([g.ref for g in batch])
+    return ll - ll[np.arange(len(batch)), refs][:, None]
 
 
 def _score_on_prefix(
-    model: DNADecoder,
-    batch: Sequence[tuple[PositionGroup, int]],
-    shared: int,
-    device: torch.device,
+    model: DNADecoder, batch: Sequence[PositionGroup], shared: int, device: torch.device
 ) -> np.ndarray:
-    """The first ``shared`` prefix tokens once per group (B rows), then 4B suffixes on them.
+    """s_ref in one causal pass that also fills the KV cache of the shared prefix, then the
+    three alternatives' suffixes (3B rows) on copies of that prefix's cache.
 
-    The prefix's KV cache is repeated four times (one copy per base) before the suffixes run,
-    so the flank is computed once per position, not once per allele.
+    As `goatdna.inference.variants` scores one allele, but the prefix and ``s_ref`` run once
+    for three alleles: per position and strand one window plus three half windows.
     """
     import torch
 
     from goatdna.model.scoring import target_log_probs
 
     n = len(batch)
-    prefix = torch.from_numpy(np.stack([g.prefix[:shared] for g, _ in batch]).astype(np.int64))
-    prefix = prefix.to(device)  # (B, shared)
-    suffixes = [row for g, strand in batch for row in _group_rows(g, strand, shared)]
+    refs = [g.row(g.ref) for g in batch]
+    x_len = max(max(s.size for s in refs), shared + 1)
+    x = torch.from_numpy(_padded(refs, x_len)).to(device)  # (B, Lx)
+    cache = model.new_cache(n, x_len - 1)
+    x_logits = model.forward_cached(x[:, :-1], cache)  # (B, Lx - 1, V): one causal block
+    ll_ref = target_log_probs(x_logits, x[:, 1:])[:, shared - 1 :].double().sum(dim=1)  # (B,)
+    suffixes = [g.row(b, shared) for g in batch for b in g.alternatives]  # 3B rows
     length = max(s.size for s in suffixes)  # >= 1: every row holds its base
-    cache = model.new_cache(n, shared)
-    prefix_logits = model.forward_cached(prefix, cache)  # (B, shared, V)
-    first = prefix_logits[:, -1:].repeat_interleave(4, dim=0)  # (4B, 1, V): predicts the base
-    targets = torch.from_numpy(_padded(suffixes, length)).to(device)  # (4B, Ls)
+    targets = torch.from_numpy(_padded(suffixes, length)).to(device)  # (3B, Ls)
+    logits = x_logits[:, shared - 1 : shared].repeat_interleave(3, dim=0)  # predicts the base
     if length > 1:
-        grown = model.new_cache(4 * n, shared + length - 1)
-        grown.keys[:, :, :, :shared] = cache.keys.repeat_interleave(4, dim=1)
-        grown.values[:, :, :, :shared] = cache.values.repeat_interleave(4, dim=1)
+        grown = model.new_cache(3 * n, shared + length - 1)
+        grown.keys[:, :, :, :shared] = cache.keys[:, :, :, :shared].repeat_interleave(3, dim=1)
+        grown.values[:, :, :, :shared] = cache.values[:, :, :, :shared].repeat_interleave(3, 1)
         grown.length = shared
-        rest = model.forward_cached(targets[:, :-1], grown)  # (4B, Ls - 1, V)
-        first = torch.cat([first, rest], dim=1)  # (4B, Ls, V)
-    ll = target_log_probs(first, targets).double().sum(dim=1)  # (4B,)
-    return ll.view(n, 4).cpu().numpy()
+        rest = model.forward_cached(targets[:, :-1], grown)  # (3B, Ls - 1, V)
+        logits = torch.cat([logits, rest], dim=1)  # (3B, Ls, V)
+    ll_alt = target_log_probs(logits, targets).double().sum(dim=1).view(n, 3)
+    llr = (ll_alt - ll_ref[:, None]).cpu().numpy()
+    out = np.zeros((n, 4))
+    for i, g in enumerate(batch):
+        out[i, g.alternatives] = llr[i]
+    return out
 
 
 def full_scores(
@@ -213,19 +217,18 @@ def full_scores(
 ) -> np.ndarray:
     """``full`` LLRs of ``positions`` of ``contig`` (tokens) -> (n, 2, 4) float64 (see above)."""
     scores = np.full((len(positions), 2, 4), np.nan)
-    groups: list[tuple[PositionGroup, int]] = []
-    owners: list[tuple[int, int]] = []  # (row, strand)
+    groups: list[PositionGroup] = []
+    owners: list[int] = []  # row of each group
     for row, p in enumerate(positions):
         if contig[p] >= NUM_BASES:
             continue  # an N has no alternative bases
-        for strand, group in enumerate(position_groups(contig, p, options.flank, options.strands)):
-            groups.append((group, strand))
-            owners.append((row, strand))
+        for group in position_groups(contig, p, options.flank, options.strands):
+            groups.append(group)
+            owners.append(row)
     if groups:
-        sums = score_groups(model, groups, options.batch_size)
-        for (row, strand), values in zip(owners, sums, strict=True):
-            ref = int(contig[positions[row]])
-            scores[row, strand] = values - values[ref]
+        llr = score_groups(model, groups, options.batch_size)
+        for row, group, values in zip(owners, groups, llr, strict=True):
+            scores[row, group.strand] = values
     return scores
 
 
