@@ -78,10 +78,17 @@ def test_contexts_are_the_32_pyrimidine_centred_trinucleotides(fasta, tmp_path) 
 
 
 def test_the_null_is_a_pure_function_of_the_seed(fasta, tmp_path) -> None:
-    first = sample_null(Reference(fasta, tmp_path / "a"), ["chr1", "chr2"], seed=4, per_context=6)
-    again = sample_null(Reference(fasta, tmp_path / "b"), ["chr1", "chr2"], seed=4, per_context=6)
-    other = sample_null(Reference(fasta, tmp_path / "c"), ["chr1", "chr2"], seed=5, per_context=6)
+    draws = [
+        sample_null(Reference(fasta, tmp_path / name), ["chr1", "chr2"], seed, per_context=6)
+        for name, seed in (("a", 4), ("b", 4), ("c", 5))
+    ]
+    first, again, other = (d.alleles for d in draws)
     assert first == again and first != other
+    np.testing.assert_array_equal(draws[0].contexts, draws[1].contexts)
+    assert [CONTEXTS[k] for k in draws[0].contexts] == [
+        _context(CONTIGS[a.chrom], a.pos - 1) for a in first
+    ]
+    assert [(a.chrom, a.pos) for a in first] == sorted((a.chrom, a.pos) for a in first)
     sites = [(a.chrom, a.pos) for a in first]
     assert len(set(sites)) == len(sites)  # without replacement
     by_context: dict[str, int] = {}

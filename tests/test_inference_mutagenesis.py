@@ -8,6 +8,9 @@ window or placement code with the implementation.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +30,7 @@ from goatdna.inference.variants import Allele, VariantOptions, combine_strands, 
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.scoring import target_log_probs
 
+REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -250,6 +254,21 @@ def test_resume_is_byte_identical(checkpoints, fasta, tmp_path, monkeypatch) -> 
     for a, b in zip(whole, resumed, strict=True):
         assert a.read_bytes() == b.read_bytes()
     assert not work.exists()
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_outputs_of_one(checkpoints, fasta, tmp_path) -> None:
+    one = [tmp_path / "one.tsv", tmp_path / "one.npz"]
+    two = [tmp_path / "two.tsv", tmp_path / "two.npz"]
+    assert runner.invoke(app, _args(checkpoints["goat"], fasta, *one)).exit_code == 0
+    cmd = [sys.executable, "-m", "goatdna.cli.app", *_args(checkpoints["goat"], fasta, *two),
+           "--devices", "2"]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in proc.stderr + proc.stdout  # two ranks really ran
+    for a, b in zip(one, two, strict=True):
+        assert a.read_bytes() == b.read_bytes()
 
 
 def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_path) -> None:

@@ -97,10 +97,19 @@ def _all_classes(contig: np.ndarray) -> np.ndarray:
     return context_classes(contig, np.arange(contig.size)).astype(np.int8)
 
 
+@dataclass(frozen=True)
+class NullDraw:
+    """The null's SNVs in contig (FASTA) then position order, and the context of each."""
+
+    alleles: list[Allele]
+    contexts: np.ndarray  # (n,) int64 index into CONTEXTS
+
+
 def sample_null(
     reference: Reference, contigs: Sequence[str], seed: int, per_context: int
-) -> list[Allele]:
-    """The null SNVs (module docstring), class 0 first, each class in contig/position order."""
+) -> NullDraw:
+    """The null SNVs (module docstring). Each contig is read twice (count, then pick), never
+    once per SNV: the reference keeps one contig in memory."""
     rng = np.random.default_rng(seed)
     totals = np.zeros((len(contigs), len(CONTEXTS)), dtype=np.int64)
     for i, name in enumerate(contigs):
@@ -110,25 +119,31 @@ def sample_null(
     picks = [
         np.sort(rng.choice(int(n), size=min(per_context, int(n)), replace=False)) for n in per_class
     ]  # global ranks within each class, over the contigs in order
+    offsets = rng.integers(0, 3, size=sum(p.size for p in picks))  # which alternative, per pick
+    first_pick = np.concatenate([[0], np.cumsum([p.size for p in picks])])
     starts = np.vstack([np.zeros(len(CONTEXTS), np.int64), np.cumsum(totals, axis=0)])
-    found: list[list[tuple[str, int]]] = [[] for _ in CONTEXTS]
+    found: list[tuple[int, int, Allele]] = []  # (contig index, position, allele)
+    contexts: list[int] = []
     for i, name in enumerate(contigs):
         contig = reference.contig_tokens(name)
         classes = _all_classes(contig)
         for k in range(len(CONTEXTS)):
             lo, hi = starts[i, k], starts[i + 1, k]
-            ranks = picks[k][(picks[k] >= lo) & (picks[k] < hi)] - lo
-            if ranks.size:
-                where = np.flatnonzero(classes == k)[ranks]
-                found[k] += [(name, int(p)) for p in where]
-    chosen = [site for sites in found for site in sites]
-    offsets = rng.integers(0, 3, size=len(chosen))  # which of the three alternatives
-    alleles = []
-    for (name, p), offset in zip(chosen, offsets.tolist(), strict=True):
-        ref = int(reference.contig_tokens(name)[p])
-        alt = [b for b in range(4) if b != ref][offset]
-        alleles.append(Allele(-1, name, p + 1, ".", "ACGT"[ref], "ACGT"[alt]))
-    return alleles
+            inside = np.flatnonzero((picks[k] >= lo) & (picks[k] < hi))
+            if not inside.size:
+                continue
+            where = np.flatnonzero(classes == k)[picks[k][inside] - lo]
+            for p, offset in zip(where.tolist(), offsets[first_pick[k] + inside].tolist(),
+                                 strict=True):  # fmt: skip
+                ref = int(contig[p])
+                alt = [b for b in range(4) if b != ref][offset]
+                found.append((i, p, Allele(-1, name, p + 1, ".", "ACGT"[ref], "ACGT"[alt])))
+                contexts.append(k)
+    order = sorted(range(len(found)), key=lambda j: found[j][:2])
+    return NullDraw(
+        alleles=[found[j][2] for j in order],
+        contexts=np.array([contexts[j] for j in order], dtype=np.int64),
+    )
 
 
 @dataclass
@@ -198,20 +213,17 @@ def score_null(
     request: CalibrationRequest, fingerprint: dict[str, JSONValue], fabric: Fabric,
 ) -> NullScores:  # fmt: skip
     """Draw and score the null on this process (global rank 0 calls it)."""
-    alleles = sample_null(reference, contigs, request.seed, request.per_context)
+    draw = sample_null(reference, contigs, request.seed, request.per_context)
+    alleles = draw.alleles
     with fabric.autocast():
         scores, _ = score_alleles(model, alleles, ["ok"] * len(alleles), reference, options)
-    contexts = np.concatenate(
-        [context_classes(reference.contig_tokens(a.chrom), np.array([a.pos - 1])) for a in alleles]
-        or [np.zeros(0, np.int64)]
-    )
     return NullScores(
         fingerprint=fingerprint,
         chrom=np.array([a.chrom for a in alleles], dtype=str),
         pos=np.array([a.pos for a in alleles], dtype=np.int64),
         ref=np.array([a.ref for a in alleles], dtype=str),
         alt=np.array([a.alt for a in alleles], dtype=str),
-        context=contexts.astype(np.int64),
+        context=draw.contexts,
         llr=combine_strands(scores, options.strands)["llr"],
     )
 
