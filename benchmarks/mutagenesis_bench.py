@@ -79,6 +79,27 @@ def _timed(action: Callable[[], np.ndarray]) -> tuple[float, np.ndarray]:
     return time.perf_counter() - start, result
 
 
+def _methods(model: DNADecoder, reference: Reference, contig: np.ndarray, positions: range,
+             alleles: list[Allele], args: argparse.Namespace,
+             names: tuple[str, ...]) -> dict[str, Callable[[], np.ndarray]]:  # fmt: skip
+    """The four ways of scoring the same SNVs, each a call that returns its scores."""
+    statuses = ["ok"] * len(alleles)
+    full = MutagenesisOptions(args.window, "full", "both", args.batch_size)
+    local = MutagenesisOptions(args.window, "local", "both", args.batch_size)
+    return {
+        names[0]: lambda: score_alleles(
+            model, alleles, statuses, reference,
+            VariantOptions(args.window, "both", args.batch_size, True),
+        )[0],
+        names[1]: lambda: score_alleles(
+            model, alleles, statuses, reference,
+            VariantOptions(args.window, "both", args.batch_size, False),
+        )[0],
+        names[2]: lambda: full_scores(model, contig, positions, full),
+        names[3]: lambda: local_scores(model, contig, positions.start, positions, local),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--positions", type=int, default=64, help="region length (positions)")
@@ -94,7 +115,6 @@ def main() -> None:
         contig = reference.contig_tokens("20")
         positions = range(REGION_START, REGION_START + args.positions)
         alleles, rows, columns = _alleles(contig, positions)
-        statuses = ["ok"] * len(alleles)
         print(
             f"20:{positions.start + 1}-{positions.stop}: {len(positions)} positions, "
             f"{len(alleles)} SNVs, window {args.window}, both strands, batch {args.batch_size}, "
@@ -108,19 +128,7 @@ def main() -> None:
         for positional in ("goat", "rope"):
             model = _model(positional)
             full = MutagenesisOptions(args.window, "full", "both", args.batch_size)
-            local = MutagenesisOptions(args.window, "local", "both", args.batch_size)
-            runs: dict[str, Callable[[], np.ndarray]] = {
-                methods[0]: lambda: score_alleles(
-                    model, alleles, statuses, reference,
-                    VariantOptions(args.window, "both", args.batch_size, True),
-                )[0],
-                methods[1]: lambda: score_alleles(
-                    model, alleles, statuses, reference,
-                    VariantOptions(args.window, "both", args.batch_size, False),
-                )[0],
-                methods[2]: lambda: full_scores(model, contig, positions, full),
-                methods[3]: lambda: local_scores(model, contig, positions.start, positions, local),
-            }  # fmt: skip
+            runs = _methods(model, reference, contig, positions, alleles, args, methods)
             best = dict.fromkeys(methods, float("inf"))
             ratios: dict[str, list[float]] = {"full/shared": [], "full/two": [], "local": []}
             results: dict[str, np.ndarray] = {}
@@ -139,7 +147,9 @@ def main() -> None:
             shown = " | ".join(
                 f"{np.median(r):.2f}x ({min(r):.2f}-{max(r):.2f})" for r in ratios.values()
             )
-            print(f"| {positional}-tiny | {speeds} | {shown} |  (max |full - per allele| {diff:.1e})")
+            print(
+                f"| {positional}-tiny | {speeds} | {shown} |  (max |full - per allele| {diff:.1e})"
+            )
 
 
 if __name__ == "__main__":
