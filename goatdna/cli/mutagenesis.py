@@ -72,7 +72,8 @@ def mutagenesis(
     batch_size: Annotated[
         int,
         option(
-            "batch_size", "full: positions (4 sequences each, one strand) per pass; local: windows."
+            "batch_size",
+            "full: positions per pass, one strand each (s_ref + 3 ALT suffixes); local: windows.",
         ),
     ] = default_of(MutagenesisRequest, "batch_size"),
     chunk_size: Annotated[

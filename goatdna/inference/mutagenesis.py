@@ -64,7 +64,7 @@ class MutagenesisOptions:
     window: int
     method: str = "full"
     strands: str = "both"
-    batch_size: int = 64  # full: positions (x 4 sequences, one strand) per pass; local: windows
+    batch_size: int = 64  # full: positions (one strand each) per pass; local: windows per pass
 
     def __post_init__(self) -> None:
         if self.window < 2:
