@@ -3,6 +3,10 @@ percentiles / z-scores equal to scipy's and numpy's on that null."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +30,7 @@ from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele
 from goatdna.model import DNADecoder, ModelConfig
 
+REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -106,6 +111,24 @@ def test_the_null_is_a_pure_function_of_the_seed(fasta, tmp_path) -> None:
                 available[context] += 1
     assert by_context == {c: min(6, n) for c, n in available.items() if n}  # stratified
     assert sorted({a.alt for a in first}) == list("ACGT")
+
+
+def test_another_process_draws_the_same_null(fasta, tmp_path) -> None:
+    """A fresh interpreter (other hash seed, nothing shared) draws the same SNVs from the seed."""
+    here = sample_null(Reference(fasta, tmp_path / "here"), ["chr1", "chr2"], 8, per_context=5)
+    code = (
+        "import json, sys; from pathlib import Path; "
+        "from goatdna.inference.calibration import sample_null; "
+        "from goatdna.inference.reference import Reference; "
+        "d = sample_null(Reference(Path(sys.argv[1]), Path(sys.argv[2])), ['chr1', 'chr2'], 8, 5); "
+        "print(json.dumps([[a.chrom, a.pos, a.ref, a.alt] for a in d.alleles]))"
+    )
+    env = dict(os.environ, PYTHONHASHSEED="123", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code, str(fasta), str(tmp_path / "there")],
+                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    there = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert there == [[a.chrom, a.pos, a.ref, a.alt] for a in here.alleles]
 
 
 def test_percentile_and_z_equal_scipy_and_numpy(fasta, tmp_path) -> None:
@@ -190,6 +213,13 @@ def test_calibrate_cli_makes_the_null_once_and_reuses_it(checkpoint, fasta, tmp_
         assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "third.tsv").exists()
     res = runner.invoke(app, args(tmp_path / "out.vcf.gz", "--calibrate"))
     assert res.exit_code == 2 and "write one of those" in res.stderr
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a null")
+    res = runner.invoke(app, args(tmp_path / "fourth.tsv", "--null", str(junk)))
+    assert res.exit_code == 2 and "not a goatdna null file" in res.stderr, res.stderr
+    res = runner.invoke(app, args(tmp_path / "fourth.tsv", "--calibrate", "--null-size", "1"))
+    assert res.exit_code == 2 and "--null-size 1: must be >= 2" in res.stderr, res.stderr
+    assert not list(tmp_path.glob("*fourth*"))  # no output, no work folder
 
 
 def test_calibrate_without_a_file_keeps_its_null_in_the_cache(checkpoint, fasta, tmp_path):
