@@ -330,3 +330,59 @@ def plot_prior_heatmap(prior: GoatPrior, layer: int, path: Path, length: int = 1
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="prior probability")
     return _save(fig, path)
+
+
+@styled
+def plot_ism(
+    scores: np.ndarray,
+    ref: np.ndarray,
+    path: Path,
+    start: int = 0,
+    title: str = "",
+    score_label: str = "LLR (nats)",
+) -> Path:
+    """In-silico mutagenesis as gReLU's ``plot_ISM`` draws it: a heatmap of the (L, 4) scores
+    (rows A C G T, one column per position, reference cells dotted) under a logo of the
+    reference whose letter heights are minus the mean score of the three alternatives, so a
+    position where every change costs likelihood stands tall (letters below the axis: changes
+    the model prefers). ``start`` is the 0-based contig position of column 0; ``ref`` holds
+    tokens A C G T N = 0..4 (N columns stay blank). Letters are drawn by logomaker.
+    """
+    import logomaker
+    import pandas as pd
+    from matplotlib.colors import TwoSlopeNorm
+
+    length = len(ref)
+    known = ref < 4
+    alt_mask = np.arange(4)[None, :] != np.where(known, ref, 0)[:, None]
+    alternatives = np.where(alt_mask, scores, np.nan)
+    with np.errstate(all="ignore"):
+        importance = -np.nanmean(np.where(known[:, None], alternatives, 0.0), axis=1)
+    heights = np.zeros((length, 4))
+    heights[np.flatnonzero(known), ref[known]] = np.nan_to_num(importance[known])
+    width = min(24.0, max(6.0, 0.16 * length + 1.5))
+    fig = new_figure(figsize=(width, 3.4), layout="constrained")
+    logo_ax, heat_ax = fig.subplots(2, 1, sharex=True, height_ratios=[1.0, 1.3])
+    frame = pd.DataFrame(heights, columns=list("ACGT"), index=np.arange(length))
+    logomaker.Logo(frame, ax=logo_ax, color_scheme="classic", baseline_width=0.5)
+    logo_ax.set_ylabel("-mean " + score_label.split(" ")[0])
+    logo_ax.set_title(title or "In-silico mutagenesis")
+    finite = scores[np.isfinite(scores)]
+    bound = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
+    image = heat_ax.imshow(
+        np.ma.masked_invalid(scores.T),
+        aspect="auto",
+        cmap="RdBu_r",
+        norm=TwoSlopeNorm(vcenter=0.0, vmin=-bound, vmax=bound),
+        interpolation="nearest",
+        extent=(-0.5, length - 0.5, 3.5, -0.5),
+    )
+    columns = np.flatnonzero(known)
+    heat_ax.scatter(columns, ref[known], s=6, c="black", marker="o", linewidths=0)
+    heat_ax.set_yticks(range(4), list("ACGT"))
+    ticks = np.linspace(0, length - 1, num=min(length, 8)).round().astype(int)
+    heat_ax.set_xticks(ticks, [f"{start + 1 + t:,}" for t in ticks])
+    heat_ax.set_xlabel("position (1-based)")
+    heat_ax.set_ylabel("alternative base")
+    fig.colorbar(image, ax=heat_ax, label=score_label, shrink=0.9)
+    return _save(fig, path)

@@ -20,6 +20,7 @@ from goatdna.cli.generate import generate
 from goatdna.cli.info import info
 from goatdna.cli.make_task import make_task
 from goatdna.cli.model_info import model_info
+from goatdna.cli.mutagenesis import mutagenesis
 from goatdna.cli.predict import predict
 from goatdna.cli.prepare import prepare
 from goatdna.cli.probe_recall import probe_recall
@@ -43,6 +44,7 @@ COMMANDS: list[Callable[..., Any]] = [
     score_variants,
     score_track,
     check_precision,
+    mutagenesis,
     make_task,
     finetune,
     predict,

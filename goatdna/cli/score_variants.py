@@ -14,6 +14,7 @@ from goatdna.cli.common import (
     default_of,
     option,
 )
+from goatdna.inference.calibration import CalibrationRequest
 from goatdna.inference.variant_run import ScoreVariantsRequest
 from goatdna.runtime import Runtime
 
@@ -76,6 +77,28 @@ def score_variants(
             "Where a plain-gzip FASTA is decompressed once (default: OUT's folder/.goatdna-cache).",
         ),
     ] = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="Add context, llr_percentile and llr_z per SNV against a seeded null of random "
+            "SNVs of its trinucleotide context (scored once, then reused from the cache folder).",
+        ),
+    ] = False,
+    null: Annotated[
+        Path | None,
+        typer.Option(
+            "--null",
+            help="The null's file (.npz): made on the first run, reused while the inputs and "
+            "options match (implies --calibrate).",
+        ),
+    ] = None,
+    seed: Annotated[int, option("seed", "Seed of the null's SNVs (same seed, same null).")] = (
+        default_of(CalibrationRequest, "seed")
+    ),
+    null_size: Annotated[
+        int, typer.Option("--null-size", help="Null SNVs per trinucleotide context (32 contexts).")
+    ] = default_of(CalibrationRequest, "per_context"),
 ) -> None:
     """Score each ALT allele of a VCF: LL(alt window) - LL(ref window), both strands averaged."""
     from rich.console import Console
@@ -99,6 +122,7 @@ def score_variants(
         resume=resume,
         force=force,
         cache_dir=cache_dir,
+        calibration=CalibrationRequest(null, seed, null_size) if calibrate or null else None,
     )
     summary = run(request, runtime.fabric())
     if summary is None:  # not global rank 0: rank 0 reports

@@ -34,16 +34,21 @@ def model_on_device(fabric: Fabric, model: Model) -> Model:
 
 
 @contextmanager
-def rank_zero_lock(fabric: Fabric, out: Path, option: str = "--out") -> Iterator[None]:
-    """Hold the lock of ``out`` on global rank 0 for the block (`goatdna.workdir.output_lock`).
+def rank_zero_lock(
+    fabric: Fabric, out: Path | Sequence[Path], option: str = "--out"
+) -> Iterator[None]:
+    """Hold the lock of ``out`` (or of each of several outputs) on global rank 0 for the block
+    (`goatdna.workdir.output_lock`).
 
     Taken inside `goatdna.runtime.on_rank_zero`, so a refusal (another run holds it) is raised on
     every rank at once instead of leaving the others waiting at the next collective.
     """
+    outs = [out] if isinstance(out, Path) else list(out)
     with ExitStack() as held:
 
         def lock() -> None:
-            held.enter_context(output_lock(out, True, option))
+            for path in outs:
+                held.enter_context(output_lock(path, True, option))
 
         on_rank_zero(fabric, lock)
         yield

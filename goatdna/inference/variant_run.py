@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.errors import GoatDNAError
+from goatdna.inference.calibration import CalibrationRequest, calibration_columns, plan_null
+from goatdna.inference.calibration import check_output as check_calibrated_output
 from goatdna.inference.loop import model_on_device, rank_zero_lock, rank_zero_progress
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
@@ -75,6 +77,7 @@ class ScoreVariantsRequest:
     force: bool = False  # replace an existing file at out / start over an earlier run's work
     cache_dir: Path | None = None  # where a plain-gzip FASTA is decompressed once
     shared_prefix: bool = True
+    calibration: CalibrationRequest | None = None  # --calibrate / --null: percentiles, z-scores
 
 
 @dataclass
@@ -166,7 +169,9 @@ def score_variants(
     Global rank 0 holds the lock of ``--out`` for the whole run (`goatdna.workdir.output_lock`),
     so a second run on the same output is refused with this one's pid.
     """
-    output_kind(request.out)
+    kind = output_kind(request.out)
+    if request.calibration is not None:
+        check_calibrated_output(kind)
     if request.chunk_size < 1:
         raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
     claim_output(
@@ -198,6 +203,10 @@ def _run(
         check_sorted_for_index(vcf, out)
     statuses = [allele_status(a, reference) for a in vcf.alleles]
     _check_naming(vcf, statuses, reference)
+    null_plan = None  # --calibrate: an existing null made otherwise is refused before scoring
+    if request.calibration is not None:
+        null_plan = plan_null(vcf.alleles, statuses, reference, options, request.calibration,
+                              request.checkpoint, request.fasta, cache_dir)  # fmt: skip
 
     n_chunks = -(-len(vcf.alleles) // request.chunk_size)
     state: dict[str, JSONValue] = {
@@ -233,7 +242,13 @@ def _run(
     if kind == "vcf.gz":
         write_vcf(vcf, numbers["llr"], out)
     else:
-        write_table(results_frame(vcf.alleles, numbers, windows, statuses), out, kind)
+        frame = results_frame(vcf.alleles, numbers, windows, statuses)
+        if null_plan is not None:  # columns against a null of the same reference
+            frame = frame.assign(**calibration_columns(
+                null_plan, model, fabric, vcf.alleles, statuses, numbers["llr"], reference,
+                options, say,
+            ))  # fmt: skip
+        write_table(frame, out, kind)
     work.remove()
     counts = Counter(statuses)
     return ScoreVariantsSummary(
