@@ -55,12 +55,15 @@ MODEL_SOURCES = (
     "transformer.py",
     "scoring.py",
     "vocab.py",
+    "classifier.py",
 )
 """goatdna/model files the transformers wrapper imports (directly or through each other)."""
 HF_SOURCES = ("configuration_goatdna.py", "modeling_goatdna.py", "tokenization_goatdna.py")
 AUTO_MAP = {
     "AutoConfig": "configuration_goatdna.GoatDNAConfig",
+    "AutoModel": "modeling_goatdna.GoatDNAModel",
     "AutoModelForCausalLM": "modeling_goatdna.GoatDNAForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_goatdna.GoatDNAForSequenceClassification",
 }
 TOKENIZER_AUTO_MAP = {"AutoTokenizer": ["tokenization_goatdna.GoatDNATokenizer", None]}
 _GOATDNA_IMPORT = re.compile(r"^\s*(from|import)\s+goatdna\b", re.MULTILINE)
