@@ -139,9 +139,10 @@ def test_collator_batch_loss_is_the_per_sequence_loss() -> None:
     assert (batch["labels"][1, 7:] == -100).all() and (batch["input_ids"][1, 7:] == 5).all()
     with torch.no_grad():
         loss = model(**batch).loss
-        losses = [model(torch.tensor([tokenizer(s).input_ids]), labels=torch.tensor([tokenizer(s).input_ids])).loss for s in seqs]  # fmt: skip
+        singles = [torch.tensor([tokenizer(s).input_ids]) for s in seqs]
+        losses = [model(one, labels=one).loss for one in singles]
     counts = [len(s) - 1 for s in seqs]
-    expected = sum(l * n for l, n in zip(losses, counts, strict=True)) / sum(counts)
+    expected = sum(part * n for part, n in zip(losses, counts, strict=True)) / sum(counts)
     torch.testing.assert_close(loss, expected, atol=1e-6, rtol=0)
 
 
@@ -200,7 +201,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
             )
             assert all(block.gradient_checkpointing for block in model.model.blocks)
         calls: list[int] = []
-        model.model.blocks[0].mlp.register_forward_pre_hook(lambda *_: calls.append(1))
+        model.model.blocks[0].mlp.register_forward_pre_hook(lambda *_, seen=calls: seen.append(1))
         out = model(ids, labels=ids)
         out.loss.backward()
         assert len(calls) == (2 if checkpointed else 1)  # recomputed in backward

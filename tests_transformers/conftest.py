@@ -77,6 +77,16 @@ def _auto_name_rows() -> None:
         getattr(modeling_auto, table)["goatdna"] = name
 
 
+def _sample_text(package: Path) -> None:
+    """tests/fixtures/sample_text.txt (not in the sdist), which TokenizerTesterMixin.setUpClass
+    reads: DNA lines, the text a nucleotide tokenizer encodes."""
+    path = package / "fixtures" / "sample_text.txt"
+    if not path.is_file():
+        path.parent.mkdir(exist_ok=True)
+        rows = ("ACGT" * 15, "GATTACA" * 8, "ttagggnnnnccctaa" * 4)
+        path.write_text("\n".join(rows) + "\n")
+
+
 def _install() -> None:
     root = os.environ.get(SDIST_ENV)
     folder = Path(root) if root else None
@@ -87,6 +97,7 @@ def _install() -> None:
         )
     sys.path.insert(0, str(folder))
     _stand_ins()
+    _sample_text(folder / PACKAGE)
     _auto_name_rows()
 
 

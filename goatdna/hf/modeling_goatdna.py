@@ -288,7 +288,7 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
         if use_cache is None:
             use_cache = bool(getattr(self.config, "use_cache", False))
         if self.training and any(
-            getattr(block, "gradient_checkpointing", False) for block in self.model.blocks
+            getattr(layer, "gradient_checkpointing", False) for layer in self.model.modules()
         ):
             use_cache = False  # a recomputed block would write its keys twice
         cache = past_key_values if use_cache else None
