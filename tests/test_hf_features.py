@@ -267,3 +267,35 @@ def test_small_contracts(tmp_path: Path) -> None:
     )
     assert type(cls) is GoatDNAForSequenceClassification
     assert torch.equal(cls.model.embed.weight, model.model.embed.weight)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_trunk_per_row_positions_equal_the_shared_range(scheme: str) -> None:
+    """goatdna.model alone: per-row positions (B, L) and the padding mask of an unpadded batch give
+    what the shared range does, from any start (a cache offset), and GOAT's/ALiBi's packing of
+    (B, L) positions is each row's packing of its own positions."""
+    from goatdna.model.attention import padding_mask
+
+    decoder = _model(_config(scheme)).model
+    ids = torch.randint(0, 5, (2, 13), generator=torch.Generator().manual_seed(7))
+    start = 40
+    positions = torch.arange(start, start + 13).expand(2, 13)
+    with torch.no_grad():
+        shared = decoder.hidden(ids, start)
+        per_row = decoder.hidden(
+            ids,
+            start,
+            positions=positions,
+            mask=padding_mask(torch.ones(2, 13, dtype=torch.bool), 13),
+        )
+    torch.testing.assert_close(per_row, shared, atol=1e-5, rtol=0)
+    prior = decoder.prior(0)
+    if prior is not None:
+        q = torch.randn(2, 2, 5, prior.content_dim)
+        k = torch.randn(2, 2, 5, prior.content_dim)
+        rows = torch.tensor([[3, 4, 5, 6, 7], [0, 0, 0, 1, 2]])
+        q2, k2 = prior.pack(q, k, rows, rows)
+        for b in range(2):
+            qb, kb = prior.pack(q[b : b + 1], k[b : b + 1], rows[b], rows[b])
+            torch.testing.assert_close(q2[b : b + 1], qb, atol=1e-6, rtol=0)
+            torch.testing.assert_close(k2[b : b + 1], kb, atol=1e-6, rtol=0)

@@ -49,7 +49,12 @@ SKIPS: dict[str, str] = {
         "test_can_load_ignoring_mismatched_shapes"
     ),
 }
-"""Every common test skipped for goatdna, and why it cannot apply."""
+"""Every common test skipped for goatdna, and why it cannot apply. One setting also skips:
+``has_attentions = False`` (below): goatdna never forms attention weights (one fused SDPA call
+with GOAT's prior packed into q and k), so ``output_attentions=True`` raises, and the mixin's
+attention-output tests skip with "Model architecture does not support attentions". All other
+skips are transformers' own conditions (a GPU, flash-attn, deepspeed, MoE layers, ...), each
+printed with its reason by ``.ci/transformers_tests`` (pytest -rs)."""
 
 
 class GoatDNAModelTester:
