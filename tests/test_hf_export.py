@@ -297,5 +297,4 @@ def test_next_token_loss_is_the_training_loss_definition() -> None:
         as_n[1, 5:9] = 4
         expected = next_token_loss(model.model(tokens)[:, :-1], as_n[:, 1:])
     torch.testing.assert_close(out.loss, expected, atol=1e-6, rtol=0)
-    with pytest.raises(ValueError, match="unpadded"):
-        model(tokens, attention_mask=torch.ones_like(tokens).index_fill_(1, torch.tensor([0]), 0))
+    # padded batches are supported now (masked keys, true positions): tests/test_hf_features.py

@@ -14,7 +14,11 @@ from goatdna.errors import GoatDNAError
 def export(
     checkpoint: Annotated[
         Path,
-        option("checkpoint", "A .ckpt written by `goatdna train` (or an earlier export folder)."),
+        option(
+            "checkpoint",
+            "A .ckpt written by `goatdna train` or `goatdna finetune` (or an earlier export "
+            "folder). A fine-tuned model becomes an AutoModelForSequenceClassification folder.",
+        ),
     ],
     out: Annotated[Path, option("out", "Folder to write (must not exist yet).")],
     force: Annotated[
@@ -36,6 +40,12 @@ def export(
     check_output_dir(out, "--out")  # a folder we can write, before any work
     loaded = load_checkpoint(checkpoint, device="cpu")
     model = loaded.model
+    task = None
+    if loaded.kind == "finetuned":  # the head too: the folder predicts what `predict` does
+        from goatdna.inference.predict import load_classifier
+
+        task = load_classifier(checkpoint).classifier
+        model = task.model
     provenance = checkpoint_provenance(checkpoint)
-    folder = export_model(model, dict(loaded.run_config), provenance, out, force=force)
+    folder = export_model(model, dict(loaded.run_config), provenance, out, force=force, task=task)
     typer.echo(f"exported {model.num_params():,} parameters to {folder}", err=True)

@@ -30,13 +30,42 @@ class GoatDNAConfig(PretrainedConfig):
         "intermediate_size": "mlp_hidden",
     }
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        use_cache: bool = True,
+        pad_token_id: int | None = None,
+        bos_token_id: int | None = None,
+        eos_token_id: int | None = None,
+        classifier_pool: str = "mean",
+        classifier_dropout: float = 0.1,
+        classifier_rc_average: bool = False,
+        regression_label_mean: float = 0.0,
+        regression_label_std: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
         defaults = ModelConfig()
         for name in MODEL_FIELDS:
             setattr(self, name, kwargs.pop(name, getattr(defaults, name)))
+        # GoatDNAForSequenceClassification: goatdna's SequenceTaskConfig (goatdna.model.classifier)
+        # pool, dropout, reverse-complement averaging and a regression target's standardisation.
+        if classifier_pool not in ("mean", "last"):
+            raise ValueError(f"classifier_pool must be 'mean' or 'last', got {classifier_pool!r}")
+        self.classifier_pool = classifier_pool
+        self.classifier_dropout = classifier_dropout
+        self.classifier_rc_average = classifier_rc_average
+        self.regression_label_mean = regression_label_mean
+        self.regression_label_std = regression_label_std
         # The head is tied inside DNADecoder itself (``tie_embeddings``); transformers must not tie.
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
+        # Set here, after PretrainedConfig: transformers 5 no longer gives a base config use_cache
+        # or token ids (they would vanish on load), and 4.x would reset them to None. goatdna
+        # reads bare sequences (no BOS/EOS); the tokenizer's "<pad>" is only ever masked out.
+        self.use_cache = use_cache
+        self.pad_token_id = pad_token_id
+        self.bos_token_id = bos_token_id
+        self.eos_token_id = eos_token_id
         self.to_model_config()  # validate now: a bad shape fails when the config is made
 
     def to_model_config(self) -> ModelConfig:

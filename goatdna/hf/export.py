@@ -6,7 +6,8 @@
       config.json              every ModelConfig field, model_type goatdna, auto_map, goatdna
                                version, provenance (data manifest sha256, steps, tokens seen,
                                validation loss) and the run config it was trained with
-      model.safetensors        weights only ("model." + DNADecoder key), float32 as trained
+      model.safetensors        weights only ("model." + DNADecoder key; a fine-tuned model's head
+                               as "head." + SequenceHead key), float32 as trained
       generation_config.json   suppress_tokens [4]: N is never generated
       tokenizer_config.json    GoatDNATokenizer (A C G T N = 0..4, the shards' ids) + auto_map
       vocab.json
@@ -40,6 +41,7 @@ from .model_card import model_card
 
 if TYPE_CHECKING:  # torch loads when a model is exported, not when this module loads
     from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model.classifier import SequenceTaskModel
 
 MODEL_TYPE = "goatdna"
 CONFIG_FILE = "config.json"
@@ -55,12 +57,15 @@ MODEL_SOURCES = (
     "transformer.py",
     "scoring.py",
     "vocab.py",
+    "classifier.py",
 )
 """goatdna/model files the transformers wrapper imports (directly or through each other)."""
 HF_SOURCES = ("configuration_goatdna.py", "modeling_goatdna.py", "tokenization_goatdna.py")
 AUTO_MAP = {
     "AutoConfig": "configuration_goatdna.GoatDNAConfig",
+    "AutoModel": "modeling_goatdna.GoatDNAModel",
     "AutoModelForCausalLM": "modeling_goatdna.GoatDNAForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_goatdna.GoatDNAForSequenceClassification",
 }
 TOKENIZER_AUTO_MAP = {"AutoTokenizer": ["tokenization_goatdna.GoatDNATokenizer", None]}
 _GOATDNA_IMPORT = re.compile(r"^\s*(from|import)\s+goatdna\b", re.MULTILINE)
@@ -88,15 +93,38 @@ def _json_safe(value: object) -> object:
     return value
 
 
+def classifier_fields(task: SequenceTaskModel) -> dict[str, Any]:
+    """config.json fields of `GoatDNAForSequenceClassification` for a fine-tuned model: its
+    `SequenceTaskConfig` (classes as id2label, pooling, strand averaging, label scaling)."""
+    head = task.task_config
+    classes = list(head.classes) if head.classification else ["value"]
+    return {
+        "architectures": ["GoatDNAForSequenceClassification"],
+        "problem_type": "single_label_classification" if head.classification else "regression",
+        "id2label": dict(enumerate(classes)),
+        "label2id": {name: i for i, name in enumerate(classes)},
+        "classifier_pool": head.pool,
+        "classifier_dropout": head.dropout,
+        "classifier_rc_average": head.rc_average,
+        "regression_label_mean": head.label_mean,
+        "regression_label_std": head.label_std,
+    }
+
+
 def config_json(
-    model_config: ModelConfig, run_config: dict[str, Any], provenance: dict[str, Any]
+    model_config: ModelConfig,
+    run_config: dict[str, Any],
+    provenance: dict[str, Any],
+    task: SequenceTaskModel | None = None,
 ) -> dict:
-    """The config.json mapping: model fields first, then what transformers and goatdna need."""
+    """The config.json mapping: model fields first, then what transformers and goatdna need
+    (with ``task``, a fine-tuned model's: `classifier_fields`)."""
     fields = dataclasses.asdict(model_config)
     return {
         "model_type": MODEL_TYPE,
         "architectures": ["GoatDNAForCausalLM"],
         "auto_map": dict(AUTO_MAP),
+        **(classifier_fields(task) if task is not None else {}),
         **fields,
         "tie_word_embeddings": False,
         "dtype": "float32",
@@ -112,20 +140,31 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _write_folder(
-    folder: Path, model: DNADecoder, run_config: dict[str, Any], provenance: dict[str, Any]
+    folder: Path,
+    model: DNADecoder,
+    run_config: dict[str, Any],
+    provenance: dict[str, Any],
+    task: SequenceTaskModel | None,
 ) -> None:
     from safetensors.torch import save_file
 
     from goatdna import model as model_package
     from goatdna.model.scoring import IGNORE_TARGET
 
-    from .tokenization_goatdna import VOCAB
+    from .tokenization_goatdna import PAD, VOCAB
 
-    config = config_json(model.config, run_config, provenance)
+    config = config_json(model.config, run_config, provenance, task)
     _write_json(folder / CONFIG_FILE, config)
     state = {
         WEIGHT_PREFIX + k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()
     }
+    if task is not None:  # the fine-tuned head, under SequenceTaskModel's own prefix
+        state.update(
+            {
+                "head." + k: v.detach().to("cpu").contiguous()
+                for k, v in task.head.state_dict().items()
+            }
+        )
     save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
     umask = os.umask(0)
     os.umask(umask)
@@ -141,6 +180,7 @@ def _write_folder(
             "auto_map": TOKENIZER_AUTO_MAP,
             "model_max_length": 1 << 40,
             "clean_up_tokenization_spaces": False,
+            "pad_token": PAD,
         },
     )
     _write_json(folder / "vocab.json", dict(VOCAB))
@@ -168,8 +208,11 @@ def export_model(
     out: str | Path,
     *,
     force: bool = False,
+    task: SequenceTaskModel | None = None,
 ) -> Path:
-    """Write ``model`` (a `DNADecoder`) and its provenance as an export folder at ``out``.
+    """Write ``model`` (a `DNADecoder`) and its provenance as an export folder at ``out``;
+    with ``task`` (a fine-tuned `SequenceTaskModel` around ``model``), a folder that loads as
+    ``AutoModelForSequenceClassification`` and predicts what `goatdna predict` does.
 
     An existing ``out`` is replaced only with ``force`` and only when it holds an earlier export
     (never an unrelated directory). Nothing appears at ``out`` until the folder is complete.
@@ -190,5 +233,5 @@ def export_model(
                     "is not one; choose another --out"
                 )
     with atomic_dir(out, then="rerun the export") as folder:
-        _write_folder(folder, model, run_config, provenance)
+        _write_folder(folder, model, run_config, provenance, task)
     return out

@@ -29,10 +29,11 @@ def model_card(config: dict[str, Any], num_params: int) -> str:
     prov = config.get("goatdna_provenance") or {}
     train_length = prov.get("train_length") or config["train_length"]
     scheme = "GOAT" if config["positional"] == "goat" else "RoPE"
+    classifier = config["architectures"] == ["GoatDNAForSequenceClassification"]
     lines = [
         "---",
         "library_name: transformers",
-        "pipeline_tag: text-generation",
+        f"pipeline_tag: {'text-classification' if classifier else 'text-generation'}",
         "tags: [dna, genomics, goatdna, causal-lm, nucleotide]",
         "---",
         "",
@@ -74,6 +75,20 @@ def model_card(config: dict[str, Any], num_params: int) -> str:
         "out = model.generate(ids, max_new_tokens=100, do_sample=False)",
         "```",
         "",
+        *(
+            [
+                "Fine-tuned with `goatdna finetune` "
+                f"({config.get('problem_type', '')}; labels "
+                f"{', '.join(str(v) for v in config.get('id2label', {}).values())}): "
+                "`AutoModelForSequenceClassification.from_pretrained(folder, "
+                "trust_remote_code=True)(**tokenizer(seqs, padding=True, "
+                'return_tensors="pt")).logits` give `goatdna predict`\'s predictions '
+                "(softmax for class probabilities).",
+                "",
+            ]
+            if classifier
+            else []
+        ),
         "With goatdna installed: `goatdna embed --checkpoint <folder> ...`, `goatdna evaluate`, "
         "`goatdna generate` and the scoring commands accept this folder as `--checkpoint`.",
         "",
@@ -87,8 +102,8 @@ def model_card(config: dict[str, Any], num_params: int) -> str:
         "- Not a clinical tool: likelihoods are not pathogenicity calls.",
         "- Trained on the genome(s) in its shard set only; other species or assemblies are "
         "out of distribution.",
-        "- Sequences must be unpadded (no attention mask with zeros); batch sequences of equal "
-        "length.",
+        "- Batches may be padded (`tokenizer(..., padding=True)`, either side): padded "
+        "positions are masked and each sequence keeps its own positions.",
         f"- {scheme} positions beyond {train_length:,} bases are "
         + (
             "extrapolation: GOAT is designed for it, but check quality at your length."

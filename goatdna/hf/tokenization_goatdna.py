@@ -2,8 +2,10 @@
 
 Lowercase (soft-masked) bases are read as their uppercase token and IUPAC ambiguity codes as N,
 exactly as `goatdna prepare` stores them; any other character is an error naming it, because a
-silently mapped character would change what the model scores. There are no special tokens: a
-goatdna model reads bare sequences. This file ships inside exported folders (its import of
+silently mapped character would change what the model scores. A goatdna model reads bare
+sequences (no BOS/EOS); the one special token is ``<pad>`` (the id after the bases, 5), so
+``tokenizer(..., padding=True)`` and transformers' collators work: padded positions carry
+``attention_mask`` 0 and the model never reads them. This file ships inside exported folders (its import of
 goatdna/model's dependency-free ``vocab.py`` becomes a relative one) and needs transformers only.
 """
 
@@ -20,6 +22,7 @@ VOCAB: dict[str, int] = {letter: i for i, letter in enumerate(BASES)}
 """Token ids, the model's vocabulary (`goatdna.model.vocab`, equal to the shards' ids)."""
 
 IUPAC_AMBIGUOUS = "RYKMSWBDHV"
+PAD = "<pad>"
 VOCAB_FILE = "vocab.json"
 
 
@@ -41,6 +44,7 @@ class GoatDNATokenizer(PreTrainedTokenizer):
         self._letters = {i: letter for letter, i in VOCAB.items()}
         kwargs.setdefault("model_max_length", 1 << 40)  # positions extrapolate; no hard limit
         kwargs.setdefault("clean_up_tokenization_spaces", False)
+        kwargs.setdefault("pad_token", PAD)
         super().__init__(**kwargs)
 
     @property
@@ -48,7 +52,8 @@ class GoatDNATokenizer(PreTrainedTokenizer):
         return len(self._vocab)
 
     def get_vocab(self) -> dict[str, int]:
-        return dict(self._vocab)
+        """The bases and every added token (``<pad>``, and any the user added)."""
+        return {**self._vocab, **self.added_tokens_encoder}
 
     def _tokenize(self, text: str, **kwargs: object) -> list[str]:
         tokens = []

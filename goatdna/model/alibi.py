@@ -21,7 +21,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .goat import DECODE_BLOCK, Positions, _as_positions, _slot_and_gain
+from .goat import DECODE_BLOCK, Positions, _as_positions, _flat, _per_row, _slot_and_gain
 
 POSITION_DIM = 2
 """Query/key dims ALiBi's packing takes from each head (the hi/lo slots of the key bias)."""
@@ -76,7 +76,8 @@ class AlibiPrior(nn.Module):
     def pack(
         self, q_c: Tensor, k_c: Tensor, pos_q: Positions, pos_k: Positions
     ) -> tuple[Tensor, Tensor]:
-        """Content queries/keys (B, H, L, d_c) -> packed q', k' (B, H, L, d_h) for one SDPA call."""
+        """Content queries/keys (B, H, L, d_c) -> packed q', k' (B, H, L, d_h) for one SDPA call;
+        ``pos_k`` may be per-row positions (B, L), as for `GoatPrior.pack`."""
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]
         dtype, device, d = q_c.dtype, q_c.device, self.head_dim
@@ -85,7 +86,7 @@ class AlibiPrior(nn.Module):
         q = torch.cat(
             [q_c.transpose(1, 2) * math.sqrt(d / dc), const.expand(B, Lq, H, 2)], dim=-1
         )  # (B, Lq, H, d_h)
-        k_tail = self._key_tail(pos_k, dtype, device)  # (Lk, H, 2)
+        k_tail = _per_row(self._key_tail(_flat(pos_k), dtype, device), pos_k)  # ([B,] Lk, H, 2)
         k = torch.cat([k_c.transpose(1, 2), k_tail.expand(B, Lk, H, 2)], dim=-1)  # (B, Lk, H, d_h)
         return q.transpose(1, 2), k.transpose(1, 2)  # (B, H, L, d_h) views
 

@@ -10,6 +10,10 @@
 The causal mask is bottom-aligned: a block of Lq queries ends at the last of the Lk keys (the KV
 cache case). SDPA's ``is_causal`` aligns top-left, so it is used only when Lq == Lk; a one-token
 step needs no mask; other blocks get an explicit boolean mask.
+
+Padded batches (the Hugging Face wrapper's ``attention_mask``) pass per-row ``positions`` (B, L)
+and a boolean ``mask`` (B, 1, Lq, Lk) from `padding_mask` instead: padded keys are masked, each
+real token keeps its own absolute position, so a row's outputs are those of the row alone.
 """
 
 from __future__ import annotations
@@ -66,13 +70,38 @@ def causal_mask(q_len: int, k_len: int, device: torch.device) -> Tensor:
     return j <= i  # True = may attend
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, backend: str) -> Tensor:
-    """Causal attention of packed/rotated q (B, H, Lq, d) over k, v (B, H, Lk, d), bottom-aligned."""
+def padding_mask(key_valid: Tensor, q_len: int) -> Tensor:
+    """Which keys each query may see in a padded batch -> bool (B, 1, Lq, Lk), True = attend.
+
+    ``key_valid`` (B, Lk) marks the real (unpadded) key columns; the ``q_len`` queries are the
+    last columns (query t sits at column Lk - q_len + t, as in `causal_mask`). A query always sees
+    its own column, so a padding query's row is never empty (no NaN); real queries never see a
+    padding key, so padding changes nothing a real token computes.
+    """
+    k_len = key_valid.shape[-1]
+    causal = causal_mask(q_len, k_len, key_valid.device)  # (Lq, Lk)
+    own = (
+        torch.arange(k_len, device=key_valid.device)[None, :]
+        == torch.arange(k_len - q_len, k_len, device=key_valid.device)[:, None]
+    )
+    return ((causal & key_valid.bool()[:, None, :]) | own)[:, None]
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, backend: str, mask: Tensor | None = None) -> Tensor:
+    """Causal attention of packed/rotated q (B, H, Lq, d) over k, v (B, H, Lk, d), bottom-aligned.
+
+    ``mask`` (B, 1, Lq, Lk'), from `padding_mask`, replaces the causal mask (padded batches);
+    keys beyond its Lk' columns (a preallocated cache's unwritten slots) are masked out.
+    """
     q_len, k_len = q.shape[2], k.shape[2]
     if (
         k.dtype != q.dtype
     ):  # a float32 KV cache read under bf16 autocast: exact, values came from q's dtype
         k, v = k.to(q.dtype), v.to(q.dtype)
+    if mask is not None:
+        if mask.shape[-1] < k_len:
+            mask = F.pad(mask, (0, k_len - mask.shape[-1]), value=False)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if (
         backend == "flash"
         and q.is_cuda
@@ -147,9 +176,9 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
         return q, k, v
 
-    def _positions(self, q: Tensor, k: Tensor, pos: range) -> tuple[Tensor, Tensor]:
+    def _positions(self, q: Tensor, k: Tensor, pos: range | Tensor) -> tuple[Tensor, Tensor]:
         """Attach positions: GOAT/ALiBi pack (q', k') (goat.py, Eqs. (23)-(24)), RoPE rotates, NoPE passes;
-        all -> (B, H, L, d_h)."""
+        all -> (B, H, L, d_h). ``pos``: a range shared by every row, or per-row positions (B, L)."""
         if self.prior is not None:
             return self.prior.pack(q, k, pos, pos)
         if self.rope is not None:
@@ -157,24 +186,34 @@ class CausalSelfAttention(nn.Module):
         return q, k
 
     def forward(
-        self, x: Tensor, start_pos: int = 0, cache: LayerCache | None = None, layer: int = 0
+        self,
+        x: Tensor,
+        start_pos: int = 0,
+        cache: LayerCache | None = None,
+        layer: int = 0,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
     ) -> Tensor:
         """x (B, L, d_model) at positions start_pos..start_pos+L-1 -> (B, L, d_model).
 
         With a cache, the new keys/values are appended and the queries attend to every cached
         position (``start_pos`` must equal ``cache.length``); cached decoding always runs the
         packed kernel path, also when the backend is ``explicit`` (the same numbers).
+        ``positions`` (B, L), when given, are each row's own absolute positions (a padded
+        batch), and ``mask`` (`padding_mask`) says which keys each query sees; both run the
+        packed path too.
         """
         B, L, _ = x.shape
         q, k, v = self._project(x)
-        pos = range(start_pos, start_pos + L)
-        if self.backend == "explicit" and cache is None:
-            y = explicit_attention(self.logits(q, k, pos, pos), v)
+        span = range(start_pos, start_pos + L)
+        pos: range | Tensor = span if positions is None else positions
+        if self.backend == "explicit" and cache is None and positions is None and mask is None:
+            y = explicit_attention(self.logits(q, k, span, span), v)
         else:
             q, k = self._positions(q, k, pos)
             if cache is not None:
                 k, v = cache.write(layer, k, v)
-            y = attend(q, k, v, self.backend)  # (B, H, L, d_h)
+            y = attend(q, k, v, self.backend, mask)  # (B, H, L, d_h)
         return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:

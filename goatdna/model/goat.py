@@ -88,6 +88,18 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
+def _flat(pos: Positions) -> Positions:
+    """Per-row positions (B, L) as one (B*L,) run of positions; a range or (L,) as it is."""
+    return pos.reshape(-1) if isinstance(pos, Tensor) and pos.dim() == 2 else pos
+
+
+def _per_row(tail: Tensor, pos: Positions) -> Tensor:
+    """A position tail (B*L, H, d_p) computed from `_flat` per-row positions -> (B, L, H, d_p)."""
+    if isinstance(pos, Tensor) and pos.dim() == 2:
+        return tail.view(*pos.shape, *tail.shape[1:])
+    return tail
+
+
 def _autocast_off(device: torch.device) -> contextlib.AbstractContextManager:
     """Autocast disabled on ``device``; nothing to disable where autocast does not exist (meta)."""
     if torch.amp.is_autocast_available(device.type):
@@ -294,10 +306,16 @@ class GoatPrior(nn.Module):
         q', k' are laid out in memory as (B, L, H, d_h), the projection's layout, and returned as
         transposed (B, H, L, d_h) views, like RoPE's rotated q/k: flash-attn reads them without a
         copy and SDPA's kernels find the layout they want.
+
+        ``pos_q``/``pos_k`` may be per-row positions (B, L) (a padded batch whose rows start at
+        different columns): each row's slots are then those of its own absolute positions.
         """
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]
-        q_tail, k_tail = self._position_tails(pos_q, pos_k, q_c.dtype, q_c.device)
+        q_tail, k_tail = self._position_tails(
+            _flat(pos_q), _flat(pos_k), q_c.dtype, q_c.device
+        )  # (Lq, H, d_p), (Lk, H, d_p); a row per position of every row for per-row positions
+        q_tail, k_tail = _per_row(q_tail, pos_q), _per_row(k_tail, pos_k)  # (B?, L, H, d_p)
         q = torch.cat(
             [
                 q_c.transpose(1, 2) * math.sqrt(self.head_dim / dc),  # (B, Lq, H, d_c)

@@ -80,9 +80,35 @@ class RotaryEmbedding(nn.Module):
         base, divisor = self._base_and_divisor(pos)
         return table(self.head_dim, base, pos, device, dtype, divisor)
 
-    def forward(self, x: Tensor, pos: range) -> Tensor:
-        """Rotate ``x`` (B, H, L, d) whose rows sit at positions ``pos`` (len L)."""
-        cos, sin = self.cos_sin(pos, x.device, x.dtype)  # (L, d)
+    def cos_sin_rows(self, pos: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """cos/sin for per-row positions ``pos`` (B, L) -> each (B, 1, L, d) in ``dtype``.
+
+        The same float64 angles as `cos_sin`; a row's scaling (linear, ntk) follows its own last
+        position, as `cos_sin` follows ``pos.stop`` for a row alone.
+        """
+        f64, d = torch.float64, self.head_dim
+        positions = pos.to(torch.float64)  # (B, L)
+        exponent = torch.arange(0, d, 2, dtype=f64, device=pos.device) / d  # (d/2,)
+        base = torch.full_like(positions[:, :1], self.base)  # (B, 1)
+        if self.scaling != "none" and self.train_length is not None:
+            stop = positions.amax(dim=-1, keepdim=True) + 1
+            s = (stop / self.train_length).clamp(min=1.0)  # (B, 1)
+            if self.scaling == "linear":
+                positions = positions / s
+            else:
+                base = base * s ** (d / (d - 2))
+        theta = base ** (-exponent)  # (B, d/2)
+        angles = positions[:, :, None] * theta[:, None, :]  # (B, L, d/2)
+        angles = torch.cat([angles, angles], dim=-1)[:, None]  # (B, 1, L, d)
+        return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)
+
+    def forward(self, x: Tensor, pos: range | Tensor) -> Tensor:
+        """Rotate ``x`` (B, H, L, d) whose rows sit at positions ``pos`` (a range of len L, or
+        per-row positions (B, L))."""
+        if isinstance(pos, Tensor):
+            cos, sin = self.cos_sin_rows(pos, x.dtype)  # (B, 1, L, d)
+        else:
+            cos, sin = self.cos_sin(pos, x.device, x.dtype)  # (L, d)
         half = self.head_dim // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, H, L, d)
         return x * cos + rotated * sin

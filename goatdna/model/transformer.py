@@ -46,9 +46,15 @@ class Block(nn.Module):
         self.mlp = SwiGLU(config.d_model, config.mlp_hidden)
 
     def forward(
-        self, x: Tensor, start_pos: int = 0, cache: LayerCache | None = None, layer: int = 0
+        self,
+        x: Tensor,
+        start_pos: int = 0,
+        cache: LayerCache | None = None,
+        layer: int = 0,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
     ) -> Tensor:
-        x = x + self.attn(self.attn_norm(x), start_pos, cache, layer)
+        x = x + self.attn(self.attn_norm(x), start_pos, cache, layer, positions, mask)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -59,13 +65,16 @@ class DNADecoder(nn.Module):
     applied to the trunk, as transformers' ``LlamaForCausalLM`` is ``lm_head`` over
     ``LlamaModel``. Code outside ``goatdna/model/`` reads hidden states through `hidden`, the
     depth through `n_layers` and a layer's prior through `prior`, never through ``blocks``.
+
+    ``block_class`` (a `Block` subclass, same weights) lets a wrapper give the blocks a mixin:
+    `goatdna.hf` makes them transformers' gradient-checkpointing layers.
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, block_class: type[Block] = Block) -> None:
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.padded_vocab_size, config.d_model)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(block_class(config) for _ in range(config.n_layers))
         self.norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
         self.head = (
             None
@@ -105,12 +114,15 @@ class DNADecoder(nn.Module):
 
     def hidden(
         self,
-        idx: Tensor,
+        idx: Tensor | None,
         start_pos: int = 0,
         cache: LayerCache | None = None,
         layers: int | None = None,
         *,
         states: list[Tensor] | None = None,
+        positions: Tensor | None = None,
+        mask: Tensor | None = None,
+        embeds: Tensor | None = None,
     ) -> Tensor:
         """The trunk: idx (B, L) at positions start_pos.. -> hidden states (B, L, d_model).
 
@@ -123,11 +135,19 @@ class DNADecoder(nn.Module):
         on; a cache needs every layer. ``states``, when given a list, receives the embedding and
         every block's output (un-normed), for callers that report them all (transformers'
         ``output_hidden_states``). This is the only loop over the blocks.
+
+        Padded batches (transformers' ``attention_mask``): ``positions`` (B, L) give each row's
+        own absolute positions and ``mask`` (`attention.padding_mask`, (B, 1, L, Lk)) the keys
+        each query sees; ``start_pos`` then counts cache columns, not positions. ``embeds``
+        (B, L, d_model) replaces the embedding lookup (``idx`` None): soft prompts.
         """
         n = self.n_layers if layers is None else layers
         if not 0 <= n <= self.n_layers:
             raise ValueError(f"layers must be in 0..{self.n_layers}, got {layers}")
-        B, L = idx.shape
+        if (idx is None) == (embeds is None):
+            raise ValueError("pass exactly one of token ids and embeds")
+        x = self.embed(idx) if embeds is None else embeds  # (B, L, d_model)
+        B, L = x.shape[:2]
         if cache is not None:
             if layers is not None:
                 raise ValueError("a KV cache needs every layer (layers=None)")
@@ -137,11 +157,10 @@ class DNADecoder(nn.Module):
                     "cached positions stay absolute"
                 )
             cache.check_room(B, L)
-        x = self.embed(idx)  # (B, L, d_model)
         if states is not None:
             states.append(x)
         for layer in range(n):
-            x = self.blocks[layer](x, start_pos, cache, layer)  # (B, L, d_model)
+            x = self.blocks[layer](x, start_pos, cache, layer, positions, mask)  # (B, L, d_model)
             if states is not None:
                 states.append(x)
         if cache is not None:

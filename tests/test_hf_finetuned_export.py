@@ -1,0 +1,126 @@
+"""`goatdna export` of a `goatdna finetune` model: an AutoModelForSequenceClassification folder
+whose predictions are `goatdna predict`'s (classification with strand averaging, regression)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna.cli.app import app
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+runner = CliRunner()
+
+
+def _invoke(*args: object) -> None:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, (result.output, result.exception)
+
+
+@pytest.fixture(scope="module")
+def task_csv(synthetic_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hf_task") / "gc"
+    _invoke("make-task", "--data", synthetic_shards, "--out", out, "--label", "gc",
+            "--max-train", "120", "--max-eval", "40")  # fmt: skip
+    return out
+
+
+def _finetune(task: Path, ckpt: Path, out: Path, *extra: object) -> Path:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _invoke("finetune", "--checkpoint", ckpt, "--train", task / "train.csv",
+                "--val", task / "val.csv", "--out", out, "--no-progress", "--mode", "probe",
+                "--epochs", "2", "--lr", "3e-3", *extra)  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    return out / "checkpoints" / "best.ckpt"
+
+
+def _predict_csv(ckpt: Path, sequences: Path, out: Path, *extra: object) -> list[dict[str, str]]:
+    _invoke("predict", "--checkpoint", ckpt, "--sequences", sequences, "--out", out, *extra)
+    with out.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _sequences(task: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """Test rows cut to different lengths (so the HF batch is padded), as a predict input."""
+    with (task / "test.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))[:12]
+    seqs = [r["sequence"][: 60 + 11 * i] for i, r in enumerate(rows)]
+    path = tmp_path / "input.csv"
+    path.write_text("sequence\n" + "\n".join(seqs) + "\n")
+    return path, seqs
+
+
+def test_classifier_export_predicts_what_goatdna_predict_does(
+    task_csv: Path, tiny_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    import goatdna.hf  # noqa: F401  (registers the Auto classes)
+
+    ckpt = _finetune(task_csv, tiny_runs["goat"] / "checkpoints" / "best.ckpt",
+                     tmp_path / "ft", "--rc-average")  # fmt: skip
+    folder = tmp_path / "export"
+    _invoke("export", "--checkpoint", ckpt, "--out", folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["GoatDNAForSequenceClassification"]
+    assert config["classifier_rc_average"] is True
+    assert "pipeline_tag: text-classification" in (folder / "README.md").read_text()
+
+    sequences, seqs = _sequences(task_csv, tmp_path)
+    expected = _predict_csv(ckpt, sequences, tmp_path / "pred.csv")
+    classes = list(config["id2label"].values())
+    assert classes == ["high", "low", "mid"]
+
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    want = np.array([[float(r[f"prob_{c}"]) for c in classes] for r in expected])
+    for side in ("right", "left"):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, padding_side=side)
+        batch = tokenizer(seqs, padding=True, return_tensors="pt")
+        assert not batch.attention_mask.all()
+        with torch.no_grad():
+            probs = model(**batch).logits.softmax(-1).numpy()
+        np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0)
+        assert [classes[i] for i in probs.argmax(-1)] == [r["pred"] for r in expected]
+
+
+def test_regression_export_predicts_label_units(
+    task_csv: Path, tiny_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    import goatdna.hf  # noqa: F401
+
+    rows = list(csv.DictReader((task_csv / "train.csv").open(newline="")))
+    src = tmp_path / "gc.csv"
+    src.write_text("sequence,gc\n" + "".join(
+        f"{r['sequence']},{(r['sequence'].count('G') + r['sequence'].count('C')) / len(r['sequence']):.4f}\n"
+        for r in rows
+    ))  # fmt: skip
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _invoke("finetune", "--checkpoint", tiny_runs["rope"] / "checkpoints" / "best.ckpt",
+                "--train", src, "--label-column", "gc", "--out", tmp_path / "reg",
+                "--no-progress", "--mode", "probe", "--epochs", "2", "--lr", "3e-3")  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    ckpt = tmp_path / "reg" / "checkpoints" / "best.ckpt"
+    folder = tmp_path / "export"
+    _invoke("export", "--checkpoint", ckpt, "--out", folder)
+    sequences, seqs = _sequences(task_csv, tmp_path)
+    expected = [float(r["pred"]) for r in _predict_csv(ckpt, sequences, tmp_path / "pred.csv")]
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    assert model.config.problem_type == "regression"
+    batch = transformers.AutoTokenizer.from_pretrained(folder)(
+        seqs, padding=True, return_tensors="pt"
+    )
+    with torch.no_grad():
+        values = model(**batch).logits[:, 0].numpy()
+    np.testing.assert_allclose(values, expected, atol=1e-5, rtol=0)
