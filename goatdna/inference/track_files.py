@@ -25,22 +25,15 @@ import numpy as np
 
 from goatdna.atomic import atomic_path, atomic_write_text, disk_full_error, free_bytes
 from goatdna.errors import GoatDNAError
+from goatdna.formats import output_format
 
-BIGWIG_SUFFIXES = (".bw", ".bigwig")
-BEDGRAPH_SUFFIXES = (".bedgraph", ".bg")
+TRACK_SUFFIXES = (".bw", ".bigWig", ".bedGraph", ".bg")
 DEFAULT_ZOOM_LEVELS = 10
 
 
 def output_kind(path: Path) -> str:
-    """'bigwig' or 'bedgraph' from the --out name."""
-    suffix = path.suffix.lower()
-    if suffix in BIGWIG_SUFFIXES:
-        return "bigwig"
-    if suffix in BEDGRAPH_SUFFIXES:
-        return "bedgraph"
-    raise GoatDNAError(
-        f"--out {path}: unknown extension {path.suffix or '(none)'}; use .bw/.bigWig or .bedGraph"
-    )
+    """'bigwig' or 'bedgraph' from the --out name (`goatdna.formats.output_format`)."""
+    return output_format(path, TRACK_SUFFIXES).kind
 
 
 def output_paths(out: Path, what: Sequence[str]) -> dict[str, Path]:
@@ -77,6 +70,7 @@ class _BigWigStream:
     """
 
     _QUEUE_BLOCKS = 4
+    _PIECE = 1 << 16
 
     def __init__(self, path: Path, chrom_sizes: list[tuple[str, int]], zoom_levels: int) -> None:
         import pybigtools
@@ -125,9 +119,17 @@ class _BigWigStream:
         return False
 
     def add(self, contig: str, positions: np.ndarray, values: np.ndarray) -> None:
-        if not self._put((contig, positions, values.astype(np.float64))):
-            self.close()  # raises the writer's failure
-        self._sent += positions.size
+        # queued in pieces of _PIECE values (copies, so a caller's large block is not kept
+        # alive by the queue): the writer thread turns one piece at a time into Python tuples
+        for lo in range(0, positions.size, self._PIECE):
+            piece = (
+                contig,
+                positions[lo : lo + self._PIECE].copy(),
+                values[lo : lo + self._PIECE].astype(np.float64),
+            )
+            if not self._put(piece):
+                self.close()  # raises the writer's failure
+            self._sent += piece[1].size
 
     def close(self) -> None:
         """Finish the file; raises `GoatDNAError` if pybigtools did not write all of it."""
