@@ -87,8 +87,9 @@ class _BigWigStream:
         self._taken_all = False  # the writer read the end marker
         self._failure: BaseException | None = None
         self._writer = pybigtools.open(str(self._writing), "w")
+        # started by the first value: a track without any never runs the writer (which cannot
+        # write an empty bigWig)
         self._thread = threading.Thread(target=self._write, name="bigwig-writer", daemon=True)
-        self._thread.start()
 
     def _items(self) -> Iterator[tuple[str, int, int, float]]:
         while True:
@@ -110,6 +111,8 @@ class _BigWigStream:
 
     def _put(self, block: tuple[str, np.ndarray, np.ndarray] | None) -> bool:
         """Queue ``block``; False when the writer thread has stopped (it takes no more)."""
+        if self._thread.ident is None:
+            self._thread.start()
         while self._thread.is_alive():
             try:
                 self._queue.put(block, timeout=0.5)
@@ -154,6 +157,8 @@ class _BigWigStream:
         if self._thread.is_alive():
             self._put(None)
             self._thread.join()
+        else:
+            self._writer.close()
 
     def _problem(self) -> str | None:
         if self._failure is not None:
