@@ -158,20 +158,25 @@ def test_a_track_with_no_value_is_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_write_that_fails_midway_is_one_error_and_no_file(tmp_path: Path) -> None:
-    """The file-size limit makes every write past 64 KiB fail (EFBIG), as a full disk would."""
+@pytest.mark.parametrize("disk", ["file-size limit", "full"])
+def test_a_write_that_fails_midway_is_one_error_and_no_file(tmp_path: Path, disk: str) -> None:
+    """The file-size limit makes every write past 64 KiB fail (EFBIG), as a full disk would;
+    with no space left beside the output (free_bytes 0) it reads as a full disk."""
+    out = tmp_path / "t.bw"
+    full = "track_files.free_bytes = lambda _path: 0" if disk == "full" else ""
     script = textwrap.dedent(
         f"""
         import resource, signal
         from pathlib import Path
         import numpy as np
         from goatdna.errors import GoatDNAError
-        from goatdna.inference.track_files import open_track
+        from goatdna.inference import track_files
+        {full}
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
         values = -np.random.default_rng(0).random(1 << 20).astype(np.float32)
         try:
-            with open_track(Path({str(tmp_path / "t.bw")!r}), [("chrA", 1 << 21)], "t") as w:
+            with track_files.open_track(Path({str(out)!r}), [("chrA", 1 << 21)], "t") as w:
                 for lo in range(0, values.size, 1 << 16):
                     w.add("chrA", lo, values[lo : lo + (1 << 16)])
         except GoatDNAError as err:
@@ -184,5 +189,6 @@ def test_a_write_that_fails_midway_is_one_error_and_no_file(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: writing bigWig "), done.stdout
+    start = f"error: disk full while writing {out} " if full else f"error: writing bigWig {out}: "
+    assert len(lines) == 1 and lines[0].startswith(start), done.stdout
     assert list(tmp_path.iterdir()) == []

@@ -72,10 +72,13 @@ class _BigWigStream:
     _QUEUE_BLOCKS = 4
     _PIECE = 1 << 16
 
-    def __init__(self, path: Path, chrom_sizes: list[tuple[str, int]], zoom_levels: int) -> None:
+    def __init__(
+        self, path: Path, chrom_sizes: list[tuple[str, int]], zoom_levels: int, shown: Path
+    ) -> None:
         import pybigtools
 
         self.path = path
+        self.shown = shown  # the name messages give (path is a temporary one)
         # pybigtools picks the file type from the name, and `atomic_path`'s ends in .tmp
         self._writing = path.with_name(f"{path.name}.bw")
         self.zoom_levels = zoom_levels
@@ -139,10 +142,11 @@ class _BigWigStream:
         self._end()
         problem = self._problem()
         if problem is not None:
+            full = _nearly_full(self.path)  # before the partial file goes and frees its space
             self._writing.unlink(missing_ok=True)
-            if _nearly_full(self.path):
-                raise disk_full_error(self.path, None, "rerun the command")
-            raise GoatDNAError(f"writing bigWig {self.path}: {problem}")
+            if full:
+                raise disk_full_error(self.shown, None, "rerun the command")
+            raise GoatDNAError(f"writing bigWig {self.shown}: {problem}")
         if self.zoom_levels < _zoom_count(self._writing):
             _cap_zoom_levels(self._writing, self.zoom_levels)
         os.replace(self._writing, self.path)
@@ -231,11 +235,12 @@ class TrackWriter:
         chrom_sizes: list[tuple[str, int]],
         name: str,
         zoom_levels: int = DEFAULT_ZOOM_LEVELS,
+        shown: Path | None = None,  # the output's own name, for messages
     ) -> None:
         self._bw: _BigWigStream | None = None
         self._text: TextIO | None = None
         if kind == "bigwig":
-            self._bw = _BigWigStream(path, chrom_sizes, zoom_levels)
+            self._bw = _BigWigStream(path, chrom_sizes, zoom_levels, shown or path)
         else:
             text = open(path, "w")  # noqa: SIM115 - closed in close()
             self._text = text
@@ -288,7 +293,7 @@ def open_track(
     ends without an error (`goatdna.atomic.atomic_path`) and removed otherwise."""
     kind = output_kind(path)
     with atomic_path(path) as tmp:
-        writer = TrackWriter(tmp, kind, chrom_sizes, name, zoom_levels)
+        writer = TrackWriter(tmp, kind, chrom_sizes, name, zoom_levels, shown=path)
         try:
             yield writer
         except BaseException:
