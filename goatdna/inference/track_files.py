@@ -62,7 +62,7 @@ class _BigWigStream:
     used before, wrote a header max of 2.2e-308 for all-negative tracks and corrupt last zoom
     records). score-track pushes blocks (`TrackWriter.add`), so the writer runs on a thread of
     its own over a bounded queue of blocks: memory stays a few blocks plus bigtools' own
-    buffers (flat in the track length, benchmarks/README.md "Track memory").
+    buffers (flat in the track length: benchmarks/README.md, "bigWig writer").
 
     pybigtools 0.3 prints some failures instead of raising them and panics on a failed write
     (a full disk): `close` checks that the writer took every value and that the file's header
