@@ -64,7 +64,7 @@ class _BigWigStream:
     its own over a bounded queue of blocks: memory stays a few blocks plus bigtools' own
     buffers (flat in the track length: benchmarks/README.md, "bigWig writer").
 
-    pybigtools 0.3 prints some failures instead of raising them and panics on a failed write
+    pybigtools (0.2, 0.3) prints some failures instead of raising them and panics on a failed write
     (a full disk): `close` checks that the writer took every value and that the file's header
     counts them, and turns any failure into one `GoatDNAError`.
     """
