@@ -89,10 +89,10 @@ def embed(
     if sequences is None and (fasta is None or bed is None):
         raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
     options = EmbedOptions(layer, pool, strands, max_length, batch_size)  # type: ignore[arg-type]
-    suffix = check_output(out, pool)  # before any work: the format, its library, the pooling
+    check_output(out, pool)  # before any work: the format, its library and the pooling fit
     from goatdna.atomic import check_output_dir, check_output_file
 
-    (check_output_dir if suffix == ".zarr" else check_output_file)(out, "--out")
+    (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
     from goatdna.workdir import claim_output
 
     claim_output([out], force, inputs=[sequences, fasta, bed, checkpoint])
