@@ -185,6 +185,83 @@ def test_predict_keeps_row_order_and_carries_columns(
         assert abs(alone.sum() - 1) < 1e-6
 
 
+def test_predict_writes_the_format_its_suffix_names_with_types_kept(
+    probe_run: Path, task_dir: Path, tmp_path: Path
+) -> None:
+    """.tsv/.csv (and gzipped) are text with the input's cells verbatim; .parquet keeps types:
+    a text input's whole numbers as int64 and numbers as float64, a Parquet input's own types."""
+    import gzip
+
+    import pandas as pd
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    rows = read_csv(task_dir / "test.csv")[:9]
+    src = tmp_path / "input.csv"
+    with src.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["id", "sequence", "label", "score", "tag"])
+        for i, row in enumerate(rows):
+            writer.writerow([row["id"], row["sequence"], i % 2, f"{i / 4:g}", f"00{i}"])
+    ckpt = probe_run / "checkpoints" / "best.ckpt"
+    added = ["prob_high", "prob_low", "prob_mid", "pred"]
+    frames = {}
+    for suffix in (".tsv", ".csv", ".tsv.gz", ".csv.gz", ".parquet"):
+        out = tmp_path / f"pred{suffix}"
+        result = invoke("predict", "--checkpoint", ckpt, "--sequences", src, "--out", out)
+        assert result.exit_code == 0, (result.output, result.exception)
+        if suffix.endswith(".gz"):
+            assert out.read_bytes()[:2] == b"\x1f\x8b"  # gzip magic
+            text = gzip.decompress(out.read_bytes()).decode()
+        elif suffix != ".parquet":
+            text = out.read_text()
+        if suffix == ".parquet":
+            table = pq.read_table(out)  # pyarrow reads it as Parquet
+            types = {f.name: str(f.type).replace("large_", "") for f in table.schema}
+            assert types == {"id": "string", "sequence": "string", "label": "int64",
+                             "score": "double", "tag": "string", "prob_high": "double",
+                             "prob_low": "double", "prob_mid": "double", "pred": "string"}  # fmt: skip
+            frames[suffix] = pd.read_parquet(out)
+            assert frames[suffix]["tag"].tolist() == [f"00{i}" for i in range(9)]
+        else:
+            sep = "\t" if ".tsv" in suffix else ","
+            assert text.splitlines()[0].split(sep) == ["id", "sequence", "label", "score", "tag",
+                                                       *added]  # fmt: skip
+            parse = pa_csv.ParseOptions(delimiter=sep)
+            assert pa_csv.read_csv(out, parse_options=parse).num_rows == 9  # .gz by its name
+            frames[suffix] = pd.read_csv(out, sep=sep, dtype={"tag": str})
+        assert frames[suffix]["label"].dtype == np.int64, suffix
+        assert frames[suffix]["id"].tolist() == [r["id"] for r in rows]
+    for suffix, frame in frames.items():
+        pd.testing.assert_frame_equal(frame, frames[".parquet"], check_exact=False, rtol=1e-7)
+        assert (frame["pred"] == frames[".tsv"]["pred"]).all(), suffix
+    # a Parquet input's own column types come back as they were
+    typed = pd.DataFrame({"sequence": [r["sequence"] for r in rows],
+                          "label": np.arange(9, dtype=np.int32), "flag": [True, False] * 4 + [True],
+                          "weight": np.linspace(0, 1, 9, dtype=np.float32)})  # fmt: skip
+    typed.to_parquet(tmp_path / "typed.parquet", index=False)
+    out = tmp_path / "typed-pred.parquet"
+    result = invoke("predict", "--checkpoint", ckpt, "--sequences", tmp_path / "typed.parquet",
+                    "--out", out)  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    back = pd.read_parquet(out)
+    pd.testing.assert_frame_equal(back[list(typed.columns)], typed)
+    np.testing.assert_allclose(back[added[:3]].to_numpy(), frames[".parquet"][added[:3]], 1e-6)
+
+
+@pytest.mark.parametrize("name", ["pred.txt", "pred.xlsx", "pred.parquet.gz", "pred.gz", "pred"])
+def test_predict_refuses_an_unknown_suffix_before_any_work(tmp_path: Path, name: str) -> None:
+    """The suffix is checked first: a checkpoint and an input that do not exist are not read."""
+    out = tmp_path / name
+    result = invoke("predict", "--checkpoint", tmp_path / "none.ckpt", "--sequences",
+                    tmp_path / "none.csv", "--out", out)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --out"), result.output
+    assert "must end in .tsv, .tsv.gz, .csv, .csv.gz or .parquet" in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_rc_average_gives_identical_predictions_for_both_strands(probe_run: Path) -> None:
     from goatdna.data_prep.tables import SequenceTable, encode_sequences
     from goatdna.inference.predict import load_classifier, predict_tokens

@@ -9,12 +9,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from goatdna.errors import GoatDNAError
+from goatdna.formats import output_format as format_of
 
 if TYPE_CHECKING:
     from goatdna.analysis.generate import SamplingOptions
 
-FASTA_SUFFIXES = {".fa", ".fasta", ".fna"}
+FASTA_SUFFIXES = (".fa", ".fasta", ".fna")
 FASTA_LINE_WIDTH = 80
 
 
@@ -22,14 +22,7 @@ def output_format(path: Path | None) -> str:
     """'fasta' or 'json' from the --out file name (stdout: fasta)."""
     if path is None:
         return "fasta"
-    suffix = path.suffix.lower()
-    if suffix == ".json":
-        return "json"
-    if suffix in FASTA_SUFFIXES:
-        return "fasta"
-    raise GoatDNAError(
-        f"--out {path}: unknown extension {suffix or '(none)'}; use .fa/.fasta/.fna or .json"
-    )
+    return format_of(path, (*FASTA_SUFFIXES, ".json")).kind
 
 
 def format_generation(

@@ -29,7 +29,14 @@ def predict(
         Path,
         option("sequences", "CSV/TSV/Parquet with a sequence column (or BED + --fasta)."),
     ],
-    out: Annotated[Path, option("out", "Output CSV (TSV when it ends in .tsv).")],
+    out: Annotated[
+        Path,
+        option(
+            "out",
+            "Output table; its suffix picks the format: .tsv, .csv, .parquet, or .tsv.gz/.csv.gz "
+            "(gzipped).",
+        ),
+    ],
     sequence_column: Annotated[
         str, typer.Option("--sequence-column", help="Column holding the sequences.")
     ] = default_of(predict_file, "sequence_column"),
@@ -57,8 +64,10 @@ def predict(
     if batch_size < 1:
         raise GoatDNAError(f"--batch-size {batch_size}: must be >= 1")
     from goatdna.atomic import check_output_file
+    from goatdna.formats import TABLE_SUFFIXES, output_format
 
-    check_output_file(out, "--out")  # before any work: a file we can write
+    output_format(out, TABLE_SUFFIXES)  # before any work: a format we write
+    check_output_file(out, "--out")  # and a file we can write
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     rows = predict_file(
         checkpoint, sequences, out, sequence_column=sequence_column, fasta=fasta,

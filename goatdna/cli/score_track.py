@@ -81,8 +81,8 @@ def score_track(
         int,
         typer.Option(
             "--zoom-levels",
-            help="bigWig zoom levels for zoomed-out browser views, 0-10; libBigWig builds them "
-            "from one contig's values in memory (~12 bytes/base), 0 keeps memory flat.",
+            help="bigWig zoom levels that browsers read when zoomed out, 0-10: the N finest of "
+            "those written (160 bp, x4 per level); 0 = none, readers summarise the bases.",
         ),
     ] = DEFAULT_ZOOM_LEVELS,
     resume: Annotated[

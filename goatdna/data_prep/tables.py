@@ -5,7 +5,9 @@ The one reader of such inputs: `finetune` and `predict` read tables here, `embed
 `read_bed_intervals`.
 
 A table is read as columns of strings in file order (nothing is re-typed, so ``predict`` carries
-the input columns through exactly as they were written). The ``sequence`` column becomes token
+the input columns through exactly as they were written); `SequenceTable.typed_frame` gives the
+same columns with types, for outputs that have them (Parquet): a Parquet input's own, and for
+text inputs whole numbers as integers and numbers as floats. The ``sequence`` column becomes token
 arrays (A C G T N = 0..4; lowercase accepted, IUPAC codes read as N) and the ``label`` column
 becomes class indices or floats. Every problem a user can fix (a missing column, an empty
 sequence, a character that is not a nucleotide, a missing or non-numeric label, a label column
@@ -21,13 +23,18 @@ import csv
 import gzip
 import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from goatdna.data_prep.tokens import BYTE_LUT, COMPLEMENT, INVALID, TOKEN_MASK
 from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MISSING_LABELS = frozenset({"", "nan", "na", "n/a", "null", "none"})
 """Label cells read as missing (case-insensitive): an error, never a class of their own."""
@@ -46,6 +53,7 @@ class SequenceTable:
         int  # file line of data row 0 (2 for a CSV with a header); 0 when lines don't apply
     )
     row_labels: list[str] | None = None  # how messages name each row, when not by number
+    frame: pd.DataFrame | None = None  # a Parquet input's columns with the file's own types
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
@@ -57,6 +65,16 @@ class SequenceTable:
         line = f" (line {row + self.line_offset})" if self.line_offset else ""
         return f"{self.path}: row {row + 1}{line}"
 
+    def typed_frame(self) -> pd.DataFrame:
+        """The columns with types: a Parquet input's as the file has them; a text column as
+        int64 when every cell is a whole number written plainly (so it reads back as the same
+        text), float64 when every cell is a number (empty = NaN), else strings as written."""
+        import pandas as pd
+
+        if self.frame is not None:
+            return self.frame.reset_index(drop=True)
+        return pd.DataFrame({name: typed_cells(cells) for name, cells in self.columns.items()})
+
     def column(self, name: str, option: str) -> list[str]:
         if name not in self.columns:
             have = ", ".join(self.columns) or "none"
@@ -65,6 +83,26 @@ class SequenceTable:
                 f"{option}"
             )
         return self.columns[name]
+
+
+_PLAIN_INTEGER = re.compile(r"-?(0|[1-9][0-9]{0,17})")  # fits int64, no leading zeros or '+'
+_LEADING_ZERO = re.compile(r"\s*[-+]?0[0-9]")  # "007", "-01.5": an identifier, not a number
+
+
+def typed_cells(cells: list[str]) -> np.ndarray:
+    """int64 if every cell is a plain whole number, float64 if every cell is a number or empty
+    (NaN) and one is a number, else the strings unchanged (object array). A cell with a leading
+    zero ("007") keeps its column text: as a number it would not read back as written."""
+    if cells and all(_PLAIN_INTEGER.fullmatch(c) for c in cells):
+        return np.array([int(c) for c in cells], dtype=np.int64)
+    numbers = [_as_float(c) if c.strip() else math.nan for c in cells]
+    if (
+        all(v is not None for v in numbers)
+        and any(c.strip() for c in cells)
+        and not any(_LEADING_ZERO.match(c) for c in cells)
+    ):
+        return np.array(numbers, dtype=np.float64)
+    return np.array(cells, dtype=object)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -136,7 +174,7 @@ def _read_parquet(path: Path) -> SequenceTable:
         str(name): ["" if _is_missing(v) else str(v) for v in frame[name].tolist()]
         for name in frame.columns
     }
-    return SequenceTable(path, columns, line_offset=0)
+    return SequenceTable(path, columns, line_offset=0, frame=frame)
 
 
 def _is_missing(value: object) -> bool:

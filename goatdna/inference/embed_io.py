@@ -18,15 +18,11 @@ import numpy as np
 from goatdna.atomic import atomic_dir, atomic_path
 from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_bed_table, read_table
 from goatdna.errors import GoatDNAError
+from goatdna.formats import output_format
 
 from .embed import SequenceRecord
 
 OUTPUT_SUFFIXES = (".npz", ".parquet", ".zarr")
-
-
-def _suffix(path: Path, choices: Sequence[str]) -> str | None:
-    name = path.name.lower()
-    return next((s for s in sorted(choices, key=len, reverse=True) if name.endswith(s)), None)
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -85,9 +81,7 @@ def _records(table: SequenceTable, names: list[str], carried: list[str]) -> list
 def check_output(out: str | Path, pool: str) -> str:
     """The output format for ``out``, checked before any work (library present, pooling fits)."""
     out = Path(out)
-    suffix = _suffix(out, OUTPUT_SUFFIXES)
-    if suffix is None:
-        raise GoatDNAError(f"{out}: --out must end in {', '.join(OUTPUT_SUFFIXES)}")
+    suffix = output_format(out, OUTPUT_SUFFIXES).suffix
     if suffix == ".parquet":
         if pool == "none":
             raise GoatDNAError(

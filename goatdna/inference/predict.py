@@ -12,6 +12,7 @@ launched `lightning_fabric.Fabric`) each rank predicts its contiguous block of r
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -20,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from goatdna.atomic import atomic_write_text
-from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_table
+from goatdna.atomic import atomic_path, atomic_write_bytes
+from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_table, typed_cells
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
+from goatdna.formats import TABLE_SUFFIXES, OutputFormat, output_format
 from goatdna.inference.embed_run import UNIT_GROUPS
 from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_progress, save_arrays
 from goatdna.runtime import gather_blocks, on_rank_zero, rank_block, single_process_fabric
@@ -154,7 +156,9 @@ def predict_file(
     resume: bool = False,
     force: bool = False,
 ) -> int:
-    """Predict every row of ``sequences`` into ``out`` (CSV, or TSV for .tsv); returns rows.
+    """Predict every row of ``sequences`` into ``out``; returns rows. The suffix of ``out``
+    picks the format (`goatdna.formats.TABLE_SUFFIXES`: .tsv, .csv, .parquet, .tsv.gz, .csv.gz),
+    checked before anything else.
 
     Global rank 0 writes ``out``; ``fabric`` as in `predict_tokens`. Rows are predicted in
     units of ``UNIT_GROUPS`` groups of ``batch_size`` rows, each saved when finished in a work
@@ -163,6 +167,7 @@ def predict_file(
     Every group is predicted exactly as an uninterrupted run predicts it: the same bytes.
     """
     out = Path(out)
+    fmt = output_format(out, TABLE_SUFFIXES)
     loaded = load_classifier(checkpoint)
     table = read_table(sequences, fasta)
     tokens = encode_sequences(table, sequence_column, "--sequence-column")
@@ -213,17 +218,31 @@ def predict_file(
             [load_arrays(work, u)[0] for u in range(n_units)]
             or [np.zeros((0, loaded.classifier.task_config.n_outputs), np.float32)]
         )
-        _write_predictions(out, table, added, loaded, preds)
+        _write_predictions(out, fmt, table, added, loaded, preds)
         work.remove()
     return len(tokens)
 
 
 def _write_predictions(
-    out: Path, table: SequenceTable, added: list[str], loaded: LoadedClassifier, preds: np.ndarray
+    out: Path,
+    fmt: OutputFormat,
+    table: SequenceTable,
+    added: list[str],
+    loaded: LoadedClassifier,
+    preds: np.ndarray,
 ) -> None:
-    delimiter = "\t" if out.suffix.lower() == ".tsv" else ","
+    """``out`` in the format its suffix names: CSV/TSV text (gzipped for .gz; the carried cells
+    as the input wrote them, numbers as %.8g) or Parquet (typed: the input's column types, see
+    `SequenceTable.typed_frame`, float64 probabilities and ``pred`` typed like the labels)."""
+    if fmt.kind == "parquet":
+        frame = table.typed_frame()
+        for k, name in enumerate(added):
+            frame[name] = _prediction_column(loaded, preds, k)
+        with atomic_path(out) as tmp:
+            frame.to_parquet(tmp, index=False)
+        return
     buf = io.StringIO()
-    writer = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
+    writer = csv.writer(buf, delimiter="\t" if fmt.kind == "tsv" else ",", lineterminator="\n")
     names = list(table.columns)
     writer.writerow(names + added)
     carried = [table.columns[name] for name in names]
@@ -234,4 +253,18 @@ def _write_predictions(
         else:
             cells.append(f"{preds[i, 0]:.8g}")
         writer.writerow(cells)
-    atomic_write_text(out, buf.getvalue())
+    data = buf.getvalue().encode("utf-8")
+    if fmt.compression == "gzip":  # mtime 0 and no name: the same rows give the same bytes
+        data = gzip.compress(data, mtime=0)
+    atomic_write_bytes(out, data)
+
+
+def _prediction_column(loaded: LoadedClassifier, preds: np.ndarray, k: int) -> np.ndarray:
+    """Column ``k`` of `output_columns` for Parquet: a probability or value (float64), or the
+    predicted class (``pred``), an integer when every class name is one (labels 0/1)."""
+    if loaded.task == "regression" or k < len(loaded.classes):
+        return preds[:, k].astype(np.float64)
+    names = [loaded.classes[int(i)] for i in preds.argmax(axis=1)]
+    if typed_cells(loaded.classes).dtype == np.int64:
+        return np.array([int(name) for name in names], dtype=np.int64)
+    return np.array(names, dtype=object)

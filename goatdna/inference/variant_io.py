@@ -45,23 +45,18 @@ FLOAT_FORMAT = "%.6f"
 
 
 def output_kind(path: Path) -> str:
-    """'tsv', 'parquet' or 'vcf.gz' from the --out name; anything else is a user error."""
-    name = path.name.lower()
-    for suffix in OUTPUT_SUFFIXES:
-        if name.endswith(suffix):
-            kind = suffix[1:]
-            if kind == "parquet":
-                try:
-                    import pyarrow  # noqa: F401
-                except ImportError:
-                    raise GoatDNAError(
-                        f"--out {path}: writing .parquet needs pyarrow (pip install pyarrow); "
-                        "or write .tsv"
-                    ) from None
-            return kind
-    raise GoatDNAError(
-        f"--out {path}: the name must end in .tsv, .parquet or .vcf.gz (it picks the format)"
-    )
+    """'tsv', 'parquet' or 'vcf.gz' from the --out name (`goatdna.formats.output_format`)."""
+    from goatdna.formats import output_format
+
+    kind = output_format(path, OUTPUT_SUFFIXES).suffix[1:]
+    if kind == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise GoatDNAError(
+                f"--out {path}: writing .parquet needs pyarrow (pip install pyarrow); or write .tsv"
+            ) from None
+    return kind
 
 
 @dataclass
