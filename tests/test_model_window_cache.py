@@ -141,3 +141,16 @@ def test_rope_models_are_untouched() -> None:
     idx = torch.randint(0, 5, (2, 20))
     with torch.inference_mode():
         torch.testing.assert_close(model(idx), _uncached_logits(model, idx), rtol=0, atol=0)
+
+
+def test_the_cache_keeps_to_its_byte_budget() -> None:
+    prior = _prior()
+    one = sum(t.numel() * 4 for t in prior._compute_tails(range(64), range(64), torch.float32, CPU))
+    prior._window_tails.max_bytes = 2 * one  # room for two 64-position entries
+    with torch.no_grad():
+        for start in (0, 64, 128):
+            prior._position_tails(range(start, start + 64), range(start, start + 64),
+                                  torch.float32, CPU)  # fmt: skip
+        assert len(prior._window_tails) == 2 and prior._window_tails.nbytes <= 2 * one
+        prior._position_tails(range(1000), range(1000), torch.float32, CPU)  # over the budget
+    assert len(prior._window_tails) == 2  # not kept, nothing evicted for it

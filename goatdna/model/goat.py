@@ -64,8 +64,9 @@ DECODE_BLOCK = 64
 WINDOW_CACHE_ENTRIES = 4
 """Position ranges whose q'/k' position slots one prior keeps for inference (see `WindowTails`)."""
 
-WINDOW_CACHE_MAX_POSITIONS = 1 << 16
-"""Longer ranges are computed afresh: their slots would weigh more than they save."""
+WINDOW_CACHE_MAX_BYTES = 8 << 20
+"""What one prior's `WindowTails` may hold (8 MiB: a 125M model's 18 layers at most 144 MiB; one
+fp32 entry of 1,024 positions weighs 1.7 MiB there). Larger ranges are computed afresh."""
 
 
 def goat_frequencies(
@@ -157,8 +158,11 @@ class WindowTails:
     with autograd off, where nothing needs their graph (`GoatPrior._position_tails`).
     """
 
-    def __init__(self, entries: int = WINDOW_CACHE_ENTRIES) -> None:
+    def __init__(
+        self, entries: int = WINDOW_CACHE_ENTRIES, max_bytes: int = WINDOW_CACHE_MAX_BYTES
+    ) -> None:
         self.entries = entries
+        self.max_bytes = max_bytes
         self._tails: OrderedDict[tuple, tuple[Tensor, Tensor]] = OrderedDict()
 
     def get(self, key: tuple) -> tuple[Tensor, Tensor] | None:
@@ -167,10 +171,23 @@ class WindowTails:
             self._tails.move_to_end(key)
         return tails
 
+    @staticmethod
+    def _nbytes(tails: tuple[Tensor, Tensor]) -> int:
+        return sum(t.numel() * t.element_size() for t in tails)
+
     def put(self, key: tuple, tails: tuple[Tensor, Tensor]) -> None:
+        """Keep ``tails``, dropping the least recently used entries beyond the count and the
+        byte budget; an entry larger than the whole budget is not kept."""
+        if self._nbytes(tails) > self.max_bytes:
+            return
         self._tails[key] = tails
-        while len(self._tails) > self.entries:
+        self._tails.move_to_end(key)
+        while len(self._tails) > self.entries or self.nbytes > self.max_bytes:
             self._tails.popitem(last=False)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self._nbytes(tails) for tails in self._tails.values())
 
     def clear(self) -> None:
         self._tails.clear()
@@ -390,8 +407,6 @@ class GoatPrior(nn.Module):
             row = pos_q.start - first
             _, q_tail, k_tail = self._decode_block
             return q_tail[row : row + 1], k_tail[row : row + 1]
-        if len(pos_q) + len(pos_k) > WINDOW_CACHE_MAX_POSITIONS:
-            return self._compute_tails(pos_q, pos_k, dtype, device)
         key = (pos_q, pos_k, dtype, device, *version)
         tails = self._window_tails.get(key)
         if tails is None:
