@@ -53,7 +53,7 @@ from goatdna.inference.tracks import Region, TrackOptions, write_tracks  # noqa:
 from goatdna.inference.variant_io import read_alleles  # noqa: E402
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles  # noqa: E402
 from goatdna.model import DNADecoder, ModelConfig  # noqa: E402
-from goatdna.model.goat import GoatPrior  # noqa: E402
+from goatdna.model.goat import WINDOW_CACHE_ENTRIES, GoatPrior  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 PIECE = DATA / "grch37_chr20_1000001-2000000.fa.gz"
@@ -111,7 +111,7 @@ def _uncached(model: DNADecoder) -> Iterator[None]:
         yield
     finally:
         for prior in priors:
-            prior._window_tails.entries = 4
+            prior._window_tails.entries = WINDOW_CACHE_ENTRIES
 
 
 def _piece() -> str:
