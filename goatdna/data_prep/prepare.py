@@ -36,8 +36,6 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from goatdna import __version__
 from goatdna.atomic import (
     DiskFullError,
@@ -50,6 +48,7 @@ from goatdna.atomic import (
 from goatdna.data_prep.fasta import FastaSource, open_fasta
 from goatdna.data_prep.options import PrepareOptions
 from goatdna.data_prep.progress import Reporter
+from goatdna.data_prep.record_digest import PIPELINE_STEP, RecordDigest
 from goatdna.data_prep.shards import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -73,7 +72,6 @@ from goatdna.data_prep.synthetic import (
     synthetic_fasta_bytes,
     write_bytes_if_changed,
 )
-from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, C, G, N
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point, crash_point_add
 from goatdna.locking import folder_lock
@@ -174,30 +172,6 @@ class _SourceHasher:
         return self.result
 
 
-COUNT_BLOCK = 1 << 18  # 256 KiB: the temporaries of one block stay in L2 cache
-
-
-def _count_and_hash(tokens: bytes, digest) -> tuple[int, int, int]:
-    """Hash the chunk and count its N, soft-masked and G+C bases, in cache-sized blocks."""
-    digest.update(tokens)
-    arr = np.frombuffer(tokens, dtype=np.uint8)
-    plain = np.empty(min(COUNT_BLOCK, arr.size), dtype=np.uint8)
-    hit = np.empty(plain.size, dtype=bool)
-    n = soft = gc = 0
-    for lo in range(0, arr.size, COUNT_BLOCK):
-        block = arr[lo : lo + COUNT_BLOCK]
-        p, h = plain[: block.size], hit[: block.size]
-        np.greater_equal(block, REPEAT_FLAG, out=h)
-        soft += int(np.count_nonzero(h))
-        np.bitwise_and(block, TOKEN_MASK, out=p)
-        np.equal(p, N, out=h)
-        n += int(np.count_nonzero(h))
-        np.subtract(p, C, out=p)  # C, G -> 0, 1 (adjacent tokens); A wraps to 255
-        np.less(p, G - C + 1, out=h)
-        gc += int(np.count_nonzero(h))
-    return n, soft, gc
-
-
 def _pwrite_all(fd: int, data: bytes, offset: int, path: Path | None = None) -> None:
     view = memoryview(data)
     try:
@@ -218,30 +192,32 @@ def process_record(
     chunk_bases: int,
     advance: Callable[[str, int], None] | None = None,
 ) -> RecordStats:
-    """Read, validate, translate, hash and write one record at its offset in its split file."""
+    """Read, validate, translate, hash and write one record at its offset in its split file.
+
+    A record of more than one chunk is hashed and counted in a helper thread while the next
+    chunk is read (`RecordDigest`); the bytes, counts and sha256 do not depend on the chunking.
+    """
+    step = min(chunk_bases, PIPELINE_STEP)
     reader = source.open_reader()
     contig = source.contig(task.record.name)
-    digest = hashlib.sha256()
-    n_count = soft_count = gc_count = 0
     fd = os.open(partial, os.O_WRONLY)
     try:
-        pos = task.record.start
-        while pos < task.record.end:
-            end = min(task.record.end, pos + chunk_bases)
-            tokens = reader.read_tokens(contig, pos, end)
-            _pwrite_all(fd, tokens, task.offset + pos - task.record.start, partial)
-            crash_point_add("prepare.bases_written", len(tokens))
-            n, soft, gc = _count_and_hash(tokens, digest)
-            n_count += n
-            soft_count += soft
-            gc_count += gc
-            if advance is not None:
-                advance(task.name, end - pos)
-            pos = end
+        with RecordDigest(background=task.record.length > step) as digest:
+            pos = task.record.start
+            while pos < task.record.end:
+                end = min(task.record.end, pos + step)
+                tokens = reader.read_tokens(contig, pos, end)
+                _pwrite_all(fd, tokens, task.offset + pos - task.record.start, partial)
+                crash_point_add("prepare.bases_written", len(tokens))
+                digest.add(tokens)
+                if advance is not None:
+                    advance(task.name, end - pos)
+                pos = end
+            n_count, soft_count, gc_count, sha256 = digest.finish()
     finally:
         os.close(fd)
         reader.close()
-    return RecordStats(n_count, soft_count, gc_count, digest.hexdigest())
+    return RecordStats(n_count, soft_count, gc_count, sha256)
 
 
 # Worker-process side of the pool: progress goes back through a queue.

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +60,13 @@ Positions = Tensor | range
 
 DECODE_BLOCK = 64
 """Positions whose q'/k' position slots a decoding step computes at once (see `_position_tails`)."""
+
+WINDOW_CACHE_ENTRIES = 4
+"""Position ranges whose q'/k' position slots one prior keeps for inference (see `WindowTails`)."""
+
+WINDOW_CACHE_MAX_BYTES = 8 << 20
+"""What one prior's `WindowTails` may hold (8 MiB: a 125M model's 18 layers at most 144 MiB; one
+fp32 entry of 1,024 positions weighs 1.7 MiB there). Larger ranges are computed afresh."""
 
 
 def goat_frequencies(
@@ -149,6 +157,57 @@ def _slot_and_gain(head_dim: int, dtype: torch.dtype) -> tuple[float, float]:
     return slot, slot * float(torch.tensor(1.0 / root, dtype=torch.float32, device="cpu"))
 
 
+class WindowTails:
+    """The q'/k' position slots of the last few position ranges a prior packed, for inference.
+
+    Inference packs the same ranges again and again with fixed weights (score-track and embed
+    windows, evaluate's tiles, score-variants' flanks), and the slots (features, ``u_h(j)``
+    through the MLP, the rotation, the hi/lo split) were a tenth of a small model's forward.
+    An entry is keyed by the ranges, dtype, device and every parameter's storage and version
+    counter (``Tensor._version``, bumped by every in-place write: optimizer steps,
+    ``load_state_dict``, ``copy_``), so a changed parameter is never served stale. Entries are
+    built outside inference mode (a later no-grad call may still use them) and only consulted
+    with autograd off, where nothing needs their graph (`GoatPrior._position_tails`).
+    """
+
+    def __init__(
+        self, entries: int = WINDOW_CACHE_ENTRIES, max_bytes: int = WINDOW_CACHE_MAX_BYTES
+    ) -> None:
+        self.entries = entries
+        self.max_bytes = max_bytes
+        self._tails: OrderedDict[tuple, tuple[Tensor, Tensor]] = OrderedDict()
+
+    def get(self, key: tuple) -> tuple[Tensor, Tensor] | None:
+        tails = self._tails.get(key)
+        if tails is not None:
+            self._tails.move_to_end(key)
+        return tails
+
+    @staticmethod
+    def _nbytes(tails: tuple[Tensor, Tensor]) -> int:
+        return sum(t.numel() * t.element_size() for t in tails)
+
+    def put(self, key: tuple, tails: tuple[Tensor, Tensor]) -> None:
+        """Keep ``tails``, dropping the least recently used entries beyond the count and the
+        byte budget; an entry larger than the whole budget is not kept."""
+        if self._nbytes(tails) > self.max_bytes:
+            return
+        self._tails[key] = tails
+        self._tails.move_to_end(key)
+        while len(self._tails) > self.entries or self.nbytes > self.max_bytes:
+            self._tails.popitem(last=False)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self._nbytes(tails) for tails in self._tails.values())
+
+    def clear(self) -> None:
+        self._tails.clear()
+
+    def __len__(self) -> int:
+        return len(self._tails)
+
+
 class GoatPrior(nn.Module):
     """One layer's GOAT log-prior ``K_ij = K_rel(i-j) + u_h(j)`` for ``num_heads`` heads.
 
@@ -190,6 +249,7 @@ class GoatPrior(nn.Module):
         self.freq_base = float(freq_base)
         self.split_key_bias = split_key_bias
         self._decode_block: tuple | None = None  # (key, q tail, k tail) of the current block
+        self._window_tails = WindowTails()  # recent (pos_q, pos_k) ranges' slots, inference only
         # precomputed so that pack() stays free of host syncs (torch.compile traces it whole)
         self._slot_gain = {
             dt: _slot_and_gain(head_dim, dt)
@@ -337,28 +397,48 @@ class GoatPrior(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """The position slots of q' and k' (Eqs. (23)-(24)): (Lq, H, 2R+2) and (Lk, H, 2R+2) in ``dtype``.
 
-        A decoding step (one position, no autograd) reads them from a block of
-        `DECODE_BLOCK` positions computed at once and kept until the parameters change, so a
-        cached step costs about what RoPE's does instead of rebuilding features, the MLP and
-        the rotation for every token and layer.
+        With autograd off (inference), they are not rebuilt for every call: a decoding step (one
+        position) reads them from a block of `DECODE_BLOCK` positions computed at once, any other
+        pair of ranges from `WindowTails`, both kept until a parameter changes. So a cached step
+        costs about what RoPE's does instead of rebuilding features, the MLP and the rotation
+        for every token and layer, and a window scored again costs only the concatenations.
+        With autograd on (training) everything is computed afresh, so gradients reach the prior.
         """
-        if (
+        if not (
             isinstance(pos_q, range)
-            and pos_q == pos_k
-            and len(pos_q) == 1
+            and isinstance(pos_k, range)
             and not torch.is_grad_enabled()
             and not torch.compiler.is_compiling()
             and not isinstance(self.freqs, nn.Parameter)
         ):
+            return self._compute_tails(pos_q, pos_k, dtype, device)
+        version = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        if pos_q == pos_k and len(pos_q) == 1:
             first = pos_q.start - pos_q.start % DECODE_BLOCK
-            key = (first, dtype, device, *((p.data_ptr(), p._version) for p in self.parameters()))
+            key = (first, dtype, device, *version)
             if self._decode_block is None or self._decode_block[0] != key:
                 block = range(first, first + DECODE_BLOCK)
-                self._decode_block = (key, *self._compute_tails(block, block, dtype, device))
+                self._decode_block = (
+                    key,
+                    *self._tails_outside_inference(block, block, dtype, device),
+                )
             row = pos_q.start - first
             _, q_tail, k_tail = self._decode_block
             return q_tail[row : row + 1], k_tail[row : row + 1]
-        return self._compute_tails(pos_q, pos_k, dtype, device)
+        key = (pos_q, pos_k, dtype, device, *version)
+        tails = self._window_tails.get(key)
+        if tails is None:
+            tails = self._tails_outside_inference(pos_q, pos_k, dtype, device)
+            self._window_tails.put(key, tails)
+        return tails
+
+    def _tails_outside_inference(
+        self, pos_q: range, pos_k: range, dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor, Tensor]:
+        """`_compute_tails` as normal tensors: one built under ``torch.inference_mode()`` could
+        not be used by a later no-grad call outside it (e.g. validation during training)."""
+        with torch.inference_mode(False), torch.no_grad():
+            return self._compute_tails(pos_q, pos_k, dtype, device)
 
     def _compute_tails(
         self, pos_q: Positions, pos_k: Positions, dtype: torch.dtype, device: torch.device
