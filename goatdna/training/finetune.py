@@ -304,6 +304,8 @@ def finetune(
     wall_start = time.perf_counter()
     if not config.backbone.checkpoint:
         raise GoatDNAError("--checkpoint is required (a pretrained .ckpt)")
+    run = RunDir(Path(run_dir))
+    run.refuse_foreign(_input_paths(config), own=(CACHE_DIR,))  # before any work
     backbone, backbone_config = load_backbone(config.backbone.checkpoint)
     task = load_task(config.task, config.seed)
     plan = StepPlan(len(task.splits["train"]), config.trainer.batch_size, config.seed,
@@ -313,7 +315,6 @@ def finetune(
     backbone_sha = file_sha256(ckpt) if ckpt.is_file() else str(ckpt)
     resolved = resolve(config, task, backbone_config["model"], backbone_sha, total_steps,
                        plan.steps_per_epoch)  # fmt: skip
-    run = RunDir(Path(run_dir))
     start_plan = run.check(resolved, resume=resume, force=force)  # every rank, read only
     tr = config.trainer
     precision = resolve_precision(tr.precision, tr.accelerator)
@@ -327,6 +328,12 @@ def finetune(
             if fabric.is_global_zero:
                 run.write_summary(summary)
             return summary
+
+
+def _input_paths(config: FinetuneConfig) -> dict[str, str | None]:
+    task = config.task
+    return {"--checkpoint": config.backbone.checkpoint, "--train": task.train, "--val": task.val,
+            "--test": task.test, "--fasta": task.fasta}  # fmt: skip
 
 
 def _standardized_head(

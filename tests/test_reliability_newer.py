@@ -1,0 +1,187 @@
+"""Reliability of the newer commands (issue 20): each case an audit found, reproduced, then fixed.
+
+Occupied and locked outputs of ``export``, ``finetune`` and ``probe-recall``; ``export --force``
+keeping a user's files; fine-tuning tables that used to train nonsense silently; ``predict``
+cutting long sequences without a word; tracebacks that are now one ``error:`` line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna.checkpoint import save_checkpoint
+from goatdna.cli.app import app
+from goatdna.configfile import to_dict
+from goatdna.locking import folder_lock
+from goatdna.model import DNADecoder, ModelConfig
+
+runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("one_thread")
+GOOD = "ACGTACGTAA"
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
+                         train_length=64)  # fmt: skip
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("backbone") / "lm.ckpt"
+    return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})
+
+
+def _one_line(res, *needles: str) -> str:
+    assert res.exit_code == 2, res.output + str(res.exception)
+    errors = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("error: "), res.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def _ok(res) -> None:
+    assert res.exit_code == 0, res.output + repr(res.exception)
+
+
+# ------------------------------------------------------------------------------ export
+def test_export_force_keeps_the_files_goatdna_did_not_write(backbone: Path, tmp_path: Path) -> None:
+    out = tmp_path / "hf"
+    _ok(runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]))
+    (out / "NOTES.md").write_text("my notes\n")
+    (out / "eval").mkdir()
+    (out / "eval" / "res.csv").write_text("metric,value\n")
+    res = runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out), "--force"])
+    _ok(res)
+    assert (out / "NOTES.md").read_text() == "my notes\n"  # --force used to delete both
+    assert (out / "eval" / "res.csv").read_text() == "metric,value\n"
+    assert "kept 2 file(s)" in res.stderr and "NOTES.md" in res.stderr, res.stderr
+    assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+
+
+def test_export_refuses_its_input_and_a_second_run(backbone: Path, tmp_path: Path) -> None:
+    out = tmp_path / "hf"
+    _ok(runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]))
+    before = (out / "model.safetensors").stat().st_mtime_ns
+    _one_line(
+        runner.invoke(app, ["export", "-c", str(out), "--out", str(out), "--force"]),
+        "also an input",
+    )
+    assert (out / "model.safetensors").stat().st_mtime_ns == before
+    other = tmp_path / "hf2"
+    with folder_lock(other, "--out"):  # this process plays the first run
+        _one_line(
+            runner.invoke(app, ["export", "-c", str(backbone), "--out", str(other)]),
+            f"pid {os.getpid()}",
+        )
+    assert not other.exists()
+
+
+def test_export_disk_full_is_one_line_and_leaves_nothing(
+    backbone: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full(*_args, **_kwargs):  # what safetensors raises when the disk fills up
+        raise SafetensorError(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No '
+            'space left on device" })'
+        )
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    out = tmp_path / "hf"
+    _one_line(
+        runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]),
+        "disk full while writing",
+    )
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # no temporary folder left
+
+
+# ------------------------------------------------------------------------------ finetune
+def _table(path: Path, rows: list[tuple[str, str]], header: str = "sequence,label") -> Path:
+    path.write_text(header + "\n" + "".join(f"{s},{y}\n" for s, y in rows))
+    return path
+
+
+def _finetune(backbone: Path, train: Path, out: Path, *extra: str):
+    return runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--train", str(train),
+                               "--out", str(out), "--no-progress", "--epochs", "1",
+                               "--accelerator", "cpu", *extra])  # fmt: skip
+
+
+TWO_CLASSES = [(GOOD, str(i % 2)) for i in range(8)]
+
+
+def test_finetune_refuses_a_folder_of_user_files_and_an_input_inside_out(
+    backbone: Path, tmp_path: Path
+) -> None:
+    train = _table(tmp_path / "train.csv", TWO_CLASSES)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("\\section{}\n")
+    _one_line(_finetune(backbone, train, mine), "not a goatdna run", "thesis.tex")
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+    # a run whose --out holds its own backbone: --force would clear the backbone
+    run = tmp_path / "run"
+    run.mkdir()
+    inside = run / "lm.ckpt"
+    inside.write_bytes(backbone.read_bytes())
+    _one_line(_finetune(inside, train, run, "--force"), "lies inside --out")
+    assert inside.read_bytes() == backbone.read_bytes()
+
+
+def test_finetune_refuses_a_second_run_on_one_out(backbone: Path, tmp_path: Path) -> None:
+    train = _table(tmp_path / "train.csv", TWO_CLASSES)
+    out = tmp_path / "run"
+    with folder_lock(out, "--out"):
+        _one_line(_finetune(backbone, train, out), f"pid {os.getpid()}")
+    assert not (out / "config.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--lr", "nan"], "--lr"),
+        (["--lr", "inf"], "--lr"),
+        (["--backbone-lr", "inf"], "--backbone-lr"),
+        (["--seed", "-1"], "--seed"),
+    ],
+)
+def test_finetune_refuses_non_finite_rates_and_a_negative_seed(
+    backbone: Path, tmp_path: Path, flags: list[str], needle: str
+) -> None:
+    train = _table(tmp_path / "train.csv", TWO_CLASSES)
+    _one_line(_finetune(backbone, train, tmp_path / "run", *flags), needle)
+    assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------ probe-recall, make-task
+def test_probe_recall_keeps_earlier_csvs_without_force_and_refuses_a_negative_seed(
+    tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
+) -> None:
+    ckpt = str(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
+    out = tmp_path / "r"
+    base = ["probe-recall", "-c", ckpt, "-d", str(synthetic_shards), "--segment", "10",
+            "--trials", "2", "--distances", "5", "-o", str(out)]  # fmt: skip
+    out.mkdir()
+    (out / "recall_summary.csv").write_text("a user's earlier result\n")
+    _one_line(runner.invoke(app, base), "recall_summary.csv exists; pass --force")
+    assert (out / "recall_summary.csv").read_text() == "a user's earlier result\n"
+    with folder_lock(out, "--out"):
+        _one_line(runner.invoke(app, [*base, "--force"]), f"pid {os.getpid()}")
+    _one_line(runner.invoke(app, [*base, "--force", "--seed", "-1"]), "--seed")
+    _ok(runner.invoke(app, [*base, "--force"]))
+    assert (out / "recall_summary.csv").read_text().startswith("distance")
+
+
+def test_make_task_negative_seed_is_one_line(synthetic_shards: Path, tmp_path: Path) -> None:
+    res = runner.invoke(
+        app, ["make-task", "--data", str(synthetic_shards), "--out", str(tmp_path / "t"),
+              "--seed", "-1"],
+    )  # fmt: skip
+    _one_line(res, "--seed")
+    assert not (tmp_path / "t").exists()
