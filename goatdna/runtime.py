@@ -231,6 +231,16 @@ def _watch_parent(parent_pid: int) -> None:
     os._exit(1)
 
 
+def is_first_process() -> bool:
+    """False in a rank other than the first, before or after its Fabric is launched (the
+    launchers' environment says so): what a command prints once, not once per rank."""
+    for name in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"):
+        value = os.environ.get(name, "0")
+        if value.isdigit() and int(value) > 0:
+            return False
+    return True
+
+
 LAUNCHER_ENV = "GOATDNA_LAUNCHER_PID"
 """Set by a process about to launch ranks itself; its children inherit it with LOCAL_RANK > 0."""
 

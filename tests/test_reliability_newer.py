@@ -34,6 +34,13 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})
 
 
+def _seqs(n: int, seed: int = 0) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    return ["".join(rng.choice("ACGT") for _ in range(12)) for _ in range(n)]
+
+
 def _one_line(res, *needles: str) -> str:
     assert res.exit_code == 2, res.output + str(res.exception)
     errors = [line for line in res.stderr.splitlines() if line.strip()]
@@ -113,7 +120,7 @@ def _finetune(backbone: Path, train: Path, out: Path, *extra: str):
                                "--accelerator", "cpu", *extra])  # fmt: skip
 
 
-TWO_CLASSES = [(GOOD, str(i % 2)) for i in range(8)]
+TWO_CLASSES = [(s, str(i % 2)) for i, s in enumerate(_seqs(8))]
 
 
 def test_finetune_refuses_a_folder_of_user_files_and_an_input_inside_out(
@@ -279,3 +286,104 @@ def test_the_launcher_forwards_sigint_and_sigterm_to_its_ranks() -> None:
             signal.signal(signum, handler)
         if rank.poll() is None:
             rank.kill()
+
+
+# ------------------------------------------------------------------------------ fine-tuning nonsense
+def _regression_rows(n: int) -> list[tuple[str, str]]:
+    return [(s, f"{0.37 * i + 0.1:.3f}") for i, s in enumerate(_seqs(n))]
+
+
+@pytest.mark.parametrize(
+    ("bad", "needles"),
+    [
+        ("inf", ["row 40 (line 41)", "'inf'", "not a finite number"]),
+        ("-Infinity", ["row 40", "not a finite number"]),
+        ("high", ["row 40 (line 41)", "'high'", "is not a number", "39 of 40"]),
+    ],
+)
+def test_a_regression_table_with_one_bad_label_is_an_error_not_a_40_class_classifier(
+    backbone: Path, tmp_path: Path, bad: str, needles: list[str]
+) -> None:
+    rows = _regression_rows(40)
+    rows[-1] = (rows[-1][0], bad)
+    train = _table(tmp_path / "train.csv", rows)
+    _one_line(_finetune(backbone, train, tmp_path / "run"), str(train), *needles)
+    assert not (tmp_path / "run").exists()
+
+
+def test_bed_names_in_column_4_are_not_classes(backbone: Path, tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(1)
+    contig = "".join(rng.choice("ACGT") for _ in range(2_000))
+    fasta = tmp_path / "ref.fa"
+    fasta.write_text(">chr1\n" + contig + "\n")
+    lines = [f"chr1\t{40 * i}\t{40 * i + 30}\tpeak_{i}\t{i % 7}\t+" for i in range(40)]
+    bed = tmp_path / "peaks.bed"
+    bed.write_text("\n".join(lines) + "\n")
+    res = _finetune(backbone, bed, tmp_path / "run", "--fasta", str(fasta))
+    _one_line(res, "40 distinct labels over 40 rows", "--bed-label-column")
+    # the label is in column 5: that trains (7 classes)
+    res = _finetune(backbone, bed, tmp_path / "run", "--fasta", str(fasta),
+                    "--bed-label-column", "5")  # fmt: skip
+    _ok(res)
+
+
+def test_auto_picks_regression_for_whole_numbers_that_are_nearly_all_distinct(
+    backbone: Path, tmp_path: Path
+) -> None:
+    import json
+
+    rows = [(s, str(10 * i)) for i, s in enumerate(_seqs(40))]  # a count, not 40 classes
+    train = _table(tmp_path / "train.csv", rows)
+    res = _finetune(backbone, train, tmp_path / "run")
+    _ok(res)
+    assert json.loads(res.stdout.splitlines()[0])["task"] == "regression"
+
+
+def test_one_and_one_point_zero_are_one_class(backbone: Path, tmp_path: Path) -> None:
+    import yaml
+
+    seqs = _seqs(12)
+    rows = [(s, ("1", "1.0", "0", "0.0")[i % 4]) for i, s in enumerate(seqs)]
+    train = _table(tmp_path / "train.csv", rows)
+    _ok(_finetune(backbone, train, tmp_path / "run"))
+    head = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["head"]
+    assert head["task"] == "classification" and head["classes"] == ["0", "1"]
+
+
+def test_a_target_that_overflows_is_named_not_blamed_on_the_learning_rate(
+    backbone: Path, tmp_path: Path
+) -> None:
+    rows = _regression_rows(20)
+    rows[3] = (rows[3][0], "1e308")
+    train = _table(tmp_path / "train.csv", rows)
+    line = _one_line(_finetune(backbone, train, tmp_path / "run", "--task", "regression"),
+                     "too large to standardise", "1e+308")  # fmt: skip
+    assert "--lr" not in line
+
+
+def test_a_two_row_table_is_too_few_rows(backbone: Path, tmp_path: Path) -> None:
+    train = _table(tmp_path / "train.csv", [(GOOD, "0"), ("CCGTACGTAA", "1")])
+    line = _one_line(_finetune(backbone, train, tmp_path / "run"), "too few rows", "2 row(s)")
+    assert "--lr" not in line
+    val = _table(tmp_path / "val.csv", [(GOOD, "0"), ("CCGTACGTAA", "1")])
+    _one_line(_finetune(backbone, train, tmp_path / "run2", "--val", str(val)), "too few rows")
+
+
+def test_validation_rows_that_are_training_rows_are_warned_about(
+    backbone: Path, tmp_path: Path
+) -> None:
+    seqs = _seqs(20)
+    train = _table(tmp_path / "train.csv", [(s, str(i % 2)) for i, s in enumerate(seqs)])
+    res = _finetune(backbone, train, tmp_path / "a", "--val", str(train))
+    _ok(res)
+    assert "warning: --val is the same data as --train" in res.stderr, res.stderr
+    doubled = _table(tmp_path / "doubled.csv",
+                     [(s, str(i % 2)) for i, s in enumerate(seqs + seqs)])  # fmt: skip
+    res = _finetune(backbone, doubled, tmp_path / "b")
+    _ok(res)
+    assert "of 4 val rows have a sequence that is also a training row" in res.stderr, res.stderr
+    res = _finetune(backbone, train, tmp_path / "c")  # no duplicates: no warning
+    _ok(res)
+    assert "warning" not in res.stderr, res.stderr

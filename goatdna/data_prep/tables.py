@@ -308,17 +308,57 @@ def _as_float(text: str) -> float | None:
         return None
 
 
-def infer_task(labels: list[str]) -> str:
-    """``regression`` when every label is a number and some is not a whole number; otherwise
-    ``classification`` (integers and names are class labels)."""
-    values = [_as_float(x.strip()) for x in labels]
-    numbers = [v for v in values if v is not None and math.isfinite(v)]
-    if len(numbers) == len(values) and any(not v.is_integer() for v in numbers):
-        return "regression"
+def canonical_label(text: str) -> str:
+    """One spelling per label: a number is written as Python writes it (``1``, ``1.0`` and
+    ``1e0`` are one class, ``1``; ``0.50`` is ``0.5``); anything else is kept as written."""
+    value = _as_float(text)
+    if value is None or not math.isfinite(value):
+        return text
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def many_classes(n_rows: int) -> int:
+    """More distinct labels than this is no classification task: nearly every row would be a
+    class of its own (a region name, a measurement), trained to chance and reported as such."""
+    return max(10, n_rows // 2)
+
+
+def infer_task(labels: list[str], table: SequenceTable, column: str, hint: str = "") -> str:
+    """The task ``--task auto`` picks from the (canonical, present) training labels.
+
+    ``regression`` when every label is a number and some is not whole, or when they are whole
+    numbers nearly all distinct (a count, a measurement); ``classification`` for names and for
+    whole numbers with few values. A numeric column with a word in it ("high") and a column of
+    names nearly all distinct (a BED's region names) are errors, never a classifier with one
+    class per row: ``hint`` adds what to do (e.g. which BED column holds the label).
+    """
+    values = [_as_float(x) for x in labels]
+    words = [i for i, v in enumerate(values) if v is None]
+    distinct = len(set(labels))
+    if not words:
+        numbers = [v for v in values if v is not None]
+        if any(not v.is_integer() for v in numbers) or distinct > many_classes(len(labels)):
+            return "regression"
+        return "classification"
+    if len(words) * 2 < len(labels):  # mostly numbers: the words are mistakes
+        row = words[0]
+        raise GoatDNAError(
+            f"{table.where(row)}: label {labels[row]!r} in column {column!r} is not a number, "
+            f"though {len(labels) - len(words)} of {len(labels)} labels are; fix or drop the "
+            "row (or pass --task classification if the labels are class names)"
+        )
+    if distinct > many_classes(len(labels)):
+        raise GoatDNAError(
+            f"{table.path}: column {column!r} holds {distinct} distinct labels over {len(labels)} "
+            f"rows: nearly every row would be a class of its own, so it is not a class label"
+            f"{hint}; pass --task classification to train on it anyway"
+        )
     return "classification"
 
 
 def check_labels_present(table: SequenceTable, column: str, option: str) -> list[str]:
+    """The labels of a column in their canonical spelling (`canonical_label`); a missing one
+    (NaN, empty) or a non-finite number (inf) is an error naming its row."""
     labels = table.column(column, option)
     for i, text in enumerate(labels):
         if text.strip().lower() in MISSING_LABELS:
@@ -326,7 +366,13 @@ def check_labels_present(table: SequenceTable, column: str, option: str) -> list
                 f"{table.where(i)}: label {text!r} in column {column!r} is missing (NaN/empty); "
                 "drop the row or fill in its label"
             )
-    return [x.strip() for x in labels]
+        value = _as_float(text.strip())
+        if value is not None and not math.isfinite(value):
+            raise GoatDNAError(
+                f"{table.where(i)}: label {text!r} in column {column!r} is not a finite number; "
+                "drop the row or fix its label"
+            )
+    return [canonical_label(x.strip()) for x in labels]
 
 
 def class_names(labels: list[str], where: Path, column: str) -> list[str]:

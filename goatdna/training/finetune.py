@@ -56,6 +56,7 @@ from goatdna.training.finetune_data import (
     eval_batches,
     file_sha256,
     load_task,
+    print_warnings,
 )
 from goatdna.training.loop import Due, LoopSpec, Trainable, claimed_run_dir, fit, resolve_precision
 from goatdna.training.metrics import (
@@ -316,6 +317,7 @@ def finetune(
     resolved = resolve(config, task, backbone_config["model"], backbone_sha, total_steps,
                        plan.steps_per_epoch)  # fmt: skip
     start_plan = run.check(resolved, resume=resume, force=force)  # every rank, read only
+    print_warnings(task)
     tr = config.trainer
     precision = resolve_precision(tr.precision, tr.accelerator)
     runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)

@@ -29,7 +29,8 @@ class TaskConfig:
     bed_label_column: int = 4
     """1-based BED column holding the label (4: the name column)."""
     task: Literal["auto", "classification", "regression"] = "auto"
-    """``auto``: regression when every label is a number and some is not whole."""
+    """``auto``: regression when every label is a number and some is not whole, or all are
+    whole numbers nearly all distinct (`goatdna.data_prep.tables.infer_task`)."""
     val_fraction: float = 0.1
     max_length: int = 1024
     """Longer sequences keep their first ``max_length`` bases (counted in summary.json)."""
