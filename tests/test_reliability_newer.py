@@ -387,3 +387,21 @@ def test_validation_rows_that_are_training_rows_are_warned_about(
     res = _finetune(backbone, train, tmp_path / "c")  # no duplicates: no warning
     _ok(res)
     assert "warning" not in res.stderr, res.stderr
+
+
+# ------------------------------------------------------------------------------ predict
+def test_predict_says_how_many_sequences_it_cut_to_the_models_max_length(
+    backbone: Path, tmp_path: Path
+) -> None:
+    train = _table(tmp_path / "train.csv", [(s, str(i % 2)) for i, s in enumerate(_seqs(12))])
+    run = tmp_path / "run"
+    _ok(_finetune(backbone, train, run, "--max-length", "8", "--mode", "probe"))
+    table = _table(tmp_path / "x.csv", [("ACGTACGT", "a"), ("ACGTACGTACGT", "b"), ("ACG", "c")],
+                   header="sequence,name")  # fmt: skip
+    out = tmp_path / "p.csv"
+    res = runner.invoke(app, ["predict", "-c", str(run / "checkpoints" / "best.ckpt"),
+                              "--sequences", str(table), "--out", str(out), "--no-progress",
+                              "--accelerator", "cpu"])  # fmt: skip
+    _ok(res)
+    assert "warning: 1 of 3 sequences" in res.stderr and "first 8 bases" in res.stderr, res.stderr
+    assert len(out.read_text().splitlines()) == 4
