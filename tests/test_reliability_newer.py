@@ -405,3 +405,74 @@ def test_predict_says_how_many_sequences_it_cut_to_the_models_max_length(
     _ok(res)
     assert "warning: 1 of 3 sequences" in res.stderr and "first 8 bases" in res.stderr, res.stderr
     assert len(out.read_text().splitlines()) == 4
+
+
+# ------------------------------------------------------------------------------ score-variants input
+@pytest.fixture(scope="module")
+def vcf_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    import random
+
+    folder = tmp_path_factory.mktemp("vcf_inputs")
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=32,
+                         goat_modes=2)  # fmt: skip
+    torch.manual_seed(3)
+    ckpt = save_checkpoint(folder / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
+    rng = random.Random(0)
+    seq = "".join(rng.choice("ACGT") for _ in range(200))
+    (folder / "ref.fa").write_text(f">chr1\n{seq}\n")
+    rows = [f"chr1\t{p}\tv{p}\t{seq[p - 1]}\t{'A' if seq[p - 1] != 'A' else 'C'}\t.\t.\t."
+            for p in range(20, 180, 10)]  # fmt: skip
+    header = "##fileformat=VCFv4.2\n##contig=<ID=chr1,length=200>\n"
+    header += "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+    (folder / "v.vcf").write_text(header + "\n".join(rows) + "\n")
+    return {"checkpoint": ckpt, "fasta": folder / "ref.fa", "vcf": folder / "v.vcf"}
+
+
+def _score(inputs: dict[str, Path], vcf: Path, out: Path, *extra: str):
+    return runner.invoke(app, ["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
+                               str(inputs["fasta"]), "--vcf", str(vcf), "--out", str(out),
+                               "--window", "12", *extra])  # fmt: skip
+
+
+def test_a_plain_gzip_vcf_is_one_line_saying_bgzip(vcf_inputs, tmp_path: Path) -> None:
+    import gzip
+
+    plain = tmp_path / "v.vcf.gz"
+    plain.write_bytes(gzip.compress(vcf_inputs["vcf"].read_bytes()))
+    _one_line(_score(vcf_inputs, plain, tmp_path / "s.tsv"), "plain gzip", "bgzip it")
+    assert not (tmp_path / "s.tsv").exists() and not list(tmp_path.glob(".s.tsv*"))
+
+
+def test_a_malformed_pos_is_named_and_htslib_says_nothing(
+    vcf_inputs, tmp_path: Path, capfd
+) -> None:
+    text = vcf_inputs["vcf"].read_text().replace("\t30\t", "\t3x0\t")
+    bad = tmp_path / "bad.vcf"
+    bad.write_text(text)
+    line = _one_line(_score(vcf_inputs, bad, tmp_path / "s.tsv"), "record 2", "POS '3x0'")
+    assert "truncated file" not in line
+    captured = capfd.readouterr()  # htslib writes to the file descriptor, not to sys.stderr
+    assert "[E::" not in captured.err and "[W::" not in captured.err, captured.err
+    # an undeclared contig: htslib's [W::vcf_parse] warning is silenced too
+    undeclared = tmp_path / "undeclared.vcf"
+    undeclared.write_text(
+        vcf_inputs["vcf"].read_text().replace("##contig=<ID=chr1,length=200>\n", "")
+    )
+    _ok(_score(vcf_inputs, undeclared, tmp_path / "u.tsv"))
+    assert "[W::" not in capfd.readouterr().err
+
+
+def test_scoring_a_goatdna_vcf_again_replaces_its_llr_field(vcf_inputs, tmp_path: Path) -> None:
+    import pysam
+
+    first = tmp_path / "goat.vcf.gz"
+    _ok(_score(vcf_inputs, vcf_inputs["vcf"], first))
+    again = tmp_path / "rope.vcf.gz"
+    res = _score(vcf_inputs, first, again)  # used to die after scoring: "Header already exists"
+    _ok(res)
+    assert "already has INFO/GOATDNA_LLR" in res.stderr, res.stderr
+    assert not list(tmp_path.glob(".rope.vcf.gz*"))  # no work folder left behind
+    with pysam.VariantFile(str(first)) as a, pysam.VariantFile(str(again)) as b:
+        assert list(b.header.info).count("GOATDNA_LLR") == 1
+        for ra, rb in zip(a, b, strict=True):
+            assert ra.info["GOATDNA_LLR"] == rb.info["GOATDNA_LLR"]  # the same model: same values
