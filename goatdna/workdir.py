@@ -235,6 +235,13 @@ class WorkDir:
                 "folder to start over"
             )
 
+    @property
+    def then(self) -> str:
+        """What to run after a full disk, for this folder's finished units and for the final
+        output written from them alike: ``--resume`` (a plain rerun is refused, or with
+        ``--force`` throws the finished work away)."""
+        return f"rerun with --resume to continue {self.command}"
+
     # -- units -----------------------------------------------------------------------------
     def unit_path(self, index: int) -> Path:
         return self.dir / self.unit_name(index)
@@ -244,7 +251,7 @@ class WorkDir:
         atomic_write_bytes(
             self.unit_path(index),
             encode_unit(payload),
-            then=f"rerun with --resume to continue {self.command}",
+            then=self.then,
             durable=durable,
         )
 

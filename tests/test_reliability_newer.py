@@ -476,3 +476,65 @@ def test_scoring_a_goatdna_vcf_again_replaces_its_llr_field(vcf_inputs, tmp_path
         assert list(b.header.info).count("GOATDNA_LLR") == 1
         for ra, rb in zip(a, b, strict=True):
             assert ra.info["GOATDNA_LLR"] == rb.info["GOATDNA_LLR"]  # the same model: same values
+
+
+# ------------------------------------------------------------------------------ disk full
+def test_embed_zarr_disk_full_leaves_no_temporary_and_resume_is_identical(
+    backbone: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import errno
+
+    import numpy as np
+
+    pytest.importorskip("zarr")
+    import zarr
+
+    import goatdna.inference.embed_io as embed_io
+
+    fasta = tmp_path / "s.fa"
+    fasta.write_text("".join(f">r{i}\n{s}\n" for i, s in enumerate(_seqs(30))))
+    args = ["embed", "-c", str(backbone), "--sequences", str(fasta), "--accelerator", "cpu"]
+    whole, cut = tmp_path / "whole.zarr", tmp_path / "cut.zarr"
+    _ok(runner.invoke(app, [*args, "--out", str(whole)]))
+    write = embed_io._write_zarr
+
+    def fills_the_disk(path: Path, arrays) -> None:
+        write(path, arrays)  # the store is half on disk when the disk fills up
+        raise OSError(errno.ENOSPC, "No space left on device", str(path / "embeddings"))
+
+    monkeypatch.setattr(embed_io, "_write_zarr", fills_the_disk)
+    line = _one_line(runner.invoke(app, [*args, "--out", str(cut)]), "disk full while writing")
+    assert "--resume" in line  # "rerun the command" would be refused: the work folder is kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".cut.zarr.goatdna-work", "s.fa", "whole.zarr"
+    ]  # fmt: skip
+    monkeypatch.setattr(embed_io, "_write_zarr", write)
+    _ok(runner.invoke(app, [*args, "--out", str(cut), "--resume"]))
+    a, b = zarr.open_group(str(whole), mode="r"), zarr.open_group(str(cut), mode="r")
+    assert sorted(a.array_keys()) == sorted(b.array_keys())
+    for key in a.array_keys():
+        assert np.array_equal(a[key][:], b[key][:])
+
+
+def test_score_variants_disk_full_at_the_output_says_resume(
+    vcf_inputs, tmp_path: Path, monkeypatch
+) -> None:
+    import errno
+
+    import pandas as pd
+
+    whole, cut = tmp_path / "whole.tsv", tmp_path / "cut.tsv"
+    _ok(_score(vcf_inputs, vcf_inputs["vcf"], whole))
+    to_csv = pd.DataFrame.to_csv
+
+    def full(self, path, *args, **kwargs):
+        Path(path).write_text("chrom\tpos\n")  # part of the table, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full)
+    line = _one_line(_score(vcf_inputs, vcf_inputs["vcf"], cut), "disk full while writing")
+    assert "--resume" in line
+    assert not cut.exists() and not list(tmp_path.glob(".cut.tsv.*.tmp"))
+    monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv)
+    _ok(_score(vcf_inputs, vcf_inputs["vcf"], cut, "--resume"))
+    assert cut.read_bytes() == whole.read_bytes()

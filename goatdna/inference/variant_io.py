@@ -39,6 +39,8 @@ COLUMNS = (
     "status",
 )
 INFO_ID = "GOATDNA_LLR"
+RESUME_THEN = "rerun with --resume to continue score-variants"
+"""A full disk while the output is written: the scored chunks are kept in the work folder."""
 INFO_DESCRIPTION = (
     "goatdna log-likelihood ratio LL(alt window) - LL(ref window) per ALT allele, "
     "averaged over strands; missing where the allele was not scored"
@@ -223,16 +225,16 @@ def results_frame(alleles: Sequence[Allele], numbers: dict[str, np.ndarray], win
     return frame[list(COLUMNS)]
 
 
-def write_table(frame, out: Path, kind: str) -> None:
+def write_table(frame, out: Path, kind: str, then: str = RESUME_THEN) -> None:
     """Write the table as TSV (6 decimals, empty = not scored) or Parquet, atomically."""
-    with atomic_path(out) as tmp:
+    with atomic_path(out, then=then) as tmp:
         if kind == "tsv":
             frame.to_csv(tmp, sep="\t", index=False, float_format=FLOAT_FORMAT, na_rep="")
         else:
             frame.to_parquet(tmp, index=False)
 
 
-def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
+def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path, then: str = RESUME_THEN) -> None:
     """The input VCF with INFO/GOATDNA_LLR (Number=A) added; bgzipped, tabix-indexed, atomic."""
     import pysam
 
@@ -240,7 +242,10 @@ def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
     for allele, value in zip(vcf.alleles, llr.tolist(), strict=True):
         by_record[allele.record].append(None if math.isnan(value) else value)
     # the VCF is renamed into place first, then its index (the inner block ends first)
-    with atomic_path(Path(str(out) + ".tbi")) as tmp_index, atomic_path(out) as tmp:
+    with (
+        atomic_path(Path(str(out) + ".tbi"), then=then) as tmp_index,
+        atomic_path(out, then=then) as tmp,
+    ):
         with open_vcf(vcf.path) as source:
             for _ in _records(source, vcf.path):
                 pass  # one pass so that pysam's header learns undeclared contigs/fields
