@@ -538,3 +538,22 @@ def test_score_variants_disk_full_at_the_output_says_resume(
     monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv)
     _ok(_score(vcf_inputs, vcf_inputs["vcf"], cut, "--resume"))
     assert cut.read_bytes() == whole.read_bytes()
+
+
+# ------------------------------------------------------------------------------ MEH cases
+def test_a_garbage_checkpoint_message_gives_no_unsafe_advice(tmp_path: Path) -> None:
+    bad = tmp_path / "x.ckpt"
+    bad.write_text("not a checkpoint at all " * 20)
+    line = _one_line(runner.invoke(app, ["generate", "-c", str(bad), "--prompt", "ACGT"]),
+                     "not a readable goatdna checkpoint")  # fmt: skip
+    assert "weights_only" not in line and "arbitrary code" not in line
+
+
+def test_a_sequence_longer_than_the_csv_field_limit_is_read(tmp_path: Path) -> None:
+    from goatdna.data_prep.tables import encode_sequences, read_table
+
+    long = "ACGT" * 50_000  # 200,000 bases: past the csv module's default 131,072
+    table = read_table(_table(tmp_path / "t.csv", [(long, "1"), (GOOD, "0")]))
+    assert [t.size for t in encode_sequences(table, "sequence", "--sequence-column")] == [
+        200_000, 10,
+    ]  # fmt: skip

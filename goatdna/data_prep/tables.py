@@ -33,6 +33,8 @@ MISSING_LABELS = frozenset({"", "nan", "na", "n/a", "null", "none"})
 """Label cells read as missing (case-insensitive): an error, never a class of their own."""
 
 BED_COLUMNS = ("chrom", "start", "end", "name", "score", "strand")
+FIELD_LIMIT = 2**31 - 1
+"""The longest CSV/TSV cell read (the C long limit of `csv.field_size_limit` on every platform)."""
 FASTA_SUFFIXES = (".fa", ".fasta", ".fna")
 
 
@@ -100,6 +102,8 @@ def read_table(path: str | Path, fasta: str | Path | None = None) -> SequenceTab
             "FASTA (.fa/.fasta/.fna) or .bed (with --fasta)"
         )
     delimiter = "," if suffix == ".csv" else "\t"
+    # the csv module caps a field at 131,072 characters; a sequence may be megabases long
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
     try:
         with _open_text(path) as fh:
             rows = list(csv.reader(fh, delimiter=delimiter))
