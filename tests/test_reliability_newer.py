@@ -557,3 +557,37 @@ def test_a_sequence_longer_than_the_csv_field_limit_is_read(tmp_path: Path) -> N
     assert [t.size for t in encode_sequences(table, "sequence", "--sequence-column")] == [
         200_000, 10,
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def test_score_variants_stopped_by_a_signal_says_resume(
+    vcf_inputs, tmp_path: Path, monkeypatch, how: str
+) -> None:
+    import signal
+
+    import goatdna.inference.variant_run as variant_run
+
+    whole, cut = tmp_path / "whole.tsv", tmp_path / "cut.tsv"
+    _ok(_score(vcf_inputs, vcf_inputs["vcf"], whole, "--chunk-size", "4"))
+    save = variant_run._save_chunk
+    saved: list[int] = []
+
+    def stopped_after_two(work, chunk, scores, windows):
+        if len(saved) == 2:
+            if how == "SIGINT":
+                raise KeyboardInterrupt  # what Python makes of Ctrl-C
+            os.kill(os.getpid(), signal.SIGTERM)
+        save(work, chunk, scores, windows)
+        saved.append(chunk)
+
+    monkeypatch.setattr(variant_run, "_save_chunk", stopped_after_two)
+    before = signal.getsignal(signal.SIGTERM)
+    res = _score(vcf_inputs, vcf_inputs["vcf"], cut, "--chunk-size", "4")
+    assert res.exit_code == 128 + getattr(signal, how), res.output + repr(res.exception)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"interrupted: {how}: score-variants"), lines
+    assert "--resume" in lines[0]
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is put back
+    monkeypatch.setattr(variant_run, "_save_chunk", save)
+    _ok(_score(vcf_inputs, vcf_inputs["vcf"], cut, "--chunk-size", "4", "--resume"))
+    assert cut.read_bytes() == whole.read_bytes()

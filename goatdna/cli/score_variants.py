@@ -100,7 +100,10 @@ def score_variants(
         force=force,
         cache_dir=cache_dir,
     )
-    summary = run(request, runtime.fabric())
+    from goatdna.workdir import stops_with_resume_hint, work_dir_for
+
+    with stops_with_resume_hint("score-variants", work_dir_for(out)):
+        summary = run(request, runtime.fabric())
     if summary is None:  # not global rank 0: rank 0 reports
         return
     console = Console()
