@@ -591,3 +591,13 @@ def test_score_variants_stopped_by_a_signal_says_resume(
     monkeypatch.setattr(variant_run, "_save_chunk", save)
     _ok(_score(vcf_inputs, vcf_inputs["vcf"], cut, "--chunk-size", "4", "--resume"))
     assert cut.read_bytes() == whole.read_bytes()
+
+
+def test_a_vcf_whose_contigs_are_all_missing_warns(vcf_inputs, tmp_path: Path) -> None:
+    renamed = tmp_path / "chr.vcf"
+    renamed.write_text(vcf_inputs["vcf"].read_text().replace("chr1", "scaffold_9"))
+    res = _score(vcf_inputs, renamed, tmp_path / "s.tsv")
+    _ok(res)  # the table is written (every allele has its status), but the user is told
+    assert "warning: no allele was scored: most are missing_contig" in res.stderr, res.stderr
+    res = _score(vcf_inputs, vcf_inputs["vcf"], tmp_path / "t.tsv")
+    assert "warning" not in res.stderr

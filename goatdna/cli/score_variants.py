@@ -120,3 +120,11 @@ def score_variants(
     if summary.resumed_chunks:
         console.print(f"resumed: {summary.resumed_chunks} chunk(s) were already scored")
     console.print(f"wrote {summary.out}" + (" (+ .tbi)" if str(out).endswith(".vcf.gz") else ""))
+    if summary.alleles and not summary.counts.get("ok"):
+        worst = max(summary.counts, key=lambda status: summary.counts[status])
+        hint = " (is the FASTA the VCF's assembly? their contig names must match)"
+        typer.echo(
+            f"warning: no allele was scored: most are {worst}, "
+            f"{STATUS_MEANING[worst]}{hint if worst == 'missing_contig' else ''}",
+            err=True,
+        )
