@@ -601,3 +601,15 @@ def test_a_vcf_whose_contigs_are_all_missing_warns(vcf_inputs, tmp_path: Path) -
     assert "warning: no allele was scored: most are missing_contig" in res.stderr, res.stderr
     res = _score(vcf_inputs, vcf_inputs["vcf"], tmp_path / "t.tsv")
     assert "warning" not in res.stderr
+
+
+def test_a_rejected_fasta_leaves_no_fresh_index(backbone: Path, tmp_path: Path) -> None:
+    fasta = tmp_path / "dup.fa"
+    fasta.write_text(">a\nACGTACGTAC\n>a\nACGTACGTAC\n")  # a name twice: pyfaidx refuses it
+    bed = tmp_path / "r.bed"
+    bed.write_text("a\t0\t8\n")
+    res = runner.invoke(app, ["embed", "-c", str(backbone), "--fasta", str(fasta), "--bed",
+                              str(bed), "--out", str(tmp_path / "e.npz")])  # fmt: skip
+    line = _one_line(res, "cannot index as FASTA")
+    assert "bgzip" not in line  # the file is not compressed: no gzip advice
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dup.fa", "r.bed"]

@@ -233,13 +233,15 @@ def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -
     intervals = read_bed_intervals(path, option)
     width = max(len(interval.fields) for interval in intervals)
     names = [BED_COLUMNS[j] if j < len(BED_COLUMNS) else f"col{j + 1}" for j in range(width)]
+    index = Path(f"{fasta}.fai")
+    fresh = not index.exists()
     try:
         genome = Fasta(str(fasta), as_raw=True, sequence_always_upper=False, rebuild=False)
     except (FastaIndexingError, ValueError, OSError) as err:
-        raise GoatDNAError(
-            f"--fasta {fasta}: cannot index as FASTA ({err}); a .gz reference must be "
-            "bgzip-compressed"
-        ) from None
+        if fresh:  # an index pyfaidx began for a file it then rejected is not left behind
+            index.unlink(missing_ok=True)
+        hint = "; a .gz reference must be bgzip-compressed" if fasta.name.endswith(".gz") else ""
+        raise GoatDNAError(f"--fasta {fasta}: cannot index as FASTA ({err}){hint}") from None
     sequences: list[str] = []
     with genome:
         for interval in intervals:
