@@ -75,6 +75,25 @@ class LoadedCheckpoint:
         return train_length_of(self.run_config)
 
 
+def unreadable_reason(err: BaseException) -> str:
+    """Why ``torch.load(..., weights_only=True)`` refused a file, in goatdna's words.
+
+    torch's own message for a file holding more than weights ends with advice to load it with
+    ``weights_only=False``, which runs whatever code the file holds: never repeated here (a
+    goatdna checkpoint never needs it). Others keep their first sentence only.
+    """
+    import pickle
+
+    if isinstance(err, pickle.UnpicklingError):
+        return (
+            "it is not a torch checkpoint of weights and plain values: a foreign or damaged "
+            "file, or one holding Python objects goatdna never loads"
+        )
+    text = str(err).splitlines()[0] if str(err) else ""
+    first = text.split(". ")[0].rstrip(".")
+    return f"{err.__class__.__name__}: {first}" if first else err.__class__.__name__
+
+
 def load_checkpoint(
     path: str | Path, device: str = "cpu", rope_extension: str | None = None
 ) -> LoadedCheckpoint:
@@ -104,8 +123,7 @@ def load_checkpoint(
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a truncated or foreign file: say which one
         raise GoatDNAError(
-            f"{path}: not a readable goatdna checkpoint ({err.__class__.__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''})"
+            f"{path}: not a readable goatdna checkpoint ({unreadable_reason(err)})"
         ) from None
     try:
         config = ckpt["hyper_parameters"]["config"]

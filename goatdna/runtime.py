@@ -11,8 +11,16 @@ exactly; global rank 0 writes the output.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # torch and Lightning are imported inside the functions that use them
@@ -177,8 +185,109 @@ class Runtime:
             strategy=strategy,
             loggers=loggers,
         )
+        worker_of = launched_by()
+        if worker_of is not None:  # a rank started by our launch: it must not outlive it
+            die_with_parent(worker_of)
+        elif "LOCAL_RANK" not in os.environ:  # Lightning's launcher will start the other ranks
+            os.environ[LAUNCHER_ENV] = str(os.getpid())
         fabric.launch()
+        children = getattr(fabric.strategy.launcher, "procs", None) or []
+        if children:  # this process launched the other ranks (Lightning's launcher)
+            forward_stop_signals(children)
         return fabric
+
+
+# -------------------------------------------------------------------- launcher and its workers
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make the kernel SIGKILL this process when its parent dies, even by ``kill -9``.
+
+    The one guard of every worker process goatdna starts (`prepare`'s pool, the ranks
+    Lightning's launcher starts for ``--devices N``): a worker whose launcher is gone has
+    nobody to hand its results to and would only keep writing into a work folder that a
+    ``--resume`` may already be using. Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``. Elsewhere
+    (or if prctl is unavailable) a daemon thread polls the parent pid once a second.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the guard was armed
+        os._exit(1)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def is_first_process() -> bool:
+    """False in a rank other than the first, before or after its Fabric is launched (the
+    launchers' environment says so): what a command prints once, not once per rank."""
+    for name in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"):
+        value = os.environ.get(name, "0")
+        if value.isdigit() and int(value) > 0:
+            return False
+    return True
+
+
+LAUNCHER_ENV = "GOATDNA_LAUNCHER_PID"
+"""Set by a process about to launch ranks itself; its children inherit it with LOCAL_RANK > 0."""
+
+
+def launched_by() -> int | None:
+    """The launcher's pid when this process is a rank that goatdna's own launch started
+    (Lightning's subprocess launcher: ``LOCAL_RANK`` > 0 and `LAUNCHER_ENV` inherited), else
+    None. torchrun and SLURM start every rank themselves and end them when one fails; only
+    Lightning's launcher starts ranks as plain children that nothing else ends. The pid is
+    read from the environment, not from ``getppid()``, so a rank whose launcher died before
+    this check sees that it did."""
+    local, launcher = os.environ.get("LOCAL_RANK", ""), os.environ.get(LAUNCHER_ENV, "")
+    if local.isdigit() and int(local) > 0 and launcher.isdigit() and int(launcher) != os.getpid():
+        return int(launcher)
+    return None
+
+
+def forward_stop_signals(children: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGINT and SIGTERM sent to this launcher are sent on to its worker ranks too, then
+    handled here as before: a stop meant for the command stops all of its processes (a
+    terminal's Ctrl-C reaches them anyway; a ``kill PID`` or a scheduler's SIGTERM reaches the
+    launcher only). A handler installed later (the training loop's, which stops every rank at
+    one optimizer step) replaces this one for its block."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous = signal.getsignal(signum)
+            signal.signal(signum, _forwarder(children, previous))
+        except ValueError:  # not the main thread: leave signals to the caller
+            return
+
+
+def _forwarder(
+    children: Sequence[subprocess.Popen[bytes]],
+    previous: Callable[[int, FrameType | None], object] | int | None,
+) -> Callable[[int, FrameType | None], None]:
+    def forward(received: int, frame: FrameType | None) -> None:
+        for child in children:
+            if child.poll() is None:  # never a finished child's pid, which may be reused
+                with contextlib.suppress(OSError):
+                    child.send_signal(received)
+        if callable(previous):
+            previous(received, frame)
+        elif previous != signal.SIG_IGN:  # the default action: end this process by the signal
+            signal.signal(received, signal.SIG_DFL)
+            os.kill(os.getpid(), received)
+
+    return forward
 
 
 def rank_block(n_items: int, rank: int, world_size: int) -> range:

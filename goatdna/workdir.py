@@ -35,13 +35,15 @@ import hashlib
 import json
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from goatdna.atomic import atomic_write_bytes, atomic_write_text
-from goatdna.errors import GoatDNAError
+from goatdna.errors import GoatDNAError, Interrupted
 from goatdna.locking import folder_lock
 
 STATE_FILE = "state.json"
@@ -235,6 +237,13 @@ class WorkDir:
                 "folder to start over"
             )
 
+    @property
+    def then(self) -> str:
+        """What to run after a full disk, for this folder's finished units and for the final
+        output written from them alike: ``--resume`` (a plain rerun is refused, or with
+        ``--force`` throws the finished work away)."""
+        return f"rerun with --resume to continue {self.command}"
+
     # -- units -----------------------------------------------------------------------------
     def unit_path(self, index: int) -> Path:
         return self.dir / self.unit_name(index)
@@ -244,7 +253,7 @@ class WorkDir:
         atomic_write_bytes(
             self.unit_path(index),
             encode_unit(payload),
-            then=f"rerun with --resume to continue {self.command}",
+            then=self.then,
             durable=durable,
         )
 
@@ -300,3 +309,43 @@ class WorkDir:
 def work_dir_for(out: Path) -> Path:
     """The hidden work folder beside ``out`` where a resumable command keeps finished units."""
     return out.parent / f".{out.name}.goatdna-work"
+
+
+class _Terminated(BaseException):
+    """SIGTERM as an exception (a BaseException, like KeyboardInterrupt: no ``except
+    Exception`` on the way up swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def stops_with_resume_hint(command: str, work: Path) -> Iterator[None]:
+    """A SIGINT (Ctrl-C) or SIGTERM during the block ends the command with one line,
+    ``interrupted: SIGTERM: ...; rerun the same command with --resume``, and exit status 130 or
+    143, as ``goatdna train`` does, instead of a traceback or a silent exit: the units it
+    finished are in ``work`` and a ``--resume`` continues from them."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def terminate(signum: int, _frame: object) -> None:
+            raise _Terminated(signum)
+
+        previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except (KeyboardInterrupt, _Terminated) as stop:
+        signum = stop.signum if isinstance(stop, _Terminated) else signal.SIGINT
+        kept = (
+            f"the work it finished is kept in {work}: rerun the same command with --resume to "
+            "continue"
+            if work.is_dir()
+            else "it had saved no work yet: rerun the same command"
+        )
+        raise Interrupted(
+            f"{signal.Signals(signum).name}: {command} stopped; {kept}", signum
+        ) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -240,17 +240,48 @@ def probe_recall(
     batch_tokens: int = 65536,
     device: str = "cpu",
     show_progress: bool = False,
+    force: bool = False,
 ) -> pd.DataFrame:
     """Run the probe on one checkpoint and write ``recall_trials.csv``, ``recall_summary.csv``
-    and ``recall.png`` into ``out_dir``; returns the summary DataFrame."""
-    from goatdna.analysis.plots import plot_recall
-    from goatdna.atomic import atomic_write_text, check_output_dir
-    from goatdna.checkpoint import load_checkpoint
-    from goatdna.data_prep import ShardedGenome
+    and ``recall.png`` into ``out_dir``; returns the summary DataFrame.
+
+    Earlier outputs there are replaced only with ``force``; one probe at a time writes into
+    ``out_dir`` (`goatdna.workdir.output_lock`)."""
+    from goatdna.atomic import check_output_dir
+    from goatdna.workdir import claim_output, output_lock
 
     out_dir = check_output_dir(out_dir, "--out")  # before any work: a folder we can write
     if batch_tokens < 1:
         raise GoatDNAError(f"--batch-tokens must be >= 1, got {batch_tokens}")
+    if seed < 0:
+        raise GoatDNAError(f"--seed must be >= 0, got {seed}")
+    claim_output([out_dir / name for name in RECALL_OUTPUTS], force, inputs=[checkpoint])
+    with output_lock(out_dir, True):
+        return _probe_recall(checkpoint, data_dir, out_dir, distances, segment_length,
+                             n_trials, split, seed, batch_tokens, device, show_progress)  # fmt: skip
+
+
+RECALL_OUTPUTS = ("recall_trials.csv", "recall_summary.csv", "recall.png")
+
+
+def _probe_recall(
+    checkpoint: str | Path,
+    data_dir: str | Path,
+    out_dir: Path,
+    distances: Sequence[int],
+    segment_length: int,
+    n_trials: int,
+    split: str,
+    seed: int,
+    batch_tokens: int,
+    device: str,
+    show_progress: bool,
+) -> pd.DataFrame:
+    from goatdna.analysis.plots import plot_recall
+    from goatdna.atomic import atomic_write_text
+    from goatdna.checkpoint import load_checkpoint
+    from goatdna.data_prep import ShardedGenome
+
     genome = ShardedGenome(data_dir)
     if split not in genome.split_names():
         raise GoatDNAError(

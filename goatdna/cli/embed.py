@@ -140,7 +140,7 @@ def embed(
         vectors = embed_resumable(model, records, options, length, work, open_work, fabric)
         if vectors is None:  # not global rank 0: rank 0 writes
             return
-        write_embeddings(out, records, vectors, pool)
+        write_embeddings(out, records, vectors, pool, then=work.then)
         work.remove()
         typer.echo(
             f"wrote {len(records)} embedding(s) (layer {options.layer or 'final norm'}, pool "

@@ -36,16 +36,23 @@ def export(
         ) from None
 
     from goatdna.atomic import check_output_dir
+    from goatdna.workdir import claim_output, output_lock
 
     check_output_dir(out, "--out")  # a folder we can write, before any work
-    loaded = load_checkpoint(checkpoint, device="cpu")
-    model = loaded.model
-    task = None
-    if loaded.kind == "finetuned":  # the head too: the folder predicts what `predict` does
-        from goatdna.inference.predict import load_classifier
+    # an export read and replaced in one go is refused; whether an existing --out may be
+    # replaced is export_model's rule (an empty folder may be used, an earlier export --force)
+    claim_output([out], True, inputs=[checkpoint])
+    with output_lock(out, True):  # one export per --out
+        loaded = load_checkpoint(checkpoint, device="cpu")
+        model = loaded.model
+        task = None
+        if loaded.kind == "finetuned":  # the head too: the folder predicts what `predict` does
+            from goatdna.inference.predict import load_classifier
 
-        task = load_classifier(checkpoint).classifier
-        model = task.model
-    provenance = checkpoint_provenance(checkpoint)
-    folder = export_model(model, dict(loaded.run_config), provenance, out, force=force, task=task)
+            task = load_classifier(checkpoint).classifier
+            model = task.model
+        provenance = checkpoint_provenance(checkpoint)
+        folder = export_model(
+            model, dict(loaded.run_config), provenance, out, force=force, task=task
+        )
     typer.echo(f"exported {model.num_params():,} parameters to {folder}", err=True)

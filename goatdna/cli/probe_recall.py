@@ -49,6 +49,9 @@ def probe_recall(
     ] = default_of(run_probe, "batch_tokens"),
     accelerator: AcceleratorOpt = default_of(run_probe, "device"),
     devices: OneDeviceOpt = "1",
+    force: Annotated[
+        bool, option("force", "Replace the CSVs and plot of an earlier probe in --out.")
+    ] = False,
 ) -> None:
     """Recall gain (first-copy minus second-copy NLL) and greedy copy accuracy per distance."""
     from rich.console import Console
@@ -59,7 +62,7 @@ def probe_recall(
 
     summary = run_probe(
         checkpoint, data, out, parse_distances(distances), segment, trials, split, seed,
-        batch_tokens, single_device(accelerator, devices), show_progress=True,
+        batch_tokens, single_device(accelerator, devices), show_progress=True, force=force,
     )  # fmt: skip
     table = Table(title=f"Recall of a {segment}-base segment ({trials} trials; nats/base)")
     for name in ("distance", "NLL 1st copy", "NLL 2nd copy", "recall gain", "copy accuracy"):

@@ -124,7 +124,10 @@ def score_variants(
         cache_dir=cache_dir,
         calibration=CalibrationRequest(null, seed, null_size) if calibrate or null else None,
     )
-    summary = run(request, runtime.fabric())
+    from goatdna.workdir import stops_with_resume_hint, work_dir_for
+
+    with stops_with_resume_hint("score-variants", work_dir_for(out)):
+        summary = run(request, runtime.fabric())
     if summary is None:  # not global rank 0: rank 0 reports
         return
     console = Console()
@@ -141,3 +144,11 @@ def score_variants(
     if summary.resumed_chunks:
         console.print(f"resumed: {summary.resumed_chunks} chunk(s) were already scored")
     console.print(f"wrote {summary.out}" + (" (+ .tbi)" if str(out).endswith(".vcf.gz") else ""))
+    if summary.alleles and not summary.counts.get("ok"):
+        worst = max(summary.counts, key=lambda status: summary.counts[status])
+        hint = " (is the FASTA the VCF's assembly? their contig names must match)"
+        typer.echo(
+            f"warning: no allele was scored: most are {worst}, "
+            f"{STATUS_MEANING[worst]}{hint if worst == 'missing_contig' else ''}",
+            err=True,
+        )

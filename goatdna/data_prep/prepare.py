@@ -28,9 +28,7 @@ import json
 import os
 import shutil
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -75,6 +73,7 @@ from goatdna.data_prep.synthetic import (
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point, crash_point_add
 from goatdna.locking import folder_lock
+from goatdna.runtime import die_with_parent
 from goatdna.workdir import SETUP_SUFFIX, WorkDir, input_stamp
 
 WORK_DIR_NAME = ".prepare"
@@ -224,40 +223,10 @@ def process_record(
 _WORKER_QUEUE = None
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Make the kernel SIGKILL this worker when its parent dies, even by ``kill -9``.
-
-    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``. Elsewhere (or if prctl is unavailable) a daemon
-    thread polls the parent pid once a second. Either way no worker outlives a killed prepare.
-    """
-    armed = False
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            armed = False
-    if not armed:
-        threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-    if os.getppid() != parent_pid:  # the parent died before the guard was armed
-        os._exit(1)
-
-
-def _watch_parent(parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
-        time.sleep(1.0)
-    os._exit(1)
-
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
 def _worker_init(queue, parent_pid: int | None = None) -> None:
     global _WORKER_QUEUE
     if parent_pid is not None:
-        _die_with_parent(parent_pid)
+        die_with_parent(parent_pid)
     _WORKER_QUEUE = queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
 

@@ -40,6 +40,8 @@ MISSING_LABELS = frozenset({"", "nan", "na", "n/a", "null", "none"})
 """Label cells read as missing (case-insensitive): an error, never a class of their own."""
 
 BED_COLUMNS = ("chrom", "start", "end", "name", "score", "strand")
+FIELD_LIMIT = 2**31 - 1
+"""The longest CSV/TSV cell read (the C long limit of `csv.field_size_limit` on every platform)."""
 FASTA_SUFFIXES = (".fa", ".fasta", ".fna")
 
 
@@ -138,6 +140,8 @@ def read_table(path: str | Path, fasta: str | Path | None = None) -> SequenceTab
             "FASTA (.fa/.fasta/.fna) or .bed (with --fasta)"
         )
     delimiter = "," if suffix == ".csv" else "\t"
+    # the csv module caps a field at 131,072 characters; a sequence may be megabases long
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
     try:
         with _open_text(path) as fh:
             rows = list(csv.reader(fh, delimiter=delimiter))
@@ -267,13 +271,15 @@ def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -
     intervals = read_bed_intervals(path, option)
     width = max(len(interval.fields) for interval in intervals)
     names = [BED_COLUMNS[j] if j < len(BED_COLUMNS) else f"col{j + 1}" for j in range(width)]
+    index = Path(f"{fasta}.fai")
+    fresh = not index.exists()
     try:
         genome = Fasta(str(fasta), as_raw=True, sequence_always_upper=False, rebuild=False)
     except (FastaIndexingError, ValueError, OSError) as err:
-        raise GoatDNAError(
-            f"--fasta {fasta}: cannot index as FASTA ({err}); a .gz reference must be "
-            "bgzip-compressed"
-        ) from None
+        if fresh:  # an index pyfaidx began for a file it then rejected is not left behind
+            index.unlink(missing_ok=True)
+        hint = "; a .gz reference must be bgzip-compressed" if fasta.name.endswith(".gz") else ""
+        raise GoatDNAError(f"--fasta {fasta}: cannot index as FASTA ({err}){hint}") from None
     sequences: list[str] = []
     with genome:
         for interval in intervals:
@@ -346,17 +352,57 @@ def _as_float(text: str) -> float | None:
         return None
 
 
-def infer_task(labels: list[str]) -> str:
-    """``regression`` when every label is a number and some is not a whole number; otherwise
-    ``classification`` (integers and names are class labels)."""
-    values = [_as_float(x.strip()) for x in labels]
-    numbers = [v for v in values if v is not None and math.isfinite(v)]
-    if len(numbers) == len(values) and any(not v.is_integer() for v in numbers):
-        return "regression"
+def canonical_label(text: str) -> str:
+    """One spelling per label: a number is written as Python writes it (``1``, ``1.0`` and
+    ``1e0`` are one class, ``1``; ``0.50`` is ``0.5``); anything else is kept as written."""
+    value = _as_float(text)
+    if value is None or not math.isfinite(value):
+        return text
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def many_classes(n_rows: int) -> int:
+    """More distinct labels than this is no classification task: nearly every row would be a
+    class of its own (a region name, a measurement), trained to chance and reported as such."""
+    return max(10, n_rows // 2)
+
+
+def infer_task(labels: list[str], table: SequenceTable, column: str, hint: str = "") -> str:
+    """The task ``--task auto`` picks from the (canonical, present) training labels.
+
+    ``regression`` when every label is a number and some is not whole, or when they are whole
+    numbers nearly all distinct (a count, a measurement); ``classification`` for names and for
+    whole numbers with few values. A numeric column with a word in it ("high") and a column of
+    names nearly all distinct (a BED's region names) are errors, never a classifier with one
+    class per row: ``hint`` adds what to do (e.g. which BED column holds the label).
+    """
+    values = [_as_float(x) for x in labels]
+    words = [i for i, v in enumerate(values) if v is None]
+    distinct = len(set(labels))
+    if not words:
+        numbers = [v for v in values if v is not None]
+        if any(not v.is_integer() for v in numbers) or distinct > many_classes(len(labels)):
+            return "regression"
+        return "classification"
+    if len(words) * 2 < len(labels):  # mostly numbers: the words are mistakes
+        row = words[0]
+        raise GoatDNAError(
+            f"{table.where(row)}: label {labels[row]!r} in column {column!r} is not a number, "
+            f"though {len(labels) - len(words)} of {len(labels)} labels are; fix or drop the "
+            "row (or pass --task classification if the labels are class names)"
+        )
+    if distinct > many_classes(len(labels)):
+        raise GoatDNAError(
+            f"{table.path}: column {column!r} holds {distinct} distinct labels over {len(labels)} "
+            f"rows: nearly every row would be a class of its own, so it is not a class label"
+            f"{hint}; pass --task classification to train on it anyway"
+        )
     return "classification"
 
 
 def check_labels_present(table: SequenceTable, column: str, option: str) -> list[str]:
+    """The labels of a column in their canonical spelling (`canonical_label`); a missing one
+    (NaN, empty) or a non-finite number (inf) is an error naming its row."""
     labels = table.column(column, option)
     for i, text in enumerate(labels):
         if text.strip().lower() in MISSING_LABELS:
@@ -364,7 +410,13 @@ def check_labels_present(table: SequenceTable, column: str, option: str) -> list
                 f"{table.where(i)}: label {text!r} in column {column!r} is missing (NaN/empty); "
                 "drop the row or fill in its label"
             )
-    return [x.strip() for x in labels]
+        value = _as_float(text.strip())
+        if value is not None and not math.isfinite(value):
+            raise GoatDNAError(
+                f"{table.where(i)}: label {text!r} in column {column!r} is not a finite number; "
+                "drop the row or fix its label"
+            )
+    return [canonical_label(x.strip()) for x in labels]
 
 
 def class_names(labels: list[str], where: Path, column: str) -> list[str]:

@@ -88,6 +88,8 @@ def make_window_task(
         raise GoatDNAError(f"--window {options.window}: use at least 8 nt")
     if options.max_train < 2 or options.max_eval < 2:
         raise GoatDNAError("--max-train and --max-eval must be at least 2")
+    if options.seed < 0:
+        raise GoatDNAError(f"--seed must be >= 0, got {options.seed}")
     genome = ShardedGenome(data_dir)
     out = Path(out_dir)
     targets = [out / f"{s}.csv" for s in TASK_SPLITS] + [out / "task.json"]

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,8 @@ from goatdna.errors import GoatDNAError
 from .model_card import model_card
 
 if TYPE_CHECKING:  # torch loads when a model is exported, not when this module loads
+    from torch import Tensor
+
     from goatdna.model import DNADecoder, ModelConfig
     from goatdna.model.classifier import SequenceTaskModel
 
@@ -139,6 +142,22 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def _save_weights(state: dict[str, Tensor], path: Path) -> None:
+    """safetensors' writer, its I/O failures as the `OSError` they are (a full disk is then
+    `goatdna.atomic`'s one ``disk full`` line, not a SafetensorError traceback)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
+    try:
+        save_file(state, str(path), metadata={"format": "pt"})
+    except SafetensorError as err:
+        code = re.search(r"code: (\d+)", str(err))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(path)) from None
+
+
 def _write_folder(
     folder: Path,
     model: DNADecoder,
@@ -146,8 +165,6 @@ def _write_folder(
     provenance: dict[str, Any],
     task: SequenceTaskModel | None,
 ) -> None:
-    from safetensors.torch import save_file
-
     from goatdna import model as model_package
     from goatdna.model.scoring import IGNORE_TARGET
 
@@ -165,7 +182,7 @@ def _write_folder(
                 for k, v in task.head.state_dict().items()
             }
         )
-    save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+    _save_weights(state, folder / WEIGHTS_FILE)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(folder / WEIGHTS_FILE, 0o666 & ~umask)  # safetensors writes 0600; share like the rest
@@ -201,6 +218,50 @@ def is_export_folder(path: Path) -> bool:
         return False
 
 
+EXPORT_FILES = frozenset(
+    {
+        CONFIG_FILE,
+        WEIGHTS_FILE,
+        "generation_config.json",
+        "tokenizer_config.json",
+        "vocab.json",
+        "README.md",
+        *MODEL_SOURCES,
+        *HF_SOURCES,
+    }
+)
+"""What an export writes at the top of its folder; anything else there is the user's."""
+
+
+def foreign_files(folder: Path, written: Path | None = None) -> list[Path]:
+    """Files under an earlier export ``folder`` that goatdna did not write (a user's notes,
+    evaluation results): neither an export file nor one the new export ``written`` holds.
+    ``__pycache__`` is derived from the exported code, so it is not the user's either."""
+    fresh = {p.name for p in written.iterdir()} if written is not None else set()
+    found = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if path.is_dir() or "__pycache__" in relative.parts:
+            continue
+        if len(relative.parts) == 1 and (path.name in EXPORT_FILES or path.name in fresh):
+            continue
+        found.append(path)
+    return found
+
+
+def _carry_over(old: Path, new: Path, files: list[Path]) -> None:
+    """Put ``files`` (the user's files in the earlier export ``old``) into ``new`` at the same
+    relative paths. Hard links where the filesystem allows (the originals stay in ``old`` until
+    the swap has succeeded, so a failed export loses nothing), else copies."""
+    for path in files:
+        target = new / path.relative_to(old)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(path, target, follow_symlinks=False)
+
+
 def export_model(
     model: DNADecoder,
     run_config: dict[str, Any],
@@ -215,9 +276,12 @@ def export_model(
     ``AutoModelForSequenceClassification`` and predicts what `goatdna predict` does.
 
     An existing ``out`` is replaced only with ``force`` and only when it holds an earlier export
-    (never an unrelated directory). Nothing appears at ``out`` until the folder is complete.
+    (never an unrelated directory); files in it that goatdna did not write are kept (carried
+    into the new folder) and named on stderr, as ``goatdna train --force`` does. Nothing appears
+    at ``out`` until the folder is complete.
     """
     out = Path(out)
+    replacing = False
     if out.exists():
         if not out.is_dir():
             raise GoatDNAError(f"{out}: exists and is not a folder; choose another --out")
@@ -232,6 +296,16 @@ def export_model(
                     f"{out}: --force replaces only an earlier goatdna export, and this folder "
                     "is not one; choose another --out"
                 )
+            replacing = True
+    kept: list[Path] = []
     with atomic_dir(out, then="rerun the export") as folder:
         _write_folder(folder, model, run_config, provenance, task)
+        if replacing:
+            kept = foreign_files(out, folder)
+            _carry_over(out, folder, kept)
+    if kept:
+        shown = ", ".join(str(p.relative_to(out)) for p in kept[:5])
+        more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""
+        print(f"note: --force kept {len(kept)} file(s) goatdna did not write: {shown}{more}",
+              file=sys.stderr)  # fmt: skip
     return out

@@ -120,21 +120,26 @@ def _arrays(records: Sequence[SequenceRecord], vectors: Sequence[np.ndarray], po
 
 
 def write_embeddings(
-    out: str | Path, records: Sequence[SequenceRecord], vectors: Sequence[np.ndarray], pool: str
+    out: str | Path,
+    records: Sequence[SequenceRecord],
+    vectors: Sequence[np.ndarray],
+    pool: str,
+    then: str = "rerun the command",
 ) -> Path:
     """Write one row (pooled) or one block of rows (``none``: ``offsets``) per record, in order.
 
     .npz: ``embeddings`` (n, d) or (total bases, d) with ``offsets`` (n + 1,), and ``names``.
     .parquet: one row per record: name, carried columns, ``embedding`` (a list of d floats).
     .zarr: the same arrays as .npz, in a zarr group.
+    ``then``: what a full disk's one error line says to run next (`WorkDir.then`).
     """
     out = Path(out)
     suffix = check_output(out, pool)
     if suffix == ".zarr":  # a folder: swapped in whole, an earlier store replaced
-        with atomic_dir(out) as folder:
+        with atomic_dir(out, then=then) as folder:
             _write_zarr(folder, _arrays(records, vectors, pool))
         return out
-    with atomic_path(out) as tmp:
+    with atomic_path(out, then=then) as tmp:
         if suffix == ".npz":
             with open(tmp, "wb") as handle:
                 np.savez(handle, **_arrays(records, vectors, pool))

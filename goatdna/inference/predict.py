@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,13 @@ from goatdna.faults import crash_point
 from goatdna.formats import TABLE_SUFFIXES, OutputFormat, output_format
 from goatdna.inference.embed_run import UNIT_GROUPS
 from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_progress, save_arrays
-from goatdna.runtime import gather_blocks, on_rank_zero, rank_block, single_process_fabric
+from goatdna.runtime import (
+    gather_blocks,
+    is_first_process,
+    on_rank_zero,
+    rank_block,
+    single_process_fabric,
+)
 from goatdna.workdir import (
     JSONValue,
     WorkDir,
@@ -171,6 +178,7 @@ def predict_file(
     loaded = load_classifier(checkpoint)
     table = read_table(sequences, fasta)
     tokens = encode_sequences(table, sequence_column, "--sequence-column")
+    _warn_long(tokens, loaded.classifier.task_config.max_length, sequences)
     added = output_columns(loaded)
     clash = [c for c in added if c in table.columns]
     if clash:
@@ -221,6 +229,20 @@ def predict_file(
         _write_predictions(out, fmt, table, added, loaded, preds)
         work.remove()
     return len(tokens)
+
+
+def _warn_long(tokens: list[np.ndarray], max_length: int, sequences: str | Path) -> None:
+    """Say how many rows are longer than the model's length cap: each is predicted from its
+    first ``max_length`` bases, as fine-tuning trained on them (not chunked: a model trained
+    on prefixes scores prefixes), so a user learns the tail was not seen."""
+    cut = sum(1 for t in tokens if t.size > max_length)
+    if cut and is_first_process():
+        print(
+            f"warning: {cut} of {len(tokens)} sequences in {sequences} are longer than the "
+            f"model's max_length ({max_length:,} bases, as fine-tuned); each is predicted from "
+            f"its first {max_length:,} bases",
+            file=sys.stderr,
+        )
 
 
 def _write_predictions(

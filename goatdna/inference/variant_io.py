@@ -9,7 +9,9 @@ bcftools/IGV pipelines. All outputs are written to a temporary name and renamed 
 
 from __future__ import annotations
 
+import itertools
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,8 @@ COLUMNS = (
     "status",
 )
 INFO_ID = "GOATDNA_LLR"
+RESUME_THEN = "rerun with --resume to continue score-variants"
+"""A full disk while the output is written: the scored chunks are kept in the work folder."""
 INFO_DESCRIPTION = (
     "goatdna log-likelihood ratio LL(alt window) - LL(ref window) per ALT allele, "
     "averaged over strands; missing where the allele was not scored"
@@ -71,15 +75,40 @@ class VcfAlleles:
     has_symbolic: bool
 
 
+def _plain_gzip(path: Path) -> bool:
+    """True for a gzip file that is not BGZF (bgzip's blocked gzip, which htslib needs to read
+    a .vcf.gz): BGZF is gzip whose header carries the extra subfield ``BC``."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(18)
+    except OSError:
+        return False
+    if head[:2] != b"\x1f\x8b":
+        return False
+    has_extra = len(head) > 3 and head[3] & 0x04
+    return not (has_extra and head[12:14] == b"BC")
+
+
 def open_vcf(path: Path):
-    """A pysam VariantFile, or a one-line user error naming the file."""
+    """A pysam VariantFile, or a one-line user error naming the file.
+
+    htslib's own log lines (``[E::vcf_parse] ...``, ``[W::...]``) are silenced: goatdna says
+    what went wrong in its one ``error:`` line instead.
+    """
     import pysam
 
     if not path.is_file():
         raise GoatDNAError(f"--vcf {path}: file not found")
+    if _plain_gzip(path):
+        raise GoatDNAError(
+            f"--vcf {path}: compressed with plain gzip, which htslib cannot read; bgzip it "
+            f"(zcat {path} | bgzip > OUT.vcf.gz, then tabix OUT.vcf.gz) or pass the "
+            "uncompressed file"
+        )
+    pysam.set_verbosity(0)
     try:
         return pysam.VariantFile(str(path))
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, NotImplementedError) as err:
         first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
         raise GoatDNAError(
             f"--vcf {path}: not a readable VCF/BCF ({first}); pass a VCF (.vcf or bgzipped .vcf.gz)"
@@ -97,10 +126,35 @@ def _records(handle, path: Path) -> Iterator:
             return
         except (ValueError, OSError) as err:
             raise GoatDNAError(
-                f"--vcf {path}: record {index + 1} cannot be parsed ({err}); fix or drop it"
+                f"--vcf {path}: record {index + 1} cannot be parsed "
+                f"({_diagnose(path, index) or err}); fix or drop it"
             ) from None
         index += 1
         yield record
+
+
+def _diagnose(path: Path, index: int) -> str:
+    """What is wrong with data record ``index`` (0-based), read from the text itself: htslib
+    says only "truncated file" for, e.g., a POS that is not a number."""
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", errors="replace") as handle:
+            records = ((n, text) for n, text in enumerate(handle, 1) if not text.startswith("#"))
+            found = next(itertools.islice(records, index, None), None)
+    except (OSError, EOFError):
+        return ""
+    if found is None:
+        return ""
+    number, line = found
+    fields = line.rstrip("\n").split("\t")
+    where = f"line {number}"
+    if len(fields) < 8:
+        return f"{where} has {len(fields)} tab-separated columns; a VCF record has at least 8"
+    if not fields[1].isdigit():
+        return f"{where}: POS {fields[1]!r} is not a whole number"
+    return ""
 
 
 def _out_of_order(chrom: str, pos: int, last: tuple[str, int], seen: set[str]) -> bool:
@@ -166,16 +220,16 @@ def results_frame(alleles: Sequence[Allele], numbers: dict[str, np.ndarray], win
     return frame[list(COLUMNS)]
 
 
-def write_table(frame, out: Path, kind: str) -> None:
+def write_table(frame, out: Path, kind: str, then: str = RESUME_THEN) -> None:
     """Write the table as TSV (6 decimals, empty = not scored) or Parquet, atomically."""
-    with atomic_path(out) as tmp:
+    with atomic_path(out, then=then) as tmp:
         if kind == "tsv":
             frame.to_csv(tmp, sep="\t", index=False, float_format=FLOAT_FORMAT, na_rep="")
         else:
             frame.to_parquet(tmp, index=False)
 
 
-def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
+def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path, then: str = RESUME_THEN) -> None:
     """The input VCF with INFO/GOATDNA_LLR (Number=A) added; bgzipped, tabix-indexed, atomic."""
     import pysam
 
@@ -183,18 +237,33 @@ def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path) -> None:
     for allele, value in zip(vcf.alleles, llr.tolist(), strict=True):
         by_record[allele.record].append(None if math.isnan(value) else value)
     # the VCF is renamed into place first, then its index (the inner block ends first)
-    with atomic_path(Path(str(out) + ".tbi")) as tmp_index, atomic_path(out) as tmp:
+    with (
+        atomic_path(Path(str(out) + ".tbi"), then=then) as tmp_index,
+        atomic_path(out, then=then) as tmp,
+    ):
         with open_vcf(vcf.path) as source:
             for _ in _records(source, vcf.path):
                 pass  # one pass so that pysam's header learns undeclared contigs/fields
             source.reset()
             header = source.header.copy()
-            header.info.add(INFO_ID, "A", "Float", INFO_DESCRIPTION)
+            replacing = INFO_ID in header.info
+            if replacing:  # e.g. another model's scores: replaced, and said so
+                print(f"note: --vcf {vcf.path} already has INFO/{INFO_ID}; {out.name} holds "
+                      "this model's values in its place (compare models in .tsv outputs)",
+                      file=sys.stderr)  # fmt: skip
+                declared = header.info[INFO_ID]
+                if (declared.number, declared.type) != ("A", "Float"):
+                    header.info.remove_header(INFO_ID)
+                    replacing = False
+            if not replacing:
+                header.info.add(INFO_ID, "A", "Float", INFO_DESCRIPTION)
             if vcf.has_symbolic and "END" not in header.info:
                 # htslib writes END for symbolic alleles; declare it so the output stays valid
                 header.info.add("END", 1, "Integer", "End position of the variant")
             with pysam.VariantFile(str(tmp), "wz", header=header) as sink:
                 for index, record in enumerate(_records(source, vcf.path)):
+                    if INFO_ID in record.info:
+                        del record.info[INFO_ID]
                     record.translate(sink.header)
                     values = by_record[index]
                     if any(v is not None for v in values):

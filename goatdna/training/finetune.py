@@ -46,6 +46,7 @@ from goatdna.training.finetune_data import (
     TaskData,
     file_sha256,
     load_task,
+    print_warnings,
 )
 from goatdna.training.loop import Due, LoopSpec, Trainable, claimed_run_dir, fit, resolve_precision
 from goatdna.training.metrics import (
@@ -58,6 +59,7 @@ from goatdna.training.metrics import (
 )
 from goatdna.training.module import lr_multiplier, parameter_groups
 from goatdna.training.probe import (
+    FEATURE_CACHE,
     Features,
     ProbeChoice,
     ProbeFeatures,
@@ -252,6 +254,8 @@ def finetune(
     wall_start = time.perf_counter()
     if not config.backbone.checkpoint:
         raise GoatDNAError("--checkpoint is required (a pretrained .ckpt)")
+    run = RunDir(Path(run_dir))
+    run.refuse_foreign(_input_paths(config), own=(FEATURE_CACHE.parts[0],))  # before any work
     backbone, backbone_config = load_backbone(config.backbone.checkpoint)
     task = load_task(config.task, config.seed)
     plan = StepPlan(len(task.splits["train"]), config.trainer.batch_size, config.seed,
@@ -266,12 +270,12 @@ def finetune(
         return resolve(config, task, backbone_config["model"], inputs, total_steps,
                        plan.steps_per_epoch, choice)  # fmt: skip
 
-    run = RunDir(Path(run_dir))
     # every rank, read only (a sweep's choice is checked again once made: an occupied folder
     # is refused before its work, a resumed one is compared with the choice)
     start_plan = None
     if len(choices) == 1 or resume is False:
         start_plan = run.check(resolved_for(choices[0]), resume=resume, force=force)
+    print_warnings(task)
     tr = config.trainer
     precision = resolve_precision(tr.precision, tr.accelerator)
     runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
@@ -315,6 +319,12 @@ def _task_module(resolved: dict[str, Any], seed: int) -> SequenceTaskModule:
 
     seed_everything(seed, workers=True, verbose=False)
     return SequenceTaskModule(resolved)
+
+
+def _input_paths(config: FinetuneConfig) -> dict[str, str | None]:
+    task = config.task
+    return {"--checkpoint": config.backbone.checkpoint, "--train": task.train, "--val": task.val,
+            "--test": task.test, "--fasta": task.fasta}  # fmt: skip
 
 
 def _standardized_head(

@@ -8,6 +8,7 @@ else is refused by name, exactly as for ``goatdna train``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -52,7 +53,8 @@ class TaskConfig:
     bed_label_column: int = 4
     """1-based BED column holding the label (4: the name column)."""
     task: Literal["auto", "classification", "regression"] = "auto"
-    """``auto``: regression when every label is a number and some is not whole."""
+    """``auto``: regression when every label is a number and some is not whole, or all are
+    whole numbers nearly all distinct (`goatdna.data_prep.tables.infer_task`)."""
     val_fraction: float = 0.1
     max_length: int = 1024
     """Longer sequences keep their first ``max_length`` bases (counted in summary.json)."""
@@ -107,8 +109,10 @@ class FinetuneOptimConfig:
     grad_clip: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.head_lr <= 0 or self.backbone_lr <= 0:
-            raise ValueError("head_lr and backbone_lr must be > 0")
+        for name, flag in (("head_lr", "--lr"), ("backbone_lr", "--backbone-lr")):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):  # nan and inf pass a plain "> 0"
+                raise ValueError(f"{name} ({flag}) must be a finite number > 0, got {value}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
 
@@ -142,3 +146,7 @@ class FinetuneConfig:
     optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
     trainer: FinetuneTrainerConfig = field(default_factory=FinetuneTrainerConfig)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.seed < 0:  # numpy's generators take no negative seed
+            raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")

@@ -11,6 +11,7 @@ rank takes its contiguous block (`runtime.rank_block`) of the step's global batc
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from goatdna.data_prep.tables import (
 )
 from goatdna.errors import GoatDNAError
 from goatdna.model.classifier import pad_sequences
-from goatdna.runtime import rank_block
+from goatdna.runtime import is_first_process, rank_block
 from goatdna.training.finetune_config import TaskConfig
 
 SPLITS = ("train", "val", "test")
@@ -57,6 +58,9 @@ class TaskData:
     label_mean: float = 0.0
     label_std: float = 1.0
     sha256: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """What is suspect but not wrong (validation rows that are training rows); printed once
+    the run is sure to start (`print_warnings`), so a refused command shows only its error."""
 
     @property
     def n_outputs(self) -> int:
@@ -104,7 +108,9 @@ def load_task(config: TaskConfig, seed: int) -> TaskData:
             tables[split] = read_table(path, config.fasta)
             _bed_labels(tables[split], config)
     train_labels = _labels_only(tables["train"], config)
-    task = infer_task(train_labels) if config.task == "auto" else config.task
+    task: str = config.task
+    if task == "auto":
+        task = infer_task(train_labels, tables["train"], config.label_column, _hint(config))
     classes: list[str] = []
     if task == "classification":
         classes = class_names(train_labels, tables["train"].path, config.label_column)
@@ -117,19 +123,85 @@ def load_task(config: TaskConfig, seed: int) -> TaskData:
     if "val" not in splits:
         train = splits["train"]
         n_val = max(1, round(config.val_fraction * len(train)))
-        if len(train) - n_val < 1:
-            raise GoatDNAError(f"{config.train}: too few rows to hold out a validation set")
+        if len(train) - n_val < MIN_TRAIN_ROWS:
+            raise GoatDNAError(_too_few(config.train, len(train), n_val))
         order = np.random.default_rng([seed, 7]).permutation(len(train))
         val_rows, train_rows = np.sort(order[:n_val]), np.sort(order[n_val:])
         splits["val"] = Split([train.tokens[i] for i in val_rows], train.labels[val_rows])
         splits["train"] = Split([train.tokens[i] for i in train_rows], train.labels[train_rows])
+    elif len(splits["train"]) < MIN_TRAIN_ROWS:
+        raise GoatDNAError(_too_few(config.train, len(splits["train"]), 0))
     data = TaskData(task, classes, splits)
     if task == "regression":
-        y = splits["train"].labels
-        data.label_mean = float(y.mean())
-        data.label_std = float(y.std()) or 1.0
+        data.label_mean, data.label_std = _label_scale(splits["train"].labels, tables["train"])
     data.sha256 = {split: file_sha256(path) for split, path in paths.items() if path is not None}
+    data.warnings = _shared_rows(config, data)
     return data
+
+
+MIN_TRAIN_ROWS = 3
+"""Fewer training rows cannot fit even the head's input standardization (and a 2-row table
+used to end in non-finite losses blamed on the learning rate)."""
+
+
+def _too_few(path: str, rows: int, held_out: int) -> str:
+    kept = f", {held_out} of them held out for validation" if held_out else ""
+    return (
+        f"{path}: too few rows to fine-tune on ({rows} row(s){kept}); training needs at least "
+        f"{MIN_TRAIN_ROWS} (in practice hundreds)"
+    )
+
+
+def _hint(config: TaskConfig) -> str:
+    if Path(config.train).name.lower().removesuffix(".gz").endswith(".bed"):
+        return (
+            f" (BED column {config.bed_label_column} is usually a region name: point "
+            "--bed-label-column at the column holding the label)"
+        )
+    return ""
+
+
+def _label_scale(y: np.ndarray, table: SequenceTable) -> tuple[float, float]:
+    """Mean and standard deviation of the regression targets the head learns in units of; a
+    target so large that they overflow is named (it used to surface as a non-finite loss
+    blamed on the learning rate)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = float(y.mean()), float(y.std())
+    if not (np.isfinite(mean) and np.isfinite(std)):
+        big = int(np.argmax(np.abs(y)))
+        raise GoatDNAError(
+            f"{table.path}: regression labels too large to standardise (the largest is "
+            f"{y[big]:g}); rescale the targets (e.g. log or divide by a constant)"
+        )
+    return mean, std or 1.0
+
+
+def _shared_rows(config: TaskConfig, data: TaskData) -> list[str]:
+    """Warnings (not refusals) for validation or test rows that are training rows: their
+    scores then measure recall of the training set, not generalisation."""
+    messages = []
+    if config.val is not None and data.sha256.get("val") == data.sha256.get("train"):
+        messages.append("--val is the same data as --train: validation scores measure "
+                        "memorisation, not generalisation")  # fmt: skip
+    else:
+        seen = {t.tobytes() for t in data.splits["train"].tokens}
+        for split in ("val", "test"):
+            rows = data.splits.get(split)
+            if rows is None:
+                continue
+            shared = sum(t.tobytes() in seen for t in rows.tokens)
+            if shared:
+                messages.append(f"{shared} of {len(rows)} {split} rows have a sequence that is "
+                                "also a training row: their scores overstate generalisation "
+                                "(drop the duplicates)")  # fmt: skip
+    return messages
+
+
+def print_warnings(data: TaskData) -> None:
+    """The task's warnings on stderr, once (not once per rank)."""
+    if is_first_process():
+        for message in data.warnings:
+            print(f"warning: {message}", file=sys.stderr)
 
 
 class StepPlan:

@@ -167,6 +167,29 @@ class RunDir:
     def holds_run(self) -> bool:
         return any((self.root / name).exists() for name in RUN_ENTRIES)
 
+    def refuse_foreign(self, inputs: dict[str, str | None], own: tuple[str, ...] = ()) -> None:
+        """Refuse a run directory that is not a run's: an input lying inside it (``--force``
+        would clear it, a run would write over it), or a folder of other files (the run's
+        files would be scattered among a user's). ``own``: further names the command writes
+        there (e.g. finetune's ``cache``). ``inputs``: option name -> path."""
+        root = self.root.resolve()
+        for name, path in inputs.items():
+            if path and (Path(path).resolve() == root or root in Path(path).resolve().parents):
+                raise GoatDNAError(
+                    f"{name} {path} lies inside --out {self.root}; the run would write over or "
+                    "clear it: choose another --out"
+                )
+        if self.root.is_dir() and not self.holds_run():
+            other = sorted(p.name for p in self.root.iterdir() if p.name not in own)
+            if other:
+                shown = ", ".join(other[:3]) + (
+                    f" and {len(other) - 3} more" if len(other) > 3 else ""
+                )
+                raise GoatDNAError(
+                    f"--out {self.root} holds files that are not a goatdna run ({shown}); "
+                    "choose a new or empty folder"
+                )
+
     def check(self, resolved: dict[str, Any], *, resume: bool | str, force: bool) -> StartPlan:
         """Every check before a run starts here, reading only (`start` then writes): every rank
         of a multi-process run calls it before any rendezvous, so a user error stops all ranks at
