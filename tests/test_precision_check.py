@@ -90,9 +90,9 @@ def test_measurements_equal_a_direct_recomputation(
 def _drop_causal_mask(original):
     """Attention that forgets the causal mask outside float64 (the reference's dtype)."""
 
-    def attend(q, k, v, backend):
+    def attend(q, k, v, backend, *args, **kwargs):
         if q.dtype == torch.float64:
-            return original(q, k, v, backend)
+            return original(q, k, v, backend, *args, **kwargs)
         return F.scaled_dot_product_attention(q, k, v)
 
     return attend
@@ -101,11 +101,12 @@ def _drop_causal_mask(original):
 def _through_float8(original):
     """Attention inputs and output cast through float8 e5m2 (2 mantissa bits) outside float64."""
 
-    def attend(q, k, v, backend):
+    def attend(q, k, v, backend, *args, **kwargs):
         if q.dtype == torch.float64:
-            return original(q, k, v, backend)
+            return original(q, k, v, backend, *args, **kwargs)
         q, k, v = (t.to(torch.float8_e5m2).to(t.dtype) for t in (q, k, v))
-        return original(q, k, v, backend).to(torch.float8_e5m2).to(q.dtype)
+        out = original(q, k, v, backend, *args, **kwargs)
+        return out.to(torch.float8_e5m2).to(q.dtype)
 
     return attend
 
