@@ -324,3 +324,38 @@ def table_results_frame(table: TableAlleles, numbers, windows, statuses):
     frame = results_frame(table.alleles, numbers, windows, statuses).drop(columns=["id"])
     keys = frame[list(KEY_COLUMNS)]
     return pd.concat([keys, table.carried, frame[list(SCORE_COLUMNS)]], axis=1)
+
+
+def _info_text(value) -> object:
+    """An INFO value as one cell: tuples joined with ',' (CLNSIG may hold several terms)."""
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value if v is not None) or None
+    return value
+
+
+def read_info_labels(path: Path, field: str, option: str = "--labels"):
+    """chrom, pos, ref, alt and INFO/``field`` of every ALT allele of a VCF (pandas DataFrame).
+
+    Number=A fields give each ALT its own value, Number=R the value of that ALT, any other
+    Number the record's value (tuples joined with ','); a missing value is empty.
+    """
+    import pandas as pd
+
+    name = field.removeprefix("INFO/")
+    rows = []
+    with open_vcf(path) as handle:
+        if name not in handle.header.info:
+            known = ", ".join(list(handle.header.info)[:12])
+            raise GoatDNAError(
+                f"{option} {path}: the header declares no INFO field {name!r} (it has {known})"
+            )
+        number = handle.header.info[name].number
+        for record in _records(handle, path):
+            value = record.info.get(name)
+            for i, alt in enumerate(record.alts or ()):
+                if number in ("A", "R") and isinstance(value, tuple):
+                    cell = value[i + (number == "R")] if i + (number == "R") < len(value) else None
+                else:
+                    cell = _info_text(value)
+                rows.append((record.chrom, record.pos, record.ref or "", alt, cell))
+    return pd.DataFrame(rows, columns=[*KEY_COLUMNS, field])
