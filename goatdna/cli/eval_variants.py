@@ -195,12 +195,18 @@ def _print(evaluation) -> None:
         f"{sum(evaluation.unscored.values()):,} unscored ({unscored}), "
         f"{evaluation.unlabelled:,} unlabelled"
     )
+    intervals = (
+        f"{evaluation.level:.0%} bootstrap intervals, {evaluation.resamples} resamples"
+        if evaluation.resamples
+        else "no intervals"
+    )
     table = Table(
-        title=f"score {evaluation.score} against {evaluation.kind} label {evaluation.label} "
-        f"({evaluation.level:.0%} bootstrap intervals, {evaluation.resamples} resamples)"
+        title=f"score {evaluation.score} against the {evaluation.kind} label "
+        f"{evaluation.label!r} ({intervals})"
     )
     for name in ("subset", "metric", "value", "interval", "n", "positives"):
-        table.add_column(name, justify="left" if name in ("subset", "metric") else "right")
+        table.add_column(name, justify="left" if name in ("subset", "metric") else "right",
+                         no_wrap=name == "metric")  # fmt: skip
     for row in evaluation.metrics:
         subset = "all" if row.subset_column == "all" else f"{row.subset_column}={row.subset}"
         interval = "" if math.isnan(row.low) else f"[{row.low:.3f}, {row.high:.3f}]"
