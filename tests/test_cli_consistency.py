@@ -76,7 +76,8 @@ def test_readers_take_checkpoint_and_writers_take_out() -> None:
             assert opts["out"] == ("--out", "-o"), command
         assert "-c" not in opts.get("config", ()), command  # train: -c is never the config
     writers = {"demo", "prepare", "train", "generate", "evaluate", "report", "export", "embed",
-               "probe-recall", "score-variants", "score-track", "make-task", "finetune", "predict"}  # fmt: skip
+               "probe-recall", "score-variants", "score-track", "make-task", "finetune", "predict",
+               "eval-variants", "make-variant-task"}  # fmt: skip
     assert writers == {c for c, opts in options.items() if "out" in opts}
 
 
@@ -95,7 +96,8 @@ def test_help_lists_the_shared_names(command: str) -> None:
 # two tiny models on the CPU by design, so that it runs the same everywhere).
 MULTI_DEVICE = {"train", "finetune", "embed", "predict", "score-variants", "score-track"}
 ONE_DEVICE = {"evaluate", "generate", "report", "probe-recall"}
-NO_MODEL = {"demo", "prepare", "info", "model-info", "export", "make-task"}
+NO_MODEL = {"demo", "prepare", "info", "model-info", "export", "make-task", "eval-variants",
+            "make-variant-task"}  # fmt: skip
 
 
 def _all_flags(command: str) -> set[str]:

@@ -128,7 +128,7 @@ def eval_variants(
     seed: SeedOpt = default_of(EvalOptions, "seed"),
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Write the metrics: .tsv (one row per metric) or .json."),
+        option("out", "Write the metrics: .tsv (one row per metric) or .json."),
     ] = None,
     plots: Annotated[
         Path | None,

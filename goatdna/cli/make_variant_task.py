@@ -18,9 +18,7 @@ def make_variant_task(
     ],
     out: Annotated[
         Path,
-        typer.Option(
-            "--out", help="The task table: .tsv or .parquet (chrom, pos, ref, alt, label, ...)."
-        ),
+        option("out", "The task table: .tsv or .parquet (chrom, pos, ref, alt, label, ...)."),
     ],
     positives: Annotated[
         int,

@@ -22,8 +22,7 @@ strand have the same number of scored positions and share the flank read first. 
 (``length_fair=False``, `score-variants --length-unfair`, the definition before issue 21)
 ``more_right``/``more_left`` are empty: LL then sums over ``len(ALT) - len(REF)`` more
 predictions for ALT, about 1.3 nats per extra base for a model of human DNA (a 10 kbp deletion
-scored +14,003), so deletions score high and insertions low
-in proportion to their length. SNVs and equal-length substitutions are scored the same either
+scored +14,003), so deletions score high and insertions low in proportion to their length. SNVs and equal-length substitutions are scored the same either
 way. Where the contig ends before ``d`` more bases, the extension is clipped there.
 
 Limits: an allele longer than ``W`` is not scored (status ``too_long``), and ``W`` may not exceed
@@ -125,7 +124,7 @@ class VariantOptions:
 
 
 MEMORY_BOUND_BYTES = 8 * 2**30
-"""What one forward pass may hold in KV cache and activations (float32 estimate, `pass_bytes`)."""
+"""What one forward pass may hold in KV cache and activations (float32, by `position_bytes`)."""
 
 ATTENTION_BLOCK_BYTES = 2**30
 """The largest (rows, heads, queries, keys) float32 attention-score block a pass may ask for."""
@@ -227,13 +226,10 @@ class AlleleWindow:
     window_end: int  # 0-based exclusive end of s_ref
     common_prefix: int  # leading bases REF and ALT share
     common_suffix: int  # trailing bases they share (not overlapping the prefix)
-    # length-fair extensions of the shorter allele (empty for SNVs and with length_fair=False):
-    more_left: np.ndarray = field(
-        default_factory=lambda: _EMPTY
-    )  # the d bases before ``left`` (read last on the reverse strand)
-    more_right: np.ndarray = field(
-        default_factory=lambda: _EMPTY
-    )  # the d bases after ``right`` (read last forward)
+    # Length-fair extensions of the shorter allele (empty for SNVs and with length_fair=False):
+    # the d bases before ``left`` (read last on the reverse strand) and after ``right`` (forward).
+    more_left: np.ndarray = field(default_factory=lambda: _EMPTY)
+    more_right: np.ndarray = field(default_factory=lambda: _EMPTY)
 
     def _extension(self, more: np.ndarray, allele: np.ndarray) -> np.ndarray:
         """``more`` for the shorter allele, nothing for the longer one (or an SNV)."""
