@@ -9,8 +9,7 @@ import typer
 
 from goatdna.analysis.variant_eval import EvalOptions
 from goatdna.cli.common import SeedOpt, default_of, option
-
-TABLE_SUFFIXES = (".tsv", ".tsv.gz", ".csv", ".csv.gz", ".parquet")
+from goatdna.inference.variant_io import TABLE_SUFFIXES  # the same table names score-variants reads
 
 
 def _csv(values: str | None) -> tuple[str, ...]:
