@@ -1,5 +1,8 @@
 """`goatdna score-variants`: exact LLRs against a brute-force computation, statuses, outputs.
 
+Tables (``--variants TABLE``): the crafted VCF written as a table must give the same statuses and
+numbers as the VCF, and the table's own columns come back in order with their types.
+
 The brute force re-derives the windows from the score's definition on the contig *string* and
 scores each full sequence alone with the scoring primitive (`sequence_log_probs`), so it shares
 neither the window code nor the shared-prefix KV-cache path with the implementation.
@@ -79,18 +82,30 @@ def _ll(model, text: str) -> float:
     return float(sequence_log_probs(model, tokens).double().sum())
 
 
-def brute_force(model, contig: str, pos: int, ref: str, alt: str, window: int) -> dict[str, float]:
+def brute_force(
+    model, contig: str, pos: int, ref: str, alt: str, window: int, fair: bool = True
+) -> dict[str, float]:
+    """The score's definition (docs/variants.md) on the contig string, each sequence alone."""
     f = window // 2
+    ref, alt = ref.upper(), alt.upper()
     start, end = pos - 1, pos - 1 + len(ref)
-    left, right = contig[max(0, start - f) : start], contig[end : end + f]
-    s_ref, s_alt = left + ref.upper() + right, left + alt.upper() + right
+    first, last = max(0, start - f), min(len(contig), end + f)
+    left, right = contig[first:start], contig[end:last]
+    d = abs(len(alt) - len(ref)) if fair else 0
+    more_left, more_right = contig[max(0, first - d) : first], contig[last : last + d]
 
     def rc(s: str) -> str:
         return s.translate(COMPLEMENT)[::-1]
 
-    fwd = _ll(model, s_alt) - _ll(model, s_ref)
-    rev = _ll(model, rc(s_alt)) - _ll(model, rc(s_ref))
-    return {"llr": (fwd + rev) / 2, "llr_fwd": fwd, "llr_rev": rev}
+    def shorter(allele: str) -> bool:
+        return len(allele) < max(len(ref), len(alt))
+
+    fwd_seq = {a: left + a + right + (more_right if shorter(a) else "") for a in (ref, alt)}
+    rev_seq = {a: rc((more_left if shorter(a) else "") + left + a + right) for a in (ref, alt)}
+    fwd = _ll(model, fwd_seq[alt]) - _ll(model, fwd_seq[ref])
+    rev = _ll(model, rev_seq[alt]) - _ll(model, rev_seq[ref])
+    span = (first - (len(more_left) if d else 0), last + (len(more_right) if d else 0))
+    return {"llr": (fwd + rev) / 2, "llr_fwd": fwd, "llr_rev": rev, "span": span}
 
 
 def _sample(alleles, statuses):
@@ -108,9 +123,12 @@ def _sample(alleles, statuses):
     return picked
 
 
-@pytest.mark.parametrize(("positional", "window"), [("goat", 32), ("goat", 25), ("rope", 32)])
+@pytest.mark.parametrize(
+    ("positional", "window", "fair"),
+    [("goat", 32, True), ("goat", 25, True), ("rope", 32, True), ("goat", 32, False)],
+)
 def test_llr_equals_brute_force_on_real_snvs_and_indels(
-    checkpoints, chr20_reference, kgp_vcf, positional, window, tmp_path
+    checkpoints, chr20_reference, kgp_vcf, positional, window, fair, tmp_path
 ) -> None:
     model = load_checkpoint(checkpoints[positional]).model
     reference = Reference(chr20_reference, tmp_path)
@@ -121,16 +139,16 @@ def test_llr_equals_brute_force_on_real_snvs_and_indels(
     alleles = [a for _, a in picked]
     contig = _contig_text(chr20_reference, "20")
     for shared in (True, False):
-        options = VariantOptions(window, "both", batch_size=7, shared_prefix=shared)
+        options = VariantOptions(window, "both", batch_size=7, shared_prefix=shared,
+                                 length_fair=fair)  # fmt: skip
         scores, windows = score_alleles(model, alleles, ["ok"] * len(alleles), reference, options)
         for row, allele in enumerate(alleles):
-            expected = brute_force(model, contig, allele.pos, allele.ref, allele.alt, window)
+            expected = brute_force(model, contig, allele.pos, allele.ref, allele.alt, window, fair)
             llr_fwd = scores[row, 1] - scores[row, 0]
             llr_rev = scores[row, 3] - scores[row, 2]
             assert llr_fwd == pytest.approx(expected["llr_fwd"], abs=1e-4), allele
             assert llr_rev == pytest.approx(expected["llr_rev"], abs=1e-4), allele
-            assert windows[row, 0] == allele.pos - 1 - window // 2
-            assert windows[row, 1] == allele.pos - 1 + len(allele.ref) + window // 2
+            assert tuple(windows[row]) == expected["span"], allele
     assert np.abs(scores[:, 1] - scores[:, 0]).max() > 1e-3  # the model does tell alleles apart
 
 
@@ -265,7 +283,12 @@ def test_row_count_equals_alt_alleles_of_the_real_vcf(whole_vcf_run, kgp_vcf) ->
     assert len(table) == len(expected) == 29144  # 28,998 records, multi-allelic ones split
     assert list(zip(table.pos, table.alt, strict=True)) == expected  # input order
     counts = table.status.value_counts().to_dict()
-    assert counts == {"ok": 29120, "symbolic": 24}  # every REF matches the FASTA (README)
+    # every REF matches the FASTA (README); with --window 2 alleles longer than 2 are too_long
+    long = sum(max(len(r), len(a)) > 2 for r, a in zip(table.ref, table.alt, strict=True)
+               if not a.startswith("<"))  # fmt: skip
+    assert long > 100
+    assert counts == {"ok": 29120 - long, "symbolic": 24, "too_long": long}
+    assert table[table.status == "too_long"].llr.isna().all()
     assert table[table.status == "ok"].llr.notna().all()
 
 
@@ -431,3 +454,109 @@ def test_parquet_output_matches_tsv(checkpoints, crafted, tmp_path) -> None:
     assert list(tables["parquet"].columns) == list(tables["tsv"].columns)
     assert tables["parquet"].status.tolist() == tables["tsv"].status.tolist()
     np.testing.assert_allclose(tables["parquet"].llr, tables["tsv"].llr, atol=1e-6)
+
+
+# ---------------------------------------------------------------- tables (--variants)
+
+
+def _vcf_as_table(vcf: Path) -> pd.DataFrame:
+    """One row per ALT allele, with carried columns of several types."""
+    rows = []
+    with pysam.VariantFile(str(vcf)) as handle:
+        for record in handle:
+            for alt in record.alts:
+                rows.append(
+                    {"chrom": record.chrom, "pos": record.pos, "ref": record.ref, "alt": alt}
+                )
+    table = pd.DataFrame(rows)
+    n = len(table)
+    table.insert(0, "id", [f"v{i}" for i in range(n)])
+    table["label"] = np.arange(n) % 2
+    table["effect"] = np.linspace(-1, 1, n)
+    table["subset"] = ["a", "b", "c"] * (n // 3) + ["a", "b", "c"][: n % 3]
+    table["flag"] = np.arange(n) % 3 == 0
+    return table
+
+
+def _run(args: list[str]):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output + str(res.exception)
+    return res
+
+
+@pytest.mark.parametrize("suffix", ["tsv", "csv", "parquet"])
+def test_table_gives_the_vcf_scores_and_keeps_its_columns(checkpoints, crafted, tmp_path, suffix):
+    fasta, vcf = crafted
+    table = _vcf_as_table(vcf)
+    source = tmp_path / f"variants.{suffix}"
+    if suffix == "parquet":
+        table.to_parquet(source, index=False)
+    else:
+        table.to_csv(source, sep="\t" if suffix == "tsv" else ",", index=False)
+    common = ["-c", str(checkpoints["goat"]), "--fasta", str(fasta), "--window", "12"]
+    out_vcf, out = (
+        tmp_path / "from_vcf.tsv",
+        tmp_path / f"from_table.{suffix.replace('csv', 'tsv')}",
+    )
+    _run(["score-variants", *common, "--vcf", str(vcf), "--out", str(out_vcf)])
+    res = _run(["score-variants", *common, "--variants", str(source), "--out", str(out)])
+    assert "missing_contig" in res.stdout
+    from_vcf = pd.read_csv(out_vcf, sep="\t", dtype={"chrom": str})
+    got = (
+        pd.read_parquet(out)
+        if suffix == "parquet"
+        else pd.read_csv(out, sep="\t", dtype={"chrom": str})
+    )
+    carried = ["id", "label", "effect", "subset", "flag"]
+    assert list(got.columns[:4]) == ["chrom", "pos", "ref", "alt"]
+    assert list(got.columns[4:9]) == carried
+    assert list(got.columns[9:]) == [
+        c for c in from_vcf.columns if c not in ("chrom", "pos", "id", "ref", "alt")
+    ]
+    assert got.status.tolist() == from_vcf.status.tolist()
+    np.testing.assert_allclose(got.llr, from_vcf.llr, atol=1e-6, equal_nan=True)
+    if suffix == "parquet":  # types kept exactly
+        for column in carried:
+            assert got[column].dtype == table[column].dtype, column
+        pd.testing.assert_frame_equal(got[carried], table[carried])
+    else:
+        assert got.flag.dtype == bool and got.label.dtype == np.int64
+        np.testing.assert_allclose(got.effect, table.effect, atol=1e-6)
+
+
+def test_bad_tables_are_one_line_errors_naming_row_and_column(checkpoints, crafted, tmp_path):
+    fasta, _ = crafted
+    out = tmp_path / "o" / "scores.tsv"
+    out.parent.mkdir()
+
+    def args(source: Path, target: Path = out) -> list[str]:
+        return ["score-variants", "-c", str(checkpoints["goat"]), "--fasta", str(fasta),
+                "--variants", str(source), "--out", str(target), "--window", "8"]  # fmt: skip
+
+    def table(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    header = "chrom\tpos\tref\talt\n"
+    _bad(args(table("a.tsv", "chrom\tpos\tref\nchr1\t3\tG\n")), "no column 'alt'", out)
+    _bad(
+        args(table("b.tsv", header + "chr1\t3\tG\tA\nchr1\tx3\tG\tA\n")),
+        "row 2, column pos: 'x3'",
+        out,
+    )
+    _bad(args(table("c.tsv", header + "chr1\t0\tG\tA\n")), "row 1, column pos", out)
+    _bad(args(table("d.tsv", header + "chr1\t3.5\tG\tA\n")), "row 1, column pos", out)
+    _bad(args(table("e.tsv", header + "chr1\t3\tG\tA\nchr1\t4\tG\t\n")), "row 2, column alt", out)
+    _bad(
+        args(table("f.tsv", "chrom\tpos\tref\talt\tllr\nchr1\t3\tG\tA\t1\n")),
+        "column 'llr' is one",
+        out,
+    )
+    empty = tmp_path / "empty.tsv"  # a header alone: an empty output, as for an empty VCF
+    assert runner.invoke(app, args(table("g.tsv", header), empty)).exit_code == 0
+    assert pd.read_csv(empty, sep="\t").empty
+    _bad(args(tmp_path / "absent.tsv"), "--variants", out)
+    ok = table("h.tsv", header + "chr1\t3\tG\tA\n")
+    vcf_out = out.parent / "scores.vcf.gz"
+    _bad(args(ok, vcf_out), "is a table; write .tsv or .parquet", vcf_out)

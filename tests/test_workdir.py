@@ -204,7 +204,7 @@ def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
     changed = tmp_path / "other.vcf"
     changed.write_text(inputs["vcf"].read_text())
     args = _args({**inputs, "vcf": changed}, cut, "--resume")
-    _one_line(runner.invoke(app, args), "(vcf differ)")
+    _one_line(runner.invoke(app, args), "(variants differ)")
     res = runner.invoke(app, _args(inputs, cut, "--resume"))
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "chunk-000001.npz: damaged" in res.stdout and "resumed: 2 chunk(s)" in res.stdout

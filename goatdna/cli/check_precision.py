@@ -24,8 +24,10 @@ def check_precision(
         Path | None,
         typer.Option(
             "--variants",
-            help="VCF of SNVs to score (the first --max-variants that match the FASTA); "
-            "default: the three other bases at each window's centre.",
+            "--vcf",
+            help="Variants (a VCF, or a chrom/pos/ref/alt table as score-variants reads) whose "
+            "first --max-variants SNVs matching the FASTA are scored; default: the three other "
+            "bases at each window's centre.",
         ),
     ] = None,
     precision: Annotated[
@@ -115,12 +117,12 @@ def check_precision(
 
 
 def _read_snvs(path: Path, reference, limit: int) -> list:
-    """The first ``limit`` SNVs of the VCF whose REF matches the FASTA."""
-    from goatdna.inference.variant_io import read_alleles
+    """The first ``limit`` SNVs of the VCF or table whose REF matches the FASTA."""
+    from goatdna.inference.variant_io import read_variants
     from goatdna.inference.variants import allele_status
 
     picked = [
-        a for a in read_alleles(path).alleles
+        a for a in read_variants(path).alleles
         if len(a.ref) == len(a.alt) == 1 and allele_status(a, reference) == "ok"
     ][:limit]  # fmt: skip
     if not picked:

@@ -13,12 +13,14 @@ from typing import Any
 from goatdna.cli.check_precision import check_precision
 from goatdna.cli.demo import demo
 from goatdna.cli.embed import embed
+from goatdna.cli.eval_variants import eval_variants
 from goatdna.cli.evaluate import evaluate
 from goatdna.cli.export import export
 from goatdna.cli.finetune import finetune
 from goatdna.cli.generate import generate
 from goatdna.cli.info import info
 from goatdna.cli.make_task import make_task
+from goatdna.cli.make_variant_task import make_variant_task
 from goatdna.cli.model_info import model_info
 from goatdna.cli.mutagenesis import mutagenesis
 from goatdna.cli.predict import predict
@@ -42,10 +44,12 @@ COMMANDS: list[Callable[..., Any]] = [
     embed,
     probe_recall,
     score_variants,
+    eval_variants,
     score_track,
     check_precision,
     mutagenesis,
     make_task,
+    make_variant_task,
     finetune,
     predict,
 ]

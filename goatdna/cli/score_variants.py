@@ -1,4 +1,4 @@
-"""`goatdna score-variants`: zero-shot log-likelihood ratios of the ALT alleles of a VCF."""
+"""`goatdna score-variants`: zero-shot log-likelihood ratios of the ALT alleles of a VCF or table."""
 
 from __future__ import annotations
 
@@ -25,7 +25,16 @@ def score_variants(
         Path,
         option("fasta", "Reference FASTA (.fa, .fa.gz or bgzip) the VCF is called against."),
     ],
-    vcf: Annotated[Path, typer.Option("--vcf", help="Input VCF (.vcf, .vcf.gz or .bcf).")],
+    variants: Annotated[
+        Path,
+        typer.Option(
+            "--variants",
+            "--vcf",
+            help="Input variants: a VCF (.vcf, .vcf.gz, .bcf) or a table with columns chrom, "
+            "pos (1-based), ref, alt (.tsv, .csv, .parquet; other columns are carried to the "
+            "output). Chosen by the suffix; --vcf is the same option.",
+        ),
+    ],
     out: Annotated[
         Path,
         option(
@@ -39,7 +48,8 @@ def score_variants(
         typer.Option(
             "--window",
             help="W: W // 2 reference bases on each side of the alleles (default: training "
-            "length).",
+            "length). At most the model's memory bound (docs/variants.md); alleles longer than "
+            "W are not scored (status too_long).",
         ),
     ] = None,
     strands: Annotated[
@@ -49,6 +59,15 @@ def score_variants(
             "both: average the forward and reverse-complement LLRs; forward: forward only.",
         ),
     ] = default_of(ScoreVariantsRequest, "strands"),
+    length_fair: Annotated[
+        bool,
+        typer.Option(
+            "--length-fair/--length-unfair",
+            help="Indels: extend the shorter allele's window so both score the same number of "
+            "positions (default), or score the plain windows of unequal length (the earlier "
+            "definition).",
+        ),
+    ] = default_of(ScoreVariantsRequest, "length_fair"),
     batch_size: Annotated[
         int, option("batch_size", "Allele pairs (one strand each) per forward pass.")
     ] = default_of(ScoreVariantsRequest, "batch_size"),
@@ -100,7 +119,7 @@ def score_variants(
         int, typer.Option("--null-size", help="Null SNVs per trinucleotide context (32 contexts).")
     ] = default_of(CalibrationRequest, "per_context"),
 ) -> None:
-    """Score each ALT allele of a VCF: LL(alt window) - LL(ref window), both strands averaged."""
+    """Score each ALT allele of a VCF or table: LL(alt window) - LL(ref window), strands averaged."""
     from rich.console import Console
     from rich.table import Table
 
@@ -113,7 +132,7 @@ def score_variants(
     request = ScoreVariantsRequest(
         checkpoint=checkpoint,
         fasta=fasta,
-        vcf=vcf,
+        variants=variants,
         out=out,
         window=window,
         strands=strands,
@@ -122,6 +141,7 @@ def score_variants(
         resume=resume,
         force=force,
         cache_dir=cache_dir,
+        length_fair=length_fair,
         calibration=CalibrationRequest(null, seed, null_size) if calibrate or null else None,
     )
     from goatdna.workdir import stops_with_resume_hint, work_dir_for

@@ -15,12 +15,16 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from goatdna.atomic import atomic_path
 from goatdna.errors import GoatDNAError
 from goatdna.inference.variants import Allele
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OUTPUT_SUFFIXES = (".tsv", ".parquet", ".vcf.gz")
 COLUMNS = (
@@ -270,3 +274,152 @@ def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path, then: str = RESUME_TH
                         record.info[INFO_ID] = tuple(values)
                     sink.write(record)
         pysam.tabix_index(str(tmp), preset="vcf", force=True, index=str(tmp_index))
+
+
+# ---------------------------------------------------------------- variant tables (issue 21)
+
+TABLE_SUFFIXES = (".tsv", ".tsv.gz", ".csv", ".csv.gz", ".parquet")
+"""Input names read as a table of variants; every other --variants name is read as a VCF/BCF."""
+
+KEY_COLUMNS = ("chrom", "pos", "ref", "alt")
+SCORE_COLUMNS = tuple(c for c in COLUMNS if c not in ("chrom", "pos", "id", "ref", "alt"))
+"""The columns score-variants adds after a table's own (so a table may not hold them)."""
+
+
+@dataclass
+class TableAlleles:
+    """A table of variants (one allele per row, in input order) and the columns it carries."""
+
+    path: Path
+    alleles: list[Allele]
+    carried: pd.DataFrame  # every column but chrom/pos/ref/alt, their types kept
+
+    @property
+    def records(self) -> int:
+        return len(self.alleles)
+
+
+def is_table(path: Path) -> bool:
+    """Whether --variants names a table (by suffix) rather than a VCF/BCF."""
+    return path.name.lower().endswith(TABLE_SUFFIXES)
+
+
+def read_variants(path: Path) -> VcfAlleles | TableAlleles:
+    """--variants: a table (.tsv/.csv[.gz], .parquet) or a VCF/BCF, chosen by the suffix."""
+    return read_table(path) if is_table(path) else read_alleles(path)
+
+
+def _table_frame(path: Path):
+    """The table as pandas reads it, or one user error naming the file."""
+    import pandas as pd
+
+    if not path.is_file():
+        raise GoatDNAError(f"--variants {path}: file not found")
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            return pd.read_parquet(path)
+        sep = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
+        text_keys = {"chrom": str, "ref": str, "alt": str}
+        return pd.read_csv(path, sep=sep, dtype=text_keys, keep_default_na=True)
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
+        raise GoatDNAError(f"--variants {path}: not a readable table ({first})") from None
+
+
+def _bad_cell(path: Path, frame, column: str, bad, what: str) -> GoatDNAError:
+    row = int(np.flatnonzero(np.asarray(bad))[0])
+    value = frame[column].iloc[row]
+    return GoatDNAError(
+        f"--variants {path}: row {row + 1}, column {column}: {value!r} is not {what}; fix or "
+        "drop the row (rows count from 1 after the header)"
+    )
+
+
+def _key_columns(path: Path, frame) -> tuple[list[str], np.ndarray, list[str], list[str]]:
+    """chrom, pos (1-based int), ref, alt, each checked row by row."""
+    import pandas as pd
+
+    missing = [c for c in KEY_COLUMNS if c not in frame.columns]
+    if missing:
+        raise GoatDNAError(
+            f"--variants {path}: no column {missing[0]!r} (a table needs chrom, pos, ref, alt; "
+            f"it has {', '.join(map(str, frame.columns[:8]))})"
+        )
+    clash = [c for c in frame.columns if c in SCORE_COLUMNS]
+    if clash:
+        raise GoatDNAError(
+            f"--variants {path}: column {clash[0]!r} is one score-variants writes; rename it"
+        )
+    texts = {}
+    for column in ("chrom", "ref", "alt"):
+        values = frame[column]
+        if pd.api.types.is_integer_dtype(values) and column == "chrom":
+            values = values.astype(str)  # chromosome 20 stored as a number
+        bad = np.array([not (isinstance(v, str) and v != "") for v in values], dtype=bool)
+        if bad.any():
+            raise _bad_cell(path, frame, column, bad, "a non-empty text")
+        texts[column] = [str(v) for v in values]
+    pos = frame["pos"]
+    numeric = pd.to_numeric(pos, errors="coerce")
+    bad = numeric.isna() | (numeric < 1) | (numeric != np.floor(numeric))
+    if bad.any():
+        raise _bad_cell(path, frame, "pos", bad, "a 1-based integer position")
+    return texts["chrom"], numeric.to_numpy(dtype=np.int64), texts["ref"], texts["alt"]
+
+
+def read_table(path: Path) -> TableAlleles:
+    """One `Allele` per row of a chrom/pos/ref/alt table (1-based pos, as GPN and TraitGym use)."""
+    frame = _table_frame(path)
+    chrom, pos, ref, alt = _key_columns(path, frame)
+    alleles = [
+        Allele(row, c, int(p), ".", r, a)
+        for row, (c, p, r, a) in enumerate(zip(chrom, pos, ref, alt, strict=True))
+    ]
+    carried = frame.drop(columns=list(KEY_COLUMNS)).reset_index(drop=True)
+    return TableAlleles(path, alleles, carried)
+
+
+def table_results_frame(table: TableAlleles, numbers, windows, statuses):
+    """The output of a table input: chrom, pos, ref, alt, the table's own columns (types kept),
+    then the score columns of `COLUMNS` (no ``id``: a table's own ``id`` column is carried)."""
+    import pandas as pd
+
+    frame = results_frame(table.alleles, numbers, windows, statuses).drop(columns=["id"])
+    keys = frame[list(KEY_COLUMNS)]
+    return pd.concat([keys, table.carried, frame[list(SCORE_COLUMNS)]], axis=1)
+
+
+def _info_text(value) -> object:
+    """An INFO value as one cell: tuples joined with ',' (CLNSIG may hold several terms)."""
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value if v is not None) or None
+    return value
+
+
+def read_info_labels(path: Path, field: str, option: str = "--labels"):
+    """chrom, pos, ref, alt and INFO/``field`` of every ALT allele of a VCF (pandas DataFrame).
+
+    Number=A fields give each ALT its own value, Number=R the value of that ALT, any other
+    Number the record's value (tuples joined with ','); a missing value is empty.
+    """
+    import pandas as pd
+
+    name = field.removeprefix("INFO/")
+    rows = []
+    with open_vcf(path) as handle:
+        if name not in handle.header.info:
+            known = ", ".join(list(handle.header.info)[:12])
+            raise GoatDNAError(
+                f"{option} {path}: the header declares no INFO field {name!r} (it has {known})"
+            )
+        number = handle.header.info[name].number
+        for record in _records(handle, path):
+            value = record.info.get(name)
+            for i, alt in enumerate(record.alts or ()):
+                if number in ("A", "R") and isinstance(value, tuple):
+                    cell = value[i + (number == "R")] if i + (number == "R") < len(value) else None
+                else:
+                    cell = _info_text(value)
+                rows.append((record.chrom, record.pos, record.ref or "", alt, cell))
+    return pd.DataFrame(rows, columns=[*KEY_COLUMNS, field])

@@ -28,11 +28,13 @@ from goatdna.inference.calibration import check_output as check_calibrated_outpu
 from goatdna.inference.loop import model_on_device, rank_zero_lock, rank_zero_progress
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
+    TableAlleles,
     VcfAlleles,
     check_sorted_for_index,
     output_kind,
-    read_alleles,
+    read_variants,
     results_frame,
+    table_results_frame,
     write_table,
     write_vcf,
 )
@@ -41,6 +43,7 @@ from goatdna.inference.variants import (
     Allele,
     VariantOptions,
     allele_status,
+    check_window,
     combine_strands,
     score_alleles,
 )
@@ -67,7 +70,7 @@ class ScoreVariantsRequest:
 
     checkpoint: Path
     fasta: Path
-    vcf: Path
+    variants: Path  # a VCF/BCF, or a chrom/pos/ref/alt table (.tsv, .csv, .parquet) by suffix
     out: Path
     window: int | None = None  # default: the model's training length
     strands: str = "both"
@@ -77,6 +80,7 @@ class ScoreVariantsRequest:
     force: bool = False  # replace an existing file at out / start over an earlier run's work
     cache_dir: Path | None = None  # where a plain-gzip FASTA is decompressed once
     shared_prefix: bool = True
+    length_fair: bool = True  # indel windows with equal scored positions (docs/variants.md)
     calibration: CalibrationRequest | None = None  # --calibrate / --null: percentiles, z-scores
 
 
@@ -114,7 +118,9 @@ def _load_chunks(work: WorkDir, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(scores), np.concatenate(windows)
 
 
-def _status_notes(vcf: VcfAlleles, statuses: list[str], reference: Reference) -> dict[str, str]:
+def _status_notes(
+    vcf: VcfAlleles | TableAlleles, statuses: list[str], reference: Reference
+) -> dict[str, str]:
     """One line per status that needs explaining (missing contigs with the FASTA's name)."""
     notes: dict[str, str] = {}
     missing = sorted(
@@ -131,14 +137,16 @@ def _status_notes(vcf: VcfAlleles, statuses: list[str], reference: Reference) ->
     return notes
 
 
-def _check_naming(vcf: VcfAlleles, statuses: list[str], reference: Reference) -> None:
+def _check_naming(
+    vcf: VcfAlleles | TableAlleles, statuses: list[str], reference: Reference
+) -> None:
     """Refuse a run in which no allele can be scored because of contig naming (20 vs chr20)."""
     sequence_alleles = [a for a, s in zip(vcf.alleles, statuses, strict=True) if s != "symbolic"]
     if sequence_alleles and all(s in ("missing_contig", "symbolic") for s in statuses):
         renamed = [a.chrom for a in sequence_alleles if reference.suggestion(a.chrom)]
         if renamed:
             raise GoatDNAError(
-                f"--vcf {vcf.path} and --fasta {reference.path} name contigs differently: "
+                f"--variants {vcf.path} and --fasta {reference.path} name contigs differently: "
                 + reference.missing_message(renamed[0])
             )
 
@@ -163,7 +171,7 @@ def _score_chunks(fabric: Fabric, model: DNADecoder, alleles: list[Allele],
 def score_variants(
     request: ScoreVariantsRequest, fabric: Fabric | None = None, progress: bool = True
 ) -> ScoreVariantsSummary | None:
-    """Score every ALT allele of ``request.vcf``; returns the summary on global rank 0, else None.
+    """Score every ALT allele of ``request.variants``; returns the summary on global rank 0, else None.
 
     ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
     Global rank 0 holds the lock of ``--out`` for the whole run (`goatdna.workdir.output_lock`),
@@ -175,7 +183,7 @@ def score_variants(
     if request.chunk_size < 1:
         raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
     claim_output(
-        [request.out], request.force, inputs=[request.vcf, request.fasta, request.checkpoint]
+        [request.out], request.force, inputs=[request.variants, request.fasta, request.checkpoint]
     )
     fabric = fabric or single_process_fabric()
     with rank_zero_lock(fabric, request.out):
@@ -193,15 +201,22 @@ def _run(
     loaded = load_checkpoint(request.checkpoint, device="cpu")
     model = loaded.model
     window = request.window if request.window is not None else loaded.train_length
-    options = VariantOptions(window, request.strands, request.batch_size, request.shared_prefix)
+    options = VariantOptions(window, request.strands, request.batch_size, request.shared_prefix,
+                             request.length_fair)  # fmt: skip
+    check_window(window, loaded.model_config)
     if out.parent and not out.parent.is_dir():
         raise GoatDNAError(f"--out {out}: folder {out.parent} does not exist")
     cache_dir = request.cache_dir or out.parent / ".goatdna-cache"
     reference = Reference(request.fasta, cache_dir, message=print if progress else None)
-    vcf = read_alleles(request.vcf)
+    vcf = read_variants(request.variants)
     if kind == "vcf.gz":
+        if isinstance(vcf, TableAlleles):
+            raise GoatDNAError(
+                f"--out {out}: .vcf.gz output annotates an input VCF, and --variants "
+                f"{request.variants} is a table; write .tsv or .parquet"
+            )
         check_sorted_for_index(vcf, out)
-    statuses = [allele_status(a, reference) for a in vcf.alleles]
+    statuses = [allele_status(a, reference, window) for a in vcf.alleles]
     _check_naming(vcf, statuses, reference)
     null_plan = None  # --calibrate: an existing null made otherwise is refused before scoring
     if request.calibration is not None:
@@ -213,7 +228,7 @@ def _run(
         "goatdna_version": __version__,
         "checkpoint": input_stamp(request.checkpoint).as_json(),
         "fasta": input_stamp(request.fasta).as_json(),
-        "vcf": input_stamp(request.vcf).as_json(),
+        "variants": input_stamp(request.variants).as_json(),
         "alleles": len(vcf.alleles),
         "options": asdict(options),
         "chunk_size": request.chunk_size,
@@ -239,7 +254,9 @@ def _run(
 
     scores, windows = _load_chunks(work, n_chunks)
     numbers = combine_strands(scores, options.strands)
-    if kind == "vcf.gz":
+    if isinstance(vcf, TableAlleles):
+        write_table(table_results_frame(vcf, numbers, windows, statuses), out, kind)
+    elif kind == "vcf.gz":
         write_vcf(vcf, numbers["llr"], out)
     else:
         frame = results_frame(vcf.alleles, numbers, windows, statuses)

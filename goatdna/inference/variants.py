@@ -5,10 +5,29 @@ The score (shown on the docs page docs/variants.md), for a variant at 1-based ``
 
     left  = c[POS-1-F : POS-1]                                   (0-based, clipped, uppercased)
     right = c[POS-1+len(REF) : POS-1+len(REF)+F]
-    s_ref = left + REF + right,   s_alt = left + ALT + right    (each scored from position 0)
-    LL(s) = sum_{t>=1, s_t != N} log p(s_t | s_<t)
-    llr_fwd = LL(s_alt) - LL(s_ref);  llr_rev = the same on the reverse complements
+    d     = |len(ALT) - len(REF)|
+    more_right = c[POS-1+len(REF)+F : POS-1+len(REF)+F+d]       (read after the alleles: forward)
+    more_left  = c[POS-1-F-d : POS-1-F]                         (read after them: reverse strand)
+    forward:  s_ref = left + REF + right [+ more_right if REF is the shorter allele]
+              s_alt = left + ALT + right [+ more_right if ALT is the shorter allele]
+    reverse:  rc([more_left if REF is shorter] + left + REF + right), and the same for ALT
+    LL(s) = sum_{t>=1, s_t != N} log p(s_t | s_<t)             (each s scored from position 0)
+    llr_fwd = LL(s_alt) - LL(s_ref);  llr_rev = the same on the reverse-strand sequences
     llr = (llr_fwd + llr_rev) / 2      (llr_fwd alone with strands="forward")
+
+Length-fair windows (the default, ``length_fair=True``): for an indel the shorter allele's
+sequence is extended by ``d`` reference bases on the side read *after* the alleles (the right
+flank on the forward strand, the left flank on the reverse strand), so both sequences of a
+strand have the same number of scored positions and share the flank read first. Without it
+(``length_fair=False``, `score-variants --length-unfair`, the definition before issue 21)
+``more_right``/``more_left`` are empty: LL then sums over ``len(ALT) - len(REF)`` more
+predictions for ALT, about 1.3 nats per extra base for a model of human DNA (a 10 kbp deletion
+scored +14,003), so deletions score high and insertions low in proportion to their length. SNVs and equal-length substitutions are scored the same either
+way. Where the contig ends before ``d`` more bases, the extension is clipped there.
+
+Limits: an allele longer than ``W`` is not scored (status ``too_long``), and ``W`` may not exceed
+`max_window` of the model (a memory bound, see there); y's suffix runs in blocks of queries so
+that no attention-score block exceeds `ATTENTION_BLOCK_BYTES`.
 
 Why shared prefixes: ``s_ref`` and ``s_alt`` agree on ``left`` (and on the alleles' common
 leading bases), and a causal model's log-probabilities there are identical, so the shared part is
@@ -23,7 +42,7 @@ primitive that also defines the training and evaluation losses.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,9 +54,18 @@ from goatdna.inference.reference import Reference
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     import torch
 
+    from goatdna.model.config import ModelConfig
     from goatdna.model.transformer import DNADecoder
 
-STATUSES = ("ok", "symbolic", "ref_mismatch", "missing_contig", "non_acgt_allele", "identical")
+STATUSES = (
+    "ok",
+    "symbolic",
+    "ref_mismatch",
+    "missing_contig",
+    "non_acgt_allele",
+    "identical",
+    "too_long",
+)
 """Every output row has one: ``ok`` (scored) or why the allele was not scored."""
 
 STATUS_MEANING = {
@@ -47,6 +75,7 @@ STATUS_MEANING = {
     "missing_contig": "the FASTA has no contig of that name",
     "non_acgt_allele": "REF or ALT holds a base other than A, C, G, T",
     "identical": "ALT equals REF",
+    "too_long": "REF or ALT is longer than the window W (--window): not scored",
 }
 
 STRANDS = ("both", "forward")
@@ -77,6 +106,7 @@ class VariantOptions:
     strands: str = "both"
     batch_size: int = 64  # allele pairs (one strand each) per forward pass
     shared_prefix: bool = True
+    length_fair: bool = True  # equal scored positions for both alleles of an indel
 
     def __post_init__(self) -> None:
         if self.window < 2:
@@ -93,6 +123,39 @@ class VariantOptions:
         return self.window // 2
 
 
+MEMORY_BOUND_BYTES = 8 * 2**30
+"""What one forward pass may hold in KV cache and activations (float32, by `position_bytes`)."""
+
+ATTENTION_BLOCK_BYTES = 2**30
+"""The largest (rows, heads, queries, keys) float32 attention-score block a pass may ask for."""
+
+
+def position_bytes(config: ModelConfig) -> int:
+    """Float32 bytes one sequence position costs in a pass: its KV cache over every layer plus the
+    widest activations of one layer (SwiGLU's three hidden-width tensors, a few model-width ones).
+
+    An estimate (it ignores allocator slack), used to keep passes bounded, not to predict RSS.
+    """
+    return 4 * (2 * config.n_layers * config.d_model + 3 * config.mlp_hidden + 4 * config.d_model)
+
+
+def max_window(config: ModelConfig) -> int:
+    """The largest ``--window`` W: one allele pair (sequences of up to 2W positions: W flank
+    bases plus an allele of up to W) must fit `MEMORY_BOUND_BYTES` alone."""
+    return int(MEMORY_BOUND_BYTES // (2 * position_bytes(config)))
+
+
+def check_window(window: int, config: ModelConfig) -> None:
+    """One ``error:`` line for a window beyond `max_window` (before anything is read)."""
+    bound = max_window(config)
+    if window > bound:
+        raise GoatDNAError(
+            f"--window {window}: above this model's bound of {bound:,} bases (one allele pair "
+            f"must fit {MEMORY_BOUND_BYTES // 2**30} GiB of KV cache and activations, "
+            "see docs/variants.md); use a smaller --window, or score-track for long contexts"
+        )
+
+
 def is_symbolic(alt: str) -> bool:
     """``<DEL>``, ``<INS:ME:ALU>``, ``<CN0>``, ``*`` (spanning deletion), breakends, missing ``.``."""
     return (
@@ -105,8 +168,11 @@ def is_symbolic(alt: str) -> bool:
     )
 
 
-def allele_status(allele: Allele, reference: Reference) -> str:
-    """The status of one allele, checked in the order of `STATUSES` after ``ok``."""
+def allele_status(allele: Allele, reference: Reference, window: int | None = None) -> str:
+    """The status of one allele, checked in the order of `STATUSES` after ``ok``.
+
+    ``window``: W of the run; an allele longer than W is ``too_long`` (None: no length check).
+    """
     if is_symbolic(allele.alt):
         return "symbolic"
     if not reference.has(allele.chrom):
@@ -122,6 +188,8 @@ def allele_status(allele: Allele, reference: Reference) -> str:
         return "ref_mismatch"
     if ref == alt:
         return "identical"
+    if window is not None and max(len(ref), len(alt)) > window:
+        return "too_long"
     return "ok"
 
 
@@ -143,6 +211,9 @@ def _common_prefix(a: str, b: str) -> int:
     return n
 
 
+_EMPTY = np.zeros(0, dtype=np.uint8)
+
+
 @dataclass(frozen=True)
 class AlleleWindow:
     """The two sequences of one allele on the forward strand and where they sit on the contig."""
@@ -155,18 +226,46 @@ class AlleleWindow:
     window_end: int  # 0-based exclusive end of s_ref
     common_prefix: int  # leading bases REF and ALT share
     common_suffix: int  # trailing bases they share (not overlapping the prefix)
+    # Length-fair extensions of the shorter allele (empty for SNVs and with length_fair=False):
+    # the d bases before ``left`` (read last on the reverse strand) and after ``right`` (forward).
+    more_left: np.ndarray = field(default_factory=lambda: _EMPTY)
+    more_right: np.ndarray = field(default_factory=lambda: _EMPTY)
+
+    def _extension(self, more: np.ndarray, allele: np.ndarray) -> np.ndarray:
+        """``more`` for the shorter allele, nothing for the longer one (or an SNV)."""
+        return more if allele.size < max(self.ref.size, self.alt.size) else _EMPTY
+
+    def forward(self, allele: np.ndarray) -> np.ndarray:
+        """left + allele + right (+ the extension when ``allele`` is the shorter one)."""
+        return np.concatenate(
+            [self.left, allele, self.right, self._extension(self.more_right, allele)]
+        )
+
+    def reverse(self, allele: np.ndarray) -> np.ndarray:
+        """The reverse-strand sequence: rc((extension +) left + allele + right)."""
+        return reverse_complement(
+            np.concatenate([self._extension(self.more_left, allele), self.left, allele, self.right])
+        )
 
     @property
     def s_ref(self) -> np.ndarray:
-        return np.concatenate([self.left, self.ref, self.right])
+        return self.forward(self.ref)
 
     @property
     def s_alt(self) -> np.ndarray:
-        return np.concatenate([self.left, self.alt, self.right])
+        return self.forward(self.alt)
+
+    def span(self, strands: str) -> tuple[int, int]:
+        """The 0-based half-open span of contig bases that the scored sequences read."""
+        start = self.window_start - (self.more_left.size if strands == "both" else 0)
+        return start, self.window_end + self.more_right.size
 
 
-def allele_window(allele: Allele, reference: Reference, flank: int) -> AlleleWindow:
-    """Flanks of ``flank`` bases clipped at the contig ends (the score's definition)."""
+def allele_window(
+    allele: Allele, reference: Reference, flank: int, length_fair: bool = True
+) -> AlleleWindow:
+    """Flanks of ``flank`` bases clipped at the contig ends (the score's definition), and for an
+    indel with ``length_fair`` the ``d`` bases beyond each flank that extend the shorter allele."""
     ref, alt = allele.ref.upper(), allele.alt.upper()
     start = allele.pos - 1
     end = start + len(ref)
@@ -174,6 +273,12 @@ def allele_window(allele: Allele, reference: Reference, flank: int) -> AlleleWin
     right = reference.fetch(allele.chrom, end, end + flank)
     prefix = _common_prefix(ref, alt)
     suffix = _common_prefix(ref[prefix:][::-1], alt[prefix:][::-1])
+    more_left = more_right = _EMPTY
+    d = abs(len(alt) - len(ref))
+    if length_fair and d:
+        first, last = start - left.size, end + right.size
+        more_left = reference.fetch(allele.chrom, first - d, first)  # clipped at the ends
+        more_right = reference.fetch(allele.chrom, last, last + d)
     return AlleleWindow(
         left=left,
         ref=encode_allele(ref),
@@ -183,6 +288,8 @@ def allele_window(allele: Allele, reference: Reference, flank: int) -> AlleleWin
         window_end=end + right.size,
         common_prefix=prefix,
         common_suffix=suffix,
+        more_left=more_left,
+        more_right=more_right,
     )
 
 
@@ -201,8 +308,8 @@ def strand_pairs(window: AlleleWindow, strands: str) -> list[Pair]:
     if strands == "both":
         pairs.append(
             Pair(
-                reverse_complement(window.s_ref),
-                reverse_complement(window.s_alt),
+                window.reverse(window.ref),
+                window.reverse(window.alt),
                 window.right.size + window.common_suffix,
             )
         )
@@ -226,8 +333,7 @@ def score_pairs(
     )
     device = next(model.parameters()).device
     with torch.inference_mode():
-        for b in range(0, len(order), batch_size):
-            rows = order[b : b + batch_size]
+        for rows in _batches(order, pairs, batch_size, position_bytes(model.config)):
             batch = [pairs[i] for i in rows]
             shared = min(p.shared for p in batch)
             if shared_prefix and shared >= 1:
@@ -236,6 +342,28 @@ def score_pairs(
                 ll = _score_full(model, batch, device)
             out[rows] = ll
     return out
+
+
+def _batches(
+    order: Sequence[int], pairs: Sequence[Pair], batch_size: int, per_position: int
+) -> list[list[int]]:
+    """Consecutive runs of ``order``: at most ``batch_size`` pairs, and fewer where their longest
+    sequence would take a pass past `MEMORY_BOUND_BYTES` (never fewer than one pair)."""
+    batches: list[list[int]] = []
+    rows: list[int] = []
+    longest = 0
+    for i in order:
+        length = max(pairs[i].x.size, pairs[i].y.size, longest)
+        if rows and (
+            len(rows) == batch_size or (len(rows) + 1) * length * per_position > MEMORY_BOUND_BYTES
+        ):
+            batches.append(rows)
+            rows, length = [], max(pairs[i].x.size, pairs[i].y.size)
+        rows.append(i)
+        longest = length
+    if rows:
+        batches.append(rows)
+    return batches
 
 
 def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
@@ -289,11 +417,17 @@ def _score_shared(
     if y_len:
         targets = torch.from_numpy(_padded(y_suffix, y_len)).to(device)  # (B, Sy)
         first = x_logits[:, shared - 1 : shared]  # (B, 1, V): the prefix predicts y[shared]
+        pieces = [first]
         if y_len > 1:
             cache.length = shared  # x's keys beyond the prefix are overwritten, never read
-            rest = model.forward_cached(targets[:, :-1], cache)
-            first = torch.cat([first, rest], dim=1)  # (B, Sy, V)
-        ll_y = ll_y + target_log_probs(first, targets).double().sum(dim=1)
+            # queries in blocks: a long allele never asks for a (B, H, Sy, Lk) score block
+            keys = shared + y_len - 1
+            block = max(1, ATTENTION_BLOCK_BYTES // (4 * len(batch) * model.config.n_heads * keys))
+            inputs = targets[:, :-1]
+            for b in range(0, inputs.shape[1], block):
+                pieces.append(model.forward_cached(inputs[:, b : b + block], cache))
+        logits = torch.cat(pieces, dim=1) if len(pieces) > 1 else first  # (B, Sy, V)
+        ll_y = ll_y + target_log_probs(logits, targets).double().sum(dim=1)
     return torch.stack([ll_x, ll_y], dim=1).cpu().numpy()
 
 
@@ -319,8 +453,8 @@ def score_alleles(
     for row, (allele, status) in enumerate(zip(alleles, statuses, strict=True)):
         if status != "ok":
             continue
-        window = allele_window(allele, reference, options.flank)
-        windows[row] = (window.window_start, window.window_end)
+        window = allele_window(allele, reference, options.flank, options.length_fair)
+        windows[row] = window.span(options.strands)
         for strand, pair in enumerate(strand_pairs(window, options.strands)):
             pairs.append(pair)
             owners.append((row, strand))

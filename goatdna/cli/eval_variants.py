@@ -1,0 +1,215 @@
+"""`goatdna eval-variants`: benchmark numbers of variant scores against labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from goatdna.analysis.variant_eval import EvalOptions
+from goatdna.cli.common import SeedOpt, default_of, option
+from goatdna.inference.variant_io import TABLE_SUFFIXES  # the same table names score-variants reads
+
+
+def _csv(values: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in values.split(",") if v.strip()) if values else ()
+
+
+def _read_table(path: Path, option_name: str):
+    """A .tsv/.csv/.parquet table (chrom kept as text), or one error line naming the file."""
+    import pandas as pd
+
+    from goatdna.errors import GoatDNAError
+
+    if not path.is_file():
+        raise GoatDNAError(f"{option_name} {path}: file not found")
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            return pd.read_parquet(path)
+        sep = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
+        return pd.read_csv(path, sep=sep, dtype={"chrom": str, "ref": str, "alt": str})
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
+        raise GoatDNAError(f"{option_name} {path}: not a readable table ({first})") from None
+
+
+def _read_scores(path: Path):
+    """score-variants output: .tsv/.parquet, or a .vcf.gz whose INFO/GOATDNA_LLR is ``llr``."""
+    import numpy as np
+
+    from goatdna.inference.variant_io import INFO_ID, read_info_labels
+
+    if path.name.lower().endswith(TABLE_SUFFIXES):
+        return _read_table(path, "--scores")
+    frame = read_info_labels(path, INFO_ID, option="--scores").rename(columns={INFO_ID: "llr"})
+    frame["llr"] = frame["llr"].astype(float)
+    frame["status"] = np.where(frame["llr"].notna(), "ok", "not_scored")
+    return frame
+
+
+def eval_variants(
+    scores: Annotated[
+        Path,
+        typer.Option(
+            "--scores",
+            help="score-variants output (.tsv, .parquet, or .vcf.gz with INFO/GOATDNA_LLR), or "
+            "any table with chrom, pos, ref, alt and the score column.",
+        ),
+    ],
+    label: Annotated[
+        str,
+        typer.Option(
+            "--label",
+            help="The label: a column of --scores (a carried column), of the --labels table, or "
+            "an INFO field of the --labels VCF (e.g. CLNSIG).",
+        ),
+    ] = default_of(EvalOptions, "label"),
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--labels",
+            help="Labels joined on chrom/pos/ref/alt: a table (.tsv, .csv, .parquet) or a VCF "
+            "(.vcf, .vcf.gz, .bcf; the label is an INFO field).",
+        ),
+    ] = None,
+    score: Annotated[
+        str,
+        typer.Option(
+            "--score",
+            help="The score and its sign: -llr (higher = more damaging), llr, or |llr| "
+            "(any change); any numeric column of --scores works the same way.",
+        ),
+    ] = default_of(EvalOptions, "score"),
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind",
+            help="binary (AUROC, AUPRC), continuous (Spearman, Pearson), or auto: 0/1 or "
+            "true/false labels are binary, other numbers continuous.",
+        ),
+    ] = default_of(EvalOptions, "kind"),
+    positive: Annotated[
+        str | None,
+        typer.Option(
+            "--positive",
+            help="Comma-separated label values counted as positive, e.g. "
+            "Pathogenic,Likely_pathogenic (then the label is binary).",
+        ),
+    ] = None,
+    negative: Annotated[
+        str | None,
+        typer.Option(
+            "--negative",
+            help="Comma-separated label values counted as negative (default: every value not "
+            "in --positive); values in neither are unlabelled.",
+        ),
+    ] = None,
+    subset: Annotated[
+        list[str] | None,
+        typer.Option("--subset", help="A column to report the metrics per value of (repeatable)."),
+    ] = None,
+    match_group: Annotated[
+        str | None,
+        typer.Option(
+            "--match-group",
+            help="A column of matched groups (TraitGym's match_group): adds pairwise accuracy.",
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int,
+        typer.Option("--bootstrap", help="Bootstrap resamples for the intervals (0: none)."),
+    ] = default_of(EvalOptions, "resamples"),
+    level: Annotated[
+        float, typer.Option("--level", help="Confidence level of the intervals.")
+    ] = default_of(EvalOptions, "level"),
+    seed: SeedOpt = default_of(EvalOptions, "seed"),
+    out: Annotated[
+        Path | None,
+        option("out", "Write the metrics: .tsv (one row per metric) or .json."),
+    ] = None,
+    plots: Annotated[
+        Path | None,
+        typer.Option(
+            "--plots",
+            help="Folder for roc.png and pr.png (binary labels) or scatter.png (continuous).",
+        ),
+    ] = None,
+    force: Annotated[bool, option("force", "Replace existing --out / --plots files.")] = False,
+) -> None:
+    """AUROC/AUPRC (binary labels) or Spearman/Pearson (continuous) of variant scores, with
+    bootstrap intervals, per subset and within match groups."""
+    from goatdna.analysis.variant_eval import evaluate_variants, join_labels, plot_paths
+    from goatdna.errors import GoatDNAError
+    from goatdna.workdir import claim_output
+
+    if out is not None and not out.name.lower().endswith((".tsv", ".json")):
+        raise GoatDNAError(f"--out {out}: the name must end in .tsv or .json (it picks the format)")
+    options = EvalOptions(
+        label=label, score=score, kind=kind, positive=_csv(positive), negative=_csv(negative),
+        subsets=tuple(subset or ()), match_group=match_group, resamples=bootstrap, seed=seed,
+        level=level,
+    )  # fmt: skip
+    inputs = [scores, labels]
+    if out is not None:
+        claim_output([out], force, inputs=inputs)
+    frame = _read_scores(scores)
+    if labels is not None:
+        from goatdna.inference.variant_io import read_info_labels
+
+        source = f"--labels {labels}"
+        if labels.name.lower().endswith(TABLE_SUFFIXES):
+            table = _read_table(labels, "--labels")
+        else:
+            table = read_info_labels(labels, label)
+        extra = [*options.subsets, *([match_group] if match_group else [])]
+        frame = join_labels(frame, table, label, source, extra)
+    evaluation = evaluate_variants(frame, options)
+    if plots is not None:
+        claim_output(plot_paths(evaluation.kind, plots), force, option="--plots", inputs=inputs)
+    _print(evaluation)
+    if out is not None:
+        from goatdna.analysis.variant_eval import write_metrics
+
+        write_metrics(evaluation, out)
+        typer.echo(f"wrote {out}")
+    if plots is not None:
+        from goatdna.analysis.variant_plots import plot_evaluation
+
+        for path in plot_evaluation(evaluation, plots):
+            typer.echo(f"wrote {path}")
+
+
+def _print(evaluation) -> None:
+    import math
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    unscored = ", ".join(f"{k} {v:,}" for k, v in evaluation.unscored.items()) or "none"
+    console.print(
+        f"{evaluation.rows:,} rows: {evaluation.evaluated:,} evaluated, "
+        f"{sum(evaluation.unscored.values()):,} unscored ({unscored}), "
+        f"{evaluation.unlabelled:,} unlabelled"
+    )
+    intervals = (
+        f"{evaluation.level:.0%} bootstrap intervals, {evaluation.resamples} resamples"
+        if evaluation.resamples
+        else "no intervals"
+    )
+    table = Table(
+        title=f"score {evaluation.score} against the {evaluation.kind} label "
+        f"{evaluation.label!r} ({intervals})"
+    )
+    for name in ("subset", "metric", "value", "interval", "n", "positives"):
+        table.add_column(name, justify="left" if name in ("subset", "metric") else "right",
+                         no_wrap=name == "metric")  # fmt: skip
+    for row in evaluation.metrics:
+        subset = "all" if row.subset_column == "all" else f"{row.subset_column}={row.subset}"
+        interval = "" if math.isnan(row.low) else f"[{row.low:.3f}, {row.high:.3f}]"
+        value = "n/a" if math.isnan(row.value) else f"{row.value:.3f}"
+        positives = "" if row.n_positive is None else f"{row.n_positive:,}"
+        table.add_row(subset, row.metric, value, interval, f"{row.n:,}", positives)
+    console.print(table)

@@ -1,0 +1,334 @@
+"""`goatdna eval-variants`: metrics equal scikit-learn (a test-only dependency), ties included;
+joins of scores with labels; the synthetic truth set that the demo's models separate."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from goatdna.analysis import variant_metrics as vm
+
+sklearn_metrics = pytest.importorskip("sklearn.metrics", reason="scikit-learn is in the dev extra")
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    yield np.array([1, 0, 1, 0, 1]), np.array([0.9, 0.1, 0.8, 0.4, 0.2])  # crafted
+    yield np.array([1, 0, 1, 0]), np.array([0.5, 0.5, 0.5, 0.5])  # all tied
+    yield np.array([1, 1, 0, 0, 0, 1]), np.array([3.0, 1.0, 1.0, 2.0, 3.0, 1.0])  # ties across
+    yield np.array([0, 0, 1]), np.array([1.0, 2.0, 3.0])  # perfect
+    yield np.array([1, 0, 0]), np.array([1.0, 2.0, 3.0])  # reversed
+    for n in (10, 57, 400):
+        labels = rng.random(n) < rng.uniform(0.1, 0.6)
+        labels[:2] = [True, False]
+        scores = np.round(rng.normal(size=n) + labels, 1)  # rounded: many ties
+        yield labels.astype(int), scores
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_binary_metrics_equal_sklearn(case) -> None:
+    labels, scores = case
+    assert vm.auroc(labels, scores) == pytest.approx(
+        sklearn_metrics.roc_auc_score(labels, scores), abs=1e-12
+    )
+    assert vm.average_precision(labels, scores) == pytest.approx(
+        sklearn_metrics.average_precision_score(labels, scores), abs=1e-12
+    )
+    fpr, tpr, _ = sklearn_metrics.roc_curve(labels, scores, drop_intermediate=False)
+    ours = vm.roc_points(labels, scores)
+    np.testing.assert_allclose(ours[0], fpr)
+    np.testing.assert_allclose(ours[1], tpr)
+
+
+def test_correlations_equal_scipy_and_pairwise_accuracy_brute_force() -> None:
+    from scipy.stats import pearsonr, spearmanr
+
+    rng = np.random.default_rng(1)
+    x = np.round(rng.normal(size=200), 1)
+    y = np.round(x + rng.normal(size=200), 1)
+    assert vm.spearman(x, y) == pytest.approx(spearmanr(x, y)[0], abs=1e-12)
+    assert vm.pearson(x, y) == pytest.approx(pearsonr(x, y)[0], abs=1e-12)
+    assert math.isnan(vm.spearman(x, np.ones(200)))
+    labels = rng.random(300) < 0.3
+    scores = np.round(rng.normal(size=300) + labels, 1)
+    groups = rng.integers(0, 40, 300)
+    right = pairs = 0.0
+    for g in np.unique(groups):
+        for i in np.flatnonzero((groups == g) & labels):
+            for j in np.flatnonzero((groups == g) & ~labels):
+                pairs += 1
+                right += 1.0 if scores[i] > scores[j] else 0.5 if scores[i] == scores[j] else 0.0
+    assert vm.pairwise_accuracy(labels, scores, groups) == pytest.approx(right / pairs, abs=1e-12)
+    # one group holding everything: the AUROC
+    one = np.zeros(300, dtype=int)
+    assert vm.pairwise_accuracy(labels, scores, one) == pytest.approx(vm.auroc(labels, scores))
+    assert math.isnan(vm.pairwise_accuracy(labels, scores, np.arange(300)))
+
+
+def test_bootstrap_intervals_are_seeded_and_cover_the_value() -> None:
+    rng = np.random.default_rng(2)
+    labels = rng.random(300) < 0.3
+    scores = rng.normal(size=300) + labels
+    a = vm.bootstrap_binary(vm.auroc, labels, scores, 200, seed=3)
+    b = vm.bootstrap_binary(vm.auroc, labels, scores, 200, seed=3)
+    assert a == b and a.low < a.value < a.high
+    assert a.high - a.low < 0.2
+    c = vm.bootstrap_paired(vm.spearman, scores, scores + rng.normal(size=300), 200, seed=3)
+    assert c.low < c.value < c.high
+    groups = np.arange(300) // 5
+    d = vm.bootstrap_grouped(labels, scores, groups, 200, seed=3)
+    assert d.low < d.value < d.high
+
+
+# ---------------------------------------------------------------- the CLI: joins, counts, outputs
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pandas as pd  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from goatdna.cli.app import app  # noqa: E402
+
+runner = CliRunner()
+
+
+def _scores(tmp_path: Path) -> Path:
+    """A score-variants-like table: 40 alleles, 4 not scored, labels carried."""
+    rng = np.random.default_rng(4)
+    n = 40
+    label = (np.arange(n) % 3 == 0).astype(int)
+    frame = pd.DataFrame({
+        "chrom": ["20"] * n, "pos": np.arange(n) * 10 + 1, "ref": ["A"] * n, "alt": ["G"] * n,
+        "label": label, "effect": rng.normal(size=n), "subset": np.where(np.arange(n) < 20, "x", "y"),
+        "group": [f"g{i // 4}" for i in range(n)],
+        "llr": np.round(-label + rng.normal(size=n), 2), "status": ["ok"] * n,
+    })  # fmt: skip
+    frame.loc[[3, 7], "status"] = "ref_mismatch"
+    frame.loc[[3, 7, 11, 13], "llr"] = np.nan
+    frame.loc[11, "status"] = "too_long"
+    frame.loc[13, "status"] = "symbolic"
+    path = tmp_path / "scores.tsv"
+    frame.to_csv(path, sep="\t", index=False)
+    return path
+
+
+def _invoke(*args: str):
+    res = runner.invoke(app, ["eval-variants", *args])
+    assert res.exit_code == 0, res.output + str(res.exception)
+    return res
+
+
+def test_eval_cli_counts_every_row_and_equals_sklearn(tmp_path: Path) -> None:
+    scores = _scores(tmp_path)
+    out, plots = tmp_path / "m.json", tmp_path / "plots"
+    res = _invoke("--scores", str(scores), "--subset", "subset", "--match-group", "group",
+                  "--out", str(out), "--plots", str(plots), "--bootstrap", "50")  # fmt: skip
+    assert (
+        "40 rows: 36 evaluated, 4 unscored (ref_mismatch 2, symbolic 1, too_long 1)" in res.stdout
+    )
+    result = json.loads(out.read_text())
+    assert result["unscored"] == {"ref_mismatch": 2, "symbolic": 1, "too_long": 1}
+    assert result["evaluated"] == 36 and result["unlabelled"] == 0 and result["kind"] == "binary"
+    table = pd.read_csv(scores, sep="\t")
+    ok = table[table.status == "ok"]
+    by = {(m["subset"], m["metric"]): m for m in result["metrics"]}
+    assert by["all", "auroc"]["value"] == pytest.approx(
+        sklearn_metrics.roc_auc_score(ok.label, -ok.llr)
+    )
+    assert by["all", "auprc"]["value"] == pytest.approx(
+        sklearn_metrics.average_precision_score(ok.label, -ok.llr)
+    )
+    x = ok[ok.subset == "x"]
+    assert by["x", "auroc"]["value"] == pytest.approx(
+        sklearn_metrics.roc_auc_score(x.label, -x.llr)
+    )
+    assert by["all", "pairwise_accuracy"]["n"] == 36
+    assert by["all", "auroc"]["low"] <= by["all", "auroc"]["value"] <= by["all", "auroc"]["high"]
+    assert (plots / "roc.png").stat().st_size > 1000 and (plots / "pr.png").is_file()
+    # the sign is the user's: |llr| and llr give other numbers, stated in the output
+    flipped = _invoke("--scores", str(scores), "--score", "llr", "--bootstrap", "0",
+                      "--out", str(tmp_path / "f.tsv"))  # fmt: skip
+    assert "score llr" in flipped.stdout
+    metrics = pd.read_csv(tmp_path / "f.tsv", sep="\t")
+    auroc_llr = metrics[metrics.metric == "auroc"].value.iloc[0]
+    assert auroc_llr == pytest.approx(1 - by["all", "auroc"]["value"], abs=1e-6)
+    # continuous label: Spearman and Pearson against scipy
+    cont = _invoke("--scores", str(scores), "--label", "effect", "--bootstrap", "20",
+                   "--out", str(tmp_path / "c.json"))  # fmt: skip
+    assert "continuous" in cont.stdout
+    c = {m["metric"]: m for m in json.loads((tmp_path / "c.json").read_text())["metrics"]}
+    from scipy.stats import spearmanr
+
+    assert c["spearman"]["value"] == pytest.approx(spearmanr(-ok.llr, ok.effect)[0])
+
+
+def test_labels_from_a_table_and_from_a_vcf_info_field(tmp_path: Path) -> None:
+    scores = _scores(tmp_path)
+    table = pd.read_csv(scores, sep="\t", dtype={"chrom": str})
+    labels = table[["chrom", "pos", "ref", "alt"]].iloc[:30].copy()  # 10 alleles without a label
+    terms = ["Pathogenic", "Benign", "Uncertain_significance", "Likely_pathogenic"]
+    labels["CLNSIG"] = [terms[i % 4] for i in range(30)]
+    labels.to_csv(tmp_path / "labels.csv", index=False)
+    source = pd.read_csv(scores, sep="\t").drop(columns=["label"])
+    source.to_csv(tmp_path / "bare.tsv", sep="\t", index=False)
+    common = ["--scores", str(tmp_path / "bare.tsv"), "--label", "CLNSIG",
+              "--positive", "Pathogenic,Likely_pathogenic", "--negative", "Benign",
+              "--bootstrap", "0"]  # fmt: skip
+    res = _invoke(
+        *common, "--labels", str(tmp_path / "labels.csv"), "--out", str(tmp_path / "t.json")
+    )
+    from_table = json.loads((tmp_path / "t.json").read_text())
+    # 36 scored: 10 without a label row, and Uncertain_significance is in neither list
+    ok = table.status == "ok"
+    has_row = np.arange(40) < 30
+    uncertain = np.arange(40) % 4 == 2
+    assert from_table["unlabelled"] == int((ok & ~(has_row & ~uncertain)).sum())
+    assert from_table["evaluated"] == int((ok & has_row & ~uncertain).sum())
+    assert "unlabelled" in res.stdout
+    # the same labels as INFO/CLNSIG of a VCF
+    header = ["##fileformat=VCFv4.2", "##contig=<ID=20>",
+              '##INFO=<ID=CLNSIG,Number=.,Type=String,Description="clinical significance">',
+              "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]  # fmt: skip
+    rows = [f"20\t{r.pos}\t.\tA\tG\t.\t.\tCLNSIG={r.CLNSIG}" for r in labels.itertuples()]
+    (tmp_path / "labels.vcf").write_text("\n".join(header + rows) + "\n")
+    _invoke(*common, "--labels", str(tmp_path / "labels.vcf"), "--out", str(tmp_path / "v.json"))
+    from_vcf = json.loads((tmp_path / "v.json").read_text())
+    assert from_vcf["metrics"] == from_table["metrics"]
+
+
+def _bad(args: list[str], message: str) -> None:
+    res = runner.invoke(app, ["eval-variants", *args])
+    assert res.exit_code == 2, res.output + str(res.exception)
+    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
+    assert message in res.stderr, res.stderr
+
+
+def test_bad_eval_inputs_are_one_line_errors(tmp_path: Path) -> None:
+    scores = str(_scores(tmp_path))
+    _bad(["--scores", scores, "--label", "nothing"], "no column 'nothing'")
+    _bad(["--scores", scores, "--label", "subset"], "holds text; name the positive values")
+    _bad(["--scores", scores, "--score", "-lrr"], "no column 'lrr'")
+    _bad(["--scores", scores, "--out", str(tmp_path / "m.csv")], "must end in .tsv or .json")
+    _bad(["--scores", str(tmp_path / "absent.tsv")], "file not found")
+    _bad(["--scores", scores, "--kind", "ordinal"], "--kind 'ordinal'")
+    dup = tmp_path / "dup.tsv"
+    dup.write_text("chrom\tpos\tref\talt\tlabel\n20\t1\tA\tG\t1\n20\t1\tA\tG\t0\n")
+    _bad(["--scores", scores, "--labels", str(dup)], "row 2 repeats the allele")
+    out = tmp_path / "exists.json"
+    out.write_text("{}")
+    _bad(["--scores", scores, "--out", str(out)], "exists; pass --force")
+    assert out.read_text() == "{}"
+
+
+# ---------------------------------------------------------------- labelled data with known truth
+
+
+def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shards, tmp_path):
+    fasta = synthetic_shards / "synthetic.fa"
+    outs = [tmp_path / "a.tsv", tmp_path / "b.tsv"]
+    for out in outs:
+        res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(out),
+                                  "--positives", "80"])  # fmt: skip
+        assert res.exit_code == 0, res.output + str(res.exception)
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+    task = pd.read_csv(outs[0], sep="\t")
+    from goatdna.data_prep.variant_task import read_fasta_text
+
+    contigs = dict(read_fasta_text(fasta))
+    assert set(task.element) == {"homopolymer", "new_cpg", "background"}
+    assert (task.label == (task.element != "background")).all()
+    assert task.label.sum() == 80 and (task.label == 0).sum() == 240
+    for row in task.itertuples():
+        seq = contigs[row.chrom].decode()
+        i = row.pos - 1
+        assert i >= int(len(seq) * 0.9)  # held out of training
+        assert seq[i].upper() == row.ref != row.alt
+        if row.element == "homopolymer":  # soft-masked, inside a run of one base
+            assert seq[i].islower()
+            assert (
+                seq[i - 1 : i + 2].upper() == row.ref * 3
+                or row.ref * 4 in seq[i - 3 : i + 4].upper()
+            )
+        else:  # background: no soft-masked base or N within 50
+            assert seq[i - 50 : i + 51].isupper() and "N" not in seq[i - 50 : i + 51]
+            created = seq[i - 1] + row.alt == "CG" or row.alt + seq[i + 1] == "CG"
+            assert created == (row.element == "new_cpg")
+            assert "CG" not in seq[i - 1 : i + 2] or row.element == "new_cpg"
+    res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(outs[0])])
+    assert res.exit_code == 2 and "exists; pass --force" in res.stderr
+
+
+def test_demo_models_separate_the_synthetic_truth(
+    synthetic_shards, tiny_runs, tmp_path, one_thread
+):
+    """score-variants -> eval-variants on the task: the tiny GOAT model separates it clearly."""
+    fasta = synthetic_shards / "synthetic.fa"
+    task, scores, metrics = tmp_path / "task.tsv", tmp_path / "scores.tsv", tmp_path / "m.json"
+    for args in (
+        ["make-variant-task", "--fasta", str(fasta), "--out", str(task), "--positives", "100"],
+        ["score-variants", "-c", str(tiny_runs["goat"] / "checkpoints" / "best.ckpt"),
+         "--fasta", str(fasta), "--variants", str(task), "--out", str(scores)],
+        ["eval-variants", "--scores", str(scores), "--match-group", "match_group",
+         "--subset", "gc_band", "--bootstrap", "200", "--out", str(metrics)],
+    ):  # fmt: skip
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output + str(res.exception)
+    result = json.loads(metrics.read_text())
+    by = {(m["subset"], m["metric"]): m for m in result["metrics"]}
+    print({k: round(v["value"], 3) for k, v in by.items()})  # the numbers for the docs
+    assert result["evaluated"] == 400
+    assert by["all", "auroc"]["value"] > 0.8 and by["all", "auroc"]["low"] > 0.7
+    assert by["all", "pairwise_accuracy"]["value"] > 0.75
+
+
+@pytest.mark.shared_data
+def test_1000_genomes_singletons_as_a_weak_label(chr20_reference, kgp_vcf, tmp_path, one_thread):
+    """The shared chr20 sample: INFO/AC == 1 (singleton) against the rest, from the VCF itself.
+
+    A random-init model knows nothing of human DNA, so the AUROC is whatever it is; the test
+    proves the path (VCF INFO labels, per-ALT values, unscored symbolic alleles counted)."""
+    import pysam
+    import torch
+
+    from goatdna.checkpoint import save_checkpoint
+    from goatdna.configfile import to_dict
+    from goatdna.model import DNADecoder, ModelConfig
+
+    torch.manual_seed(0)
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
+                         goat_modes=2)  # fmt: skip
+    ckpt = save_checkpoint(tmp_path / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
+    head = tmp_path / "head.vcf.gz"
+    with pysam.VariantFile(str(kgp_vcf)) as src:
+        dst = pysam.VariantFile(str(head), "wz", header=src.header)
+        for i, record in enumerate(src):
+            if i >= 3000:
+                break
+            dst.write(record)
+        dst.close()
+    pysam.tabix_index(str(head), preset="vcf", force=True)
+    scores, metrics = tmp_path / "kgp.tsv", tmp_path / "kgp.json"
+    for args in (
+        ["score-variants", "-c", str(ckpt), "--fasta", str(chr20_reference), "--variants",
+         str(head), "--out", str(scores), "--window", "16", "--batch-size", "512"],
+        ["eval-variants", "--scores", str(scores), "--labels", str(head), "--label", "AC",
+         "--positive", "1", "--bootstrap", "100", "--out", str(metrics)],
+    ):  # fmt: skip
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output + str(res.exception)
+    result = json.loads(metrics.read_text())
+    table = pd.read_csv(scores, sep="\t")
+    assert result["rows"] == len(table)
+    assert result["evaluated"] + sum(result["unscored"].values()) == len(table)
+    assert result["unlabelled"] == 0
+    auroc = next(m for m in result["metrics"] if m["metric"] == "auroc")
+    print(f"1000 Genomes singletons, random-init model: AUROC {auroc['value']:.3f}")
+    with pysam.VariantFile(str(head)) as handle:
+        ac = [r.info["AC"][i] for r in handle for i in range(len(r.alts))]
+    ok = (table.status == "ok").to_numpy()
+    singleton = np.array(ac)[ok] == 1
+    assert auroc["n_positive"] == int(singleton.sum()) > 100
+    assert auroc["value"] == pytest.approx(sklearn_metrics.roc_auc_score(singleton, -table.llr[ok]))
