@@ -29,7 +29,9 @@ from goatdna.inference.tracks import (
     TrackOptions,
     block_count,
     block_first_base,
+    check_context,
     combine_strands,
+    max_context,
     parse_region,
     read_bed,
     resolve_regions,
@@ -246,6 +248,30 @@ def test_region_shorter_than_the_context(tmp_path: Path, model: DNADecoder, fast
     expected = _brute_force(model, contigs["chrB"][3:8], 16, 8, "both")["logp"]
     got = _read_bigwig(result.paths["logp"], "chrB", 3, 8)
     np.testing.assert_allclose(got, expected, atol=2e-5)
+
+
+def test_a_context_far_beyond_the_region_is_clipped_and_a_window_beyond_memory_refused(
+    tmp_path: Path, model: DNADecoder, fasta
+) -> None:
+    """--context 10^8 on a 90-base region scores one 90-base window (it used to pad to C and
+    ask for ~50 GB); a window the model's memory bound cannot hold is one error before work."""
+    path, contigs = fasta
+    region = Region("chrB", 0, 90)
+    with Reference(path) as reference:
+        huge = write_tracks(model, reference, [region], tmp_path / "huge.bw",
+                            TrackOptions(10**8, 5 * 10**7))  # fmt: skip
+        fits = write_tracks(model, reference, [region], tmp_path / "fits.bw",
+                            TrackOptions(90, 45))  # fmt: skip
+    assert huge.paths["logp"].read_bytes() == fits.paths["logp"].read_bytes()
+    expected = _brute_force(model, contigs["chrB"][:90], 90, 45, "both")["logp"]
+    got = _read_bigwig(huge.paths["logp"], "chrB", 0, 90)
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+    bound = max_context(model.config)
+    long_region = [Region("chrX", 0, 2 * bound)]
+    with pytest.raises(GoatDNAError, match=f"--context {bound + 1}: above this model's bound"):
+        check_context(TrackOptions(bound + 1, 100), long_region, model.config)
+    check_context(TrackOptions(bound, 100), long_region, model.config)  # at the bound: fine
+    check_context(TrackOptions(10 * bound, 100), [Region("chrX", 0, 600)], model.config)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +44,7 @@ from goatdna.faults import crash_point
 from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_lock, save_arrays
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
+from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import (
     JSONValue,
@@ -56,6 +57,8 @@ from goatdna.workdir import (
 if TYPE_CHECKING:
     import torch
     from lightning_fabric import Fabric
+
+    from goatdna.model import DNADecoder, ModelConfig
 
 WHATS = ("logp", "entropy")
 STRANDS = ("both", "forward")
@@ -190,6 +193,34 @@ class TrackOptions:
     @property
     def windows_per_block(self) -> int:
         return max(1, self.block_bases // self.stride)
+
+
+def for_region(options: TrackOptions, n: int) -> TrackOptions:
+    """The options a region of ``n`` bases is scored with: a region shorter than the context is
+    one window, clipped to the region instead of padded to C with N (what follows a position
+    cannot change its causal value), so ``--context`` far beyond a region costs nothing."""
+    if n >= options.context:
+        return options
+    return replace(options, context=n, stride=min(options.stride, n - 1))
+
+
+def max_context(config: ModelConfig) -> int:
+    """The largest context a window may have: one window alone must fit
+    `goatdna.inference.variants.MEMORY_BOUND_BYTES` (by its ``position_bytes``, the estimate
+    score-variants' ``--window`` bound uses)."""
+    return int(MEMORY_BOUND_BYTES // position_bytes(config))
+
+
+def check_context(options: TrackOptions, regions: Sequence[Region], config: ModelConfig) -> None:
+    """One ``error:`` line, before any work, for windows beyond `max_context` (after clipping)."""
+    longest = max((for_region(options, r.length).context for r in regions), default=0)
+    bound = max_context(config)
+    if longest > bound:
+        raise GoatDNAError(
+            f"--context {options.context}: above this model's bound of {bound:,} bases (one "
+            f"window must fit {MEMORY_BOUND_BYTES // 2**30} GiB of activations; "
+            "docs/tracks.md); use a smaller --context"
+        )
 
 
 def window_of(i: int, context: int, stride: int) -> int:
@@ -413,14 +444,16 @@ def _score_run(
         def read(lo: int, hi: int, _info=info, _start=region.start) -> np.ndarray:
             return reference.read(_info, _start + lo, _start + hi)
 
-        blocks = region_blocks(scorer, read, region.length, options, first)
+        blocks = region_blocks(
+            scorer, read, region.length, for_region(options, region.length), first
+        )
         for step, (_offset, values) in enumerate(islice(blocks, count)):
             save(g + step, values)
         g += count
 
 
 def write_tracks(
-    model: torch.nn.Module,
+    model: DNADecoder,
     reference: Reference,
     regions: Sequence[Region],
     out: Path,
@@ -456,6 +489,7 @@ def write_tracks(
     ``started()`` is called on rank 0 once the work folder is open (the run is not refused).
     """
     fabric = fabric or single_process_fabric()
+    check_context(options, regions, model.config)
     paths = output_paths(out, options.what)
     claim_output(paths.values(), force, inputs=[reference.path])
     with nullcontext() if locked else rank_zero_lock(fabric, out):
