@@ -319,3 +319,45 @@ def test_every_command_on_the_engine_keeps_the_output_contract(
     as_input = _command(name, {**inputs, key: victim}, victim)
     _one_line(runner.invoke(app, [*as_input, "--force"]), "is also an input of this run")
     assert victim.read_bytes() == inputs[key].read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "suffix", "module", "saver"),
+    [("score-track", ".bedGraph", "goatdna.inference.tracks", "save_arrays"),
+     ("embed", ".npz", "goatdna.inference.embed_run", "_save_unit")],
+)  # fmt: skip
+def test_ctrl_c_ends_in_one_interrupted_line_and_resume_finishes_the_bytes(
+    inputs, tmp_path: Path, monkeypatch, name: str, suffix: str, module: str, saver: str
+) -> None:
+    import importlib
+
+    target = importlib.import_module(module)
+    whole, cut = tmp_path / f"whole{suffix}", tmp_path / f"cut{suffix}"
+    args = _command(name, inputs, whole)
+    if name == "embed":  # 16 records per unit at batch size 1: 40 records make 3 units
+        inputs = {**inputs, "fasta": tmp_path / "many.fa"}
+        inputs["fasta"].write_text("".join(f">s{i}\n{CONTIG[i : i + 30]}\n" for i in range(40)))
+        args = [*_command(name, inputs, whole), "--batch-size", "1"]
+    assert runner.invoke(app, args).exit_code == 0
+    save = getattr(target, saver)
+    saved: list[int] = []
+
+    finished = 0 if name == "score-track" else 1  # the track of CONTIG is one block
+
+    def stopped_after_one(*a, **k):
+        if len(saved) == finished:
+            raise KeyboardInterrupt  # what Python makes of Ctrl-C
+        save(*a, **k)
+        saved.append(1)
+
+    monkeypatch.setattr(target, saver, stopped_after_one)
+    cut_args = [cut if a == str(whole) else a for a in args]
+    cut_args = [str(a) for a in cut_args]
+    res = runner.invoke(app, cut_args)
+    assert res.exit_code == 130, res.output + repr(res.exception)
+    last = [line for line in res.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith(f"interrupted: SIGINT: {name} stopped") and "--resume" in last, last
+    monkeypatch.setattr(target, saver, save)
+    res = runner.invoke(app, [*cut_args, "--resume"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert cut.read_bytes() == whole.read_bytes()

@@ -137,7 +137,10 @@ def embed(
             work.open(resume, force=force)
 
         fabric = runtime.fabric()
-        vectors = embed_resumable(model, records, options, length, work, open_work, fabric)
+        from goatdna.workdir import stops_with_resume_hint
+
+        with stops_with_resume_hint("embed", work.dir):
+            vectors = embed_resumable(model, records, options, length, work, open_work, fabric)
         if vectors is None:  # not global rank 0: rank 0 writes
             return
         write_embeddings(out, records, vectors, pool, then=work.then)

@@ -119,7 +119,10 @@ def mutagenesis(
         force=force,
         cache_dir=cache_dir,
     )
-    result = run(request, runtime.fabric(), draw=_draw)
+    from goatdna.workdir import stops_with_resume_hint, work_dir_for
+
+    with stops_with_resume_hint("mutagenesis", work_dir_for(request.outs[0])):
+        result = run(request, runtime.fabric(), draw=_draw)
     if result is None:  # not global rank 0: rank 0 reports
         return
     console = Console()

@@ -69,9 +69,12 @@ def predict(
     output_format(out, TABLE_SUFFIXES)  # before any work: a format we write
     check_output_file(out, "--out")  # and a file we can write
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
-    rows = predict_file(
-        checkpoint, sequences, out, sequence_column=sequence_column, fasta=fasta,
-        rc_average=rc_average, batch_size=batch_size, fabric=runtime.fabric(), progress=progress,
-        resume=resume, force=force,
-    )  # fmt: skip
+    from goatdna.workdir import stops_with_resume_hint, work_dir_for
+
+    with stops_with_resume_hint("predict", work_dir_for(out)):
+        rows = predict_file(
+            checkpoint, sequences, out, sequence_column=sequence_column, fasta=fasta,
+            rc_average=rc_average, batch_size=batch_size, fabric=runtime.fabric(),
+            progress=progress, resume=resume, force=force,
+        )  # fmt: skip
     typer.echo(f"{rows} rows -> {out}")

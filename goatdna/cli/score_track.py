@@ -164,7 +164,9 @@ def score_track(
             )
             display.enter_context(bar)
 
-        with display:
+        from goatdna.workdir import stops_with_resume_hint, work_dir_for
+
+        with display, stops_with_resume_hint("score-track", work_dir_for(out)):
             result = write_tracks(
                 model,
                 reference,
