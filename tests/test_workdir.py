@@ -361,3 +361,40 @@ def test_ctrl_c_ends_in_one_interrupted_line_and_resume_finishes_the_bytes(
     res = runner.invoke(app, [*cut_args, "--resume"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert cut.read_bytes() == whole.read_bytes()
+
+
+def test_a_full_disk_while_saving_a_unit_is_one_line_that_says_resume(
+    inputs, tmp_path: Path, monkeypatch
+) -> None:
+    """score-track's blocks (any engine unit): the disk fills while a unit is saved: one
+    `disk full` line naming it and `--resume`, no temporary left, and the resumed track is the
+    bytes of an uninterrupted run."""
+    import errno
+
+    import goatdna.atomic
+
+    whole, cut = tmp_path / "whole.bedGraph", tmp_path / "cut.bedGraph"
+    assert runner.invoke(app, _command("score-track", inputs, whole)).exit_code == 0
+    real_open = open
+
+    def full_for_units(path, mode="r", *args, **kwargs):
+        handle = real_open(path, mode, *args, **kwargs)
+        if "w" in mode and ".block-" in Path(path).name:  # a unit's temporary name
+
+            def write(_data):
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+            handle.write = write
+        return handle
+
+    monkeypatch.setattr(goatdna.atomic, "open", full_for_units, raising=False)
+    res = runner.invoke(app, _command("score-track", inputs, cut))
+    assert res.exit_code == 2, res.output + repr(res.exception)
+    last = [line for line in res.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("error: disk full while writing") and "--resume" in last, last
+    work = tmp_path / ".cut.bedGraph.goatdna-work"
+    assert work.is_dir() and not [p for p in work.iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    res = runner.invoke(app, [*_command("score-track", inputs, cut), "--resume"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert cut.read_bytes() == whole.read_bytes()
