@@ -125,6 +125,19 @@ def test_probe_learns_the_task_above_chance(probe_run: Path) -> None:
     assert summary["class_balance"]["train"]["counts"] == {"high": 200, "low": 200, "mid": 200}
 
 
+def test_report_refuses_a_fine_tuning_run_in_one_line(
+    probe_run: Path, synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """A fine-tuned run's loss is a task's: report must not present it as a language model."""
+    out = tmp_path / "report"
+    res = runner.invoke(app, ["report", "--run", str(probe_run), "--data", str(synthetic_shards),
+                              "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "a `goatdna finetune` run" in lines[0], lines
+    assert not out.exists()
+
+
 def test_full_finetuning_learns_the_task_above_chance(
     task_dir: Path, tiny_runs: dict[str, Path], tmp_path: Path, one_thread: None
 ) -> None:

@@ -75,6 +75,12 @@ def load_run(run_dir: Path, name: str, device: str = "cpu") -> RunData:
     checkpoint = best_checkpoint(run_dir)
     summary = read_summary(run_dir)
     loaded = load_checkpoint(checkpoint, device=device)
+    if loaded.kind == "finetuned":  # its loss is a task's, not next-base prediction
+        raise GoatDNAError(
+            f"--run {run_dir}: a `goatdna finetune` run; report compares pretrained language "
+            "models (give `goatdna train` runs; a fine-tuned run's metrics are in its "
+            "summary.json)"
+        )
     metrics_path = run_dir / "metrics.csv"
     metrics = pd.read_csv(metrics_path) if metrics_path.is_file() else None
     return RunData(
