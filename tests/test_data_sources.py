@@ -167,6 +167,16 @@ def test_default_source_names_come_from_the_files_and_must_differ(fastas, tmp_pa
     assert result.exit_code == 2 and "both be source 'human'" in result.stderr
 
 
+def test_the_same_fasta_twice_under_two_names_is_refused(fastas, tmp_path):
+    """It would double the genome's bases in every split: one line naming the file."""
+    out = tmp_path / "o"
+    result = _cli("prepare", fastas["human"], fastas["human"], "--source-names", "a,b",
+                  "--out", out)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"{fastas['human']} is given twice (as sources 'a' and 'b')" in result.stderr
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_killed_multi_source_run_resumes_to_identical_bytes(fastas, multi, tmp_path):
     out = tmp_path / "out"

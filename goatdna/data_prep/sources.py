@@ -52,6 +52,15 @@ def source_names(fastas: Sequence[Path], names: Sequence[str] | None) -> list[st
                 f"--source-names: {name!r} is given twice: source names must be unique"
             )
         seen.add(name)
+    first: dict[Path, str] = {}
+    for fasta, name in zip(fastas, chosen, strict=True):
+        where = Path(fasta).resolve()
+        if where in first:  # the same genome twice would double its bases in every split
+            raise GoatDNAError(
+                f"{fasta} is given twice (as sources {first[where]!r} and {name!r}): give each "
+                "FASTA once"
+            )
+        first[where] = name
     return chosen
 
 
