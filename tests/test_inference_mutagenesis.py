@@ -290,6 +290,7 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     bad("a heatmap shows at most 2,000", region="chrA:1-2500", outs=(tmp_path / "o" / "a.png",))
     bad("--method 'exact'", "--method", "exact")
     bad("--window 1: must be >= 2", "--window", "1")
+    bad("above this model's bound", "--window", "1000000000")  # no 40 GB allocation
     bad("--chunk-size 0", "--chunk-size", "0")
     out.write_text("keep me")
     bad("exists; pass --force", outs=(out,))

@@ -44,6 +44,7 @@ from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import open_track
 from goatdna.inference.track_files import output_paths as track_paths
 from goatdna.inference.tracks import Region, parse_region
+from goatdna.inference.variants import check_window
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
 
@@ -184,6 +185,7 @@ def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: 
 
     loaded = load_checkpoint(request.checkpoint, device="cpu")
     window = request.window if request.window is not None else loaded.train_length
+    check_window(window, loaded.model_config)  # score-variants' memory bound: the same windows
     options = MutagenesisOptions(window, request.method, request.strands, request.batch_size)
     first_out = request.outs[0]
     cache_dir = request.cache_dir or first_out.parent / ".goatdna-cache"
