@@ -1,12 +1,12 @@
 """Benchmark metrics of variant scores against labels, with bootstrap intervals.
 
 Binary labels: AUROC and AUPRC. AUROC is the Mann-Whitney U statistic over mid-ranks
-(`scipy.stats.rankdata`), so a tied positive/negative pair counts one half, as in
-``sklearn.metrics.roc_auc_score``. AUPRC is average precision as
+(`goatdna.metrics`, shared with fine-tuning), so a tied positive/negative pair counts one half, as
+in ``sklearn.metrics.roc_auc_score``. AUPRC is average precision as
 ``sklearn.metrics.average_precision_score`` defines it (TraitGym's AUPRC):
 ``AP = sum_k (R_k - R_{k-1}) P_k`` over the distinct score thresholds in decreasing order, where
 tied scores enter together (no interpolation). Continuous labels: Pearson r and Spearman rho
-(`scipy.stats`). Pairwise accuracy within match groups: over every (positive, negative) pair
+(`goatdna.metrics`). Pairwise accuracy within match groups: over every (positive, negative) pair
 that shares a group, the fraction in which the positive scores higher, ties counting one half
 (TraitGym's matched design: each causal variant with its matched controls).
 
@@ -26,19 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from goatdna.metrics import binary_auroc as auroc
+from goatdna.metrics import pearson, spearman
 
-def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """P(score of a random positive > a random negative) + 0.5 P(tie); NaN without both classes."""
-    from scipy.stats import rankdata
-
-    positive = np.asarray(labels, dtype=bool)
-    n_pos = int(positive.sum())
-    n_neg = positive.size - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    ranks = rankdata(np.asarray(scores, dtype=np.float64))  # mid-ranks for ties
-    u = float(ranks[positive].sum()) - n_pos * (n_pos + 1) / 2.0
-    return u / (n_pos * n_neg)
+__all__ = ["auroc", "pearson", "spearman"]  # the shared definitions, used here by name
 
 
 def _thresholds(
@@ -78,24 +69,6 @@ def pr_points(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.nd
     labels = np.asarray(labels, dtype=bool)
     tp, fp, _ = _thresholds(labels, scores)
     return tp / max(1, labels.sum()), tp / (tp + fp)
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    from scipy.stats import pearsonr
-
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan
-    return float(pearsonr(x, y)[0])
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan
-    return float(spearmanr(x, y)[0])
 
 
 def pairwise_accuracy(labels: np.ndarray, scores: np.ndarray, groups: np.ndarray) -> float:

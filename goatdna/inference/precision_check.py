@@ -227,8 +227,8 @@ def check_precision(
     """Measure ``model`` under ``precision``/``attention`` on ``device`` against the CPU
     reference; ``alleles`` None: three SNVs at each window's centre."""
     import torch
-    from scipy.stats import spearmanr  # ties as mid-ranks
 
+    from goatdna.metrics import spearman
     from goatdna.model.attention import resolve_backend
 
     check_options(precision, reference_dtype, windows, length)
@@ -252,7 +252,7 @@ def check_precision(
     llr_ref = _llrs(ref_model, snvs, reference, length, _nothing) if snvs else np.zeros(0)
     llr_test = _llrs(tested, snvs, reference, length, context) if snvs else np.zeros(0)
     ok = np.isfinite(llr_ref)
-    rho = float(spearmanr(llr_test[ok], llr_ref[ok]).statistic) if ok.sum() >= 2 else math.nan
+    rho = spearman(llr_test[ok], llr_ref[ok])
     llr_error = float(np.abs(llr_test[ok] - llr_ref[ok]).max()) if ok.any() else math.nan
 
     report = PrecisionReport(

@@ -14,6 +14,10 @@ import math
 
 import numpy as np
 
+from goatdna.metrics import binary_auroc, midranks, pearson, spearman
+
+__all__ = ["binary_auroc", "midranks", "pearson", "spearman"]  # shared with eval-variants
+
 CLASSIFICATION_METRICS = ("accuracy", "mcc", "macro_f1", "auroc")
 REGRESSION_METRICS = ("mse", "pearson", "spearman")
 HIGHER_IS_BETTER = {"accuracy": True, "mcc": True, "macro_f1": True, "auroc": True,
@@ -63,34 +67,6 @@ def macro_f1(labels: np.ndarray, preds: np.ndarray, n_classes: int) -> float:
     return float(f1.mean())
 
 
-def midranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks where tied values share the mean of the ranks they span."""
-    values = np.asarray(values, dtype=np.float64)
-    order = np.argsort(values, kind="mergesort")
-    sorted_vals = values[order]
-    n = values.size
-    # boundaries of runs of equal values
-    starts = np.flatnonzero(np.r_[True, sorted_vals[1:] != sorted_vals[:-1]])
-    ends = np.r_[starts[1:], n]
-    run_rank = (starts + 1 + ends) / 2.0  # mean of ranks starts+1 .. ends
-    ranks_sorted = np.repeat(run_rank, ends - starts)
-    ranks = np.empty(n, dtype=np.float64)
-    ranks[order] = ranks_sorted
-    return ranks
-
-
-def binary_auroc(positive: np.ndarray, scores: np.ndarray) -> float:
-    """P(score of a random positive > a random negative) + 0.5 P(tie); NaN without both classes."""
-    positive = np.asarray(positive, dtype=bool)
-    n_pos = int(positive.sum())
-    n_neg = positive.size - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    ranks = midranks(scores)
-    u = ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0
-    return float(u / (n_pos * n_neg))
-
-
 def auroc(labels: np.ndarray, probs: np.ndarray) -> float:
     """Binary AUROC of P(class 1) for two classes; else the macro mean of one-vs-rest AUROCs over
     the classes present (NaN when fewer than two classes are present)."""
@@ -102,20 +78,6 @@ def auroc(labels: np.ndarray, probs: np.ndarray) -> float:
     values = [binary_auroc(labels == k, probs[:, k]) for k in range(n_classes)]
     values = [v for v in values if not math.isnan(v)]
     return float(np.mean(values)) if values else math.nan
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson r in float64; NaN when either vector is constant."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    dx, dy = x - x.mean(), y - y.mean()
-    denom = math.sqrt(float(dx @ dx) * float(dy @ dy))
-    return float(dx @ dy) / denom if denom > 0 else math.nan
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman rho: Pearson r of the mid-ranks (ties handled as scipy does)."""
-    return pearson(midranks(x), midranks(y))
 
 
 def classification_metrics(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
