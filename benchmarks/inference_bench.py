@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_data import DATA, FASTA, VCF, chr20_piece, chr20_reference, write_fasta  # noqa: E402
+
 from goatdna.configfile import from_dict, load_yaml  # noqa: E402
 from goatdna.data_prep.tokens import TOKEN_MASK, encode  # noqa: E402
 from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed_records  # noqa: E402
@@ -54,10 +55,6 @@ from goatdna.inference.variant_io import read_alleles  # noqa: E402
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles  # noqa: E402
 from goatdna.model import DNADecoder, ModelConfig  # noqa: E402
 from goatdna.model.goat import WINDOW_CACHE_ENTRIES, GoatPrior  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data"
-PIECE = DATA / "grch37_chr20_1000001-2000000.fa.gz"
-VCF = DATA / "1kgp3_chr20_1000001-2000000.sites.vcf.gz"
 
 
 @dataclass(frozen=True)
@@ -114,17 +111,6 @@ def _uncached(model: DNADecoder) -> Iterator[None]:
             prior._window_tails.entries = WINDOW_CACHE_ENTRIES
 
 
-def _piece() -> str:
-    with gzip.open(PIECE, "rt") as handle:
-        return "".join(line.strip() for line in handle if not line.startswith(">"))
-
-
-def _fasta(path: Path, name: str, sequence: str) -> Path:
-    lines = "\n".join(sequence[i : i + 60] for i in range(0, len(sequence), 60))
-    path.write_text(f">{name}\n{lines}\n")
-    return path
-
-
 class Workloads:
     """The four commands' library calls on fixed inputs, for one shape."""
 
@@ -133,7 +119,7 @@ class Workloads:
         self.work = work
         C = shape.context
         start = 100_000  # past the piece's leading N run
-        self.track_ref = Reference(_fasta(work / "track.fa", "piece", piece[start:]), work)
+        self.track_ref = Reference(write_fasta(work / "track.fa", "piece", piece[start:]), work)
         self.track_options = TrackOptions(C, C // 2)
         tokens = encode(piece[start : start + 400_000]) & TOKEN_MASK
         self.embed_records = [
@@ -143,8 +129,7 @@ class Workloads:
         self.eval_tokens = tokens
         self.eval_starts = np.linspace(0, tokens.size - C - 2, shape.eval_windows).astype(np.int64)
         # score-variants: contig 20 = 1 Mbp of N + the piece, as benchmarks/variants_bench.py
-        vcf_ref = _fasta(work / "chr20.fa", "20", "N" * 1_000_000 + piece)
-        self.variant_ref = Reference(vcf_ref, work)
+        self.variant_ref = Reference(chr20_reference(work, piece), work)
         self.alleles = read_alleles(VCF).alleles[: shape.alleles]
         self.statuses = [allele_status(a, self.variant_ref) for a in self.alleles]
 
@@ -283,9 +268,9 @@ def main() -> None:
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
-    if not PIECE.is_file() or not VCF.is_file():
+    if not FASTA.is_file() or not VCF.is_file():
         sys.exit(f"needs the shared data in {DATA}")
-    piece = _piece()
+    piece = chr20_piece()
     print(f"inference_bench {date.today()}, torch {torch.__version__}, {args.threads} thread(s), "
           f"{args.rounds} rounds, {args.clock} seconds\n")  # fmt: skip
     print("| shape | workload | GOAT s | GOAT uncached s | RoPE s | GOAT / RoPE (range) "

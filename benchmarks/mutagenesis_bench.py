@@ -22,7 +22,6 @@ load that changes between rounds), throughputs each method's best round.
 from __future__ import annotations
 
 import argparse
-import gzip
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,33 +29,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_data import chr20_reference, tiny_model  # noqa: E402 (this folder)
 
-from goatdna.configfile import from_dict, load_yaml
 from goatdna.inference.mutagenesis import MutagenesisOptions, combine, full_scores, local_scores
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele, VariantOptions, combine_strands, score_alleles
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-FASTA = DATA / "grch37_chr20_1000001-2000000.fa.gz"
 REGION_START = 1_500_000  # 0-based, inside the real piece
-
-
-def _model(positional: str) -> DNADecoder:
-    data = load_yaml(f"configs/{positional}-tiny.yaml")["model"]
-    torch.manual_seed(0)
-    return DNADecoder(from_dict(ModelConfig, data, "model")).eval()
-
-
-def _reference(folder: Path) -> Path:
-    with gzip.open(FASTA, "rt") as handle:
-        piece = "".join(line.strip() for line in handle if not line.startswith(">"))
-    sequence = "N" * 1_000_000 + piece
-    path = folder / "chr20.fa"
-    path.write_text(
-        ">20\n" + "\n".join(sequence[i : i + 60] for i in range(0, len(sequence), 60)) + "\n"
-    )
-    return path
 
 
 def _alleles(contig: np.ndarray, positions: range) -> tuple[list[Allele], np.ndarray, np.ndarray]:
@@ -111,7 +91,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     methods = ("per allele, shared prefix", "per allele, two full windows", "full", "local")
     with tempfile.TemporaryDirectory() as tmp:
-        reference = Reference(_reference(Path(tmp)), Path(tmp))
+        reference = Reference(chr20_reference(Path(tmp)), Path(tmp))
         contig = reference.contig_tokens("20")
         positions = range(REGION_START, REGION_START + args.positions)
         alleles, rows, columns = _alleles(contig, positions)
@@ -126,7 +106,7 @@ def main() -> None:
         )  # fmt: skip
         print("| --- |" + " ---: |" * (len(methods) + 3))
         for positional in ("goat", "rope"):
-            model = _model(positional)
+            model = tiny_model(positional)
             full = MutagenesisOptions(args.window, "full", "both", args.batch_size)
             runs = _methods(model, reference, contig, positions, alleles, args, methods)
             best = dict.fromkeys(methods, float("inf"))

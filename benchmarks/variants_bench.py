@@ -19,40 +19,17 @@ ratios (robust to load that changes between rounds), the throughputs the best ro
 from __future__ import annotations
 
 import argparse
-import gzip
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from bench_data import VCF, chr20_reference, tiny_model  # noqa: E402 (this folder)
 
-from goatdna.configfile import from_dict, load_yaml
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
-from goatdna.model import DNADecoder, ModelConfig
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-FASTA = DATA / "grch37_chr20_1000001-2000000.fa.gz"
-VCF = DATA / "1kgp3_chr20_1000001-2000000.sites.vcf.gz"
-
-
-def _model(positional: str) -> DNADecoder:
-    data = load_yaml(f"configs/{positional}-tiny.yaml")["model"]
-    torch.manual_seed(0)
-    return DNADecoder(from_dict(ModelConfig, data, "model")).eval()
-
-
-def _reference(folder: Path) -> Path:
-    with gzip.open(FASTA, "rt") as handle:
-        piece = "".join(line.strip() for line in handle if not line.startswith(">"))
-    sequence = "N" * 1_000_000 + piece
-    path = folder / "chr20.fa"
-    path.write_text(
-        ">20\n" + "\n".join(sequence[i : i + 60] for i in range(0, len(sequence), 60)) + "\n"
-    )
-    return path
 
 
 def main() -> None:
@@ -66,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        reference = Reference(_reference(Path(tmp)), Path(tmp))
+        reference = Reference(chr20_reference(Path(tmp)), Path(tmp))
         alleles = read_alleles(VCF).alleles[: args.alleles]
         statuses = [allele_status(a, reference) for a in alleles]
         n_ok = statuses.count("ok")
@@ -80,7 +57,7 @@ def main() -> None:
         )
         print("| --- | ---: | ---: | ---: |")
         for positional in ("goat", "rope"):
-            model = _model(positional)
+            model = tiny_model(positional)
             best = {True: float("inf"), False: float("inf")}
             results, ratios = {}, []
             for _ in range(args.rounds):
