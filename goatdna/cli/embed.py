@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -118,7 +117,7 @@ def embed(
     from dataclasses import asdict
 
     from goatdna.inference.embed_run import embed_resumable, work_dir_for
-    from goatdna.workdir import JSONValue, WorkDir, input_stamp, output_lock
+    from goatdna.workdir import JSONValue, WorkDir, input_stamp
 
     inputs = [sequences] if sequences else [fasta, bed]
     state: dict[str, JSONValue] = {
@@ -130,14 +129,14 @@ def embed(
         "unit_groups": embed_run.UNIT_GROUPS,
     }
     work = WorkDir(work_dir_for(out), "embed", state, lambda i: f"unit-{i:06d}.npz")
-    with ExitStack() as held:
+    from goatdna.inference.loop import rank_zero_lock
+    from goatdna.workdir import stops_with_resume_hint
 
-        def open_work() -> None:  # the writing process only: the lock, then the work folder
-            held.enter_context(output_lock(out, True))
+    fabric = runtime.fabric()
+    with rank_zero_lock(fabric, out):  # the writing process holds --out for the whole run
+
+        def open_work() -> None:  # the writing process only, inside the lock
             work.open(resume, force=force)
-
-        fabric = runtime.fabric()
-        from goatdna.workdir import stops_with_resume_hint
 
         with stops_with_resume_hint("embed", work.dir):
             vectors = embed_resumable(model, records, options, length, work, open_work, fabric)

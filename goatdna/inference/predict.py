@@ -15,7 +15,6 @@ import csv
 import gzip
 import io
 import sys
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,13 @@ from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.formats import TABLE_SUFFIXES, OutputFormat, output_format
 from goatdna.inference.embed_run import UNIT_GROUPS
-from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_progress, save_arrays
+from goatdna.inference.loop import (
+    load_arrays,
+    model_on_device,
+    rank_zero_lock,
+    rank_zero_progress,
+    save_arrays,
+)
 from goatdna.runtime import (
     gather_blocks,
     is_first_process,
@@ -41,7 +46,6 @@ from goatdna.workdir import (
     WorkDir,
     claim_output,
     input_stamp,
-    output_lock,
     work_dir_for,
 )
 
@@ -202,10 +206,9 @@ def predict_file(
     work = WorkDir(work_dir_for(out), "predict", state, lambda i: f"unit-{i:06d}.npz")
     size = batch_size * UNIT_GROUPS
     n_units = -(-len(tokens) // size)
-    with ExitStack() as held:
+    with rank_zero_lock(fabric, out):  # the writing process holds --out for the whole run
 
-        def prepare() -> list[int]:  # the writing process only: the lock, then the work folder
-            held.enter_context(output_lock(out, True))
+        def prepare() -> list[int]:  # the writing process only, inside the lock
             work.open(resume, force=force)
             return work.pending(range(n_units), message=print if progress else lambda _t: None)[1]
 
