@@ -213,6 +213,8 @@ def test_bad_eval_inputs_are_one_line_errors(tmp_path: Path) -> None:
     _bad(["--scores", scores, "--score", "-lrr"], "no column 'lrr'")
     _bad(["--scores", scores, "--out", str(tmp_path / "m.csv")], "must end in .tsv or .json")
     _bad(["--scores", str(tmp_path / "absent.tsv")], "file not found")
+    _bad(["--scores", str(tmp_path / "absent.vcf.gz")], "--scores")  # the option it came by
+    _bad(["--scores", scores, "--out", f"{scores}/m.tsv"], "is a file, so the file cannot")
     _bad(["--scores", scores, "--kind", "ordinal"], "--kind 'ordinal'")
     dup = tmp_path / "dup.tsv"
     dup.write_text("chrom\tpos\tref\talt\tlabel\n20\t1\tA\tG\t1\n20\t1\tA\tG\t0\n")
@@ -259,6 +261,12 @@ def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shar
             assert "CG" not in seq[i - 1 : i + 2] or row.element == "new_cpg"
     res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(outs[0])])
     assert res.exit_code == 2 and "exists; pass --force" in res.stderr
+    below_a_file = outs[0] / "task.tsv"  # --out under a file: one line before any work
+    res = runner.invoke(
+        app, ["make-variant-task", "--fasta", str(fasta), "--out", str(below_a_file)]
+    )
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "is a file, so the file cannot be written below it" in res.stderr
 
 
 def test_demo_models_separate_the_synthetic_truth(

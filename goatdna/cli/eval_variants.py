@@ -141,11 +141,13 @@ def eval_variants(
     """AUROC/AUPRC (binary labels) or Spearman/Pearson (continuous) of variant scores, with
     bootstrap intervals, per subset and within match groups."""
     from goatdna.analysis.variant_eval import evaluate_variants, join_labels, plot_paths
-    from goatdna.errors import GoatDNAError
+    from goatdna.atomic import check_output_file
+    from goatdna.formats import output_format
     from goatdna.workdir import claim_output
 
-    if out is not None and not out.name.lower().endswith((".tsv", ".json")):
-        raise GoatDNAError(f"--out {out}: the name must end in .tsv or .json (it picks the format)")
+    if out is not None:  # the one suffix rule, and a file we can write, before any work
+        output_format(out, (".tsv", ".json"))
+        check_output_file(out, "--out")
     options = EvalOptions(
         label=label, score=score, kind=kind, positive=_csv(positive), negative=_csv(negative),
         subsets=tuple(subset or ()), match_group=match_group, resamples=bootstrap, seed=seed,

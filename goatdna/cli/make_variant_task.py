@@ -39,16 +39,14 @@ def make_variant_task(
     force: Annotated[bool, option("force", "Replace an existing --out.")] = False,
 ) -> None:
     """SNVs that break what the synthetic generator planted (label 1) and background SNVs (0)."""
-    from goatdna.atomic import atomic_path
+    from goatdna.atomic import atomic_path, check_output_file
     from goatdna.data_prep.variant_task import make_variant_task as build
     from goatdna.errors import GoatDNAError
+    from goatdna.formats import output_format
     from goatdna.workdir import claim_output
 
-    name = out.name.lower()
-    if not name.endswith((".tsv", ".parquet")):
-        raise GoatDNAError(
-            f"--out {out}: the name must end in .tsv or .parquet (it picks the format)"
-        )
+    kind = output_format(out, (".tsv", ".parquet")).kind  # the one suffix rule
+    check_output_file(out, "--out")  # a file we can write, before any work
     if positives < 1:
         raise GoatDNAError(f"--positives {positives}: must be >= 1")
     if not 0 < held_out <= 1:
@@ -63,7 +61,7 @@ def make_variant_task(
             "a synthetic genome (goatdna prepare --synthetic, or the demo's shards/synthetic.fa)"
         )
     with atomic_path(out) as tmp:
-        if name.endswith(".parquet"):
+        if kind == "parquet":
             frame.to_parquet(tmp, index=False)
         else:
             frame.to_csv(tmp, sep="\t", index=False)

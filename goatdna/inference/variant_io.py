@@ -93,8 +93,8 @@ def _plain_gzip(path: Path) -> bool:
     return not (has_extra and head[12:14] == b"BC")
 
 
-def open_vcf(path: Path):
-    """A pysam VariantFile, or a one-line user error naming the file.
+def open_vcf(path: Path, option: str = "--vcf"):
+    """A pysam VariantFile, or a one-line user error naming the file (as ``option`` gave it).
 
     htslib's own log lines (``[E::vcf_parse] ...``, ``[W::...]``) are silenced: goatdna says
     what went wrong in its one ``error:`` line instead.
@@ -102,10 +102,10 @@ def open_vcf(path: Path):
     import pysam
 
     if not path.is_file():
-        raise GoatDNAError(f"--vcf {path}: file not found")
+        raise GoatDNAError(f"{option} {path}: file not found")
     if _plain_gzip(path):
         raise GoatDNAError(
-            f"--vcf {path}: compressed with plain gzip, which htslib cannot read; bgzip it "
+            f"{option} {path}: compressed with plain gzip, which htslib cannot read; bgzip it "
             f"(zcat {path} | bgzip > OUT.vcf.gz, then tabix OUT.vcf.gz) or pass the "
             "uncompressed file"
         )
@@ -115,7 +115,7 @@ def open_vcf(path: Path):
     except (ValueError, OSError, NotImplementedError) as err:
         first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
         raise GoatDNAError(
-            f"--vcf {path}: not a readable VCF/BCF ({first}); pass a VCF (.vcf or bgzipped .vcf.gz)"
+            f"{option} {path}: not a readable VCF/BCF ({first}); pass a VCF (.vcf or bgzipped .vcf.gz)"
         ) from None
 
 
@@ -407,7 +407,7 @@ def read_info_labels(path: Path, field: str, option: str = "--labels"):
 
     name = field.removeprefix("INFO/")
     rows = []
-    with open_vcf(path) as handle:
+    with open_vcf(path, option) as handle:
         if name not in handle.header.info:
             known = ", ".join(list(handle.header.info)[:12])
             raise GoatDNAError(
