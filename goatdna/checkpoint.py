@@ -34,8 +34,10 @@ if TYPE_CHECKING:
     from lightning_fabric import Fabric
 
     from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model.classifier import SequenceTaskModel
 
 MODEL_PREFIX = "model."
+HEAD_PREFIX = "head."
 EXPORT_CONFIG = "config.json"
 EXPORT_WEIGHTS = "model.safetensors"
 EXPORT_MODEL_TYPE = "goatdna"
@@ -140,11 +142,87 @@ def load_checkpoint(
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
     model = _build_model(model_config, state, device, path, "the model config in the checkpoint")
-    head = config.get("head")
-    kind: CheckpointKind = (
-        "finetuned" if isinstance(head, dict) and "task" in head else "pretrained"
-    )
+    kind: CheckpointKind = "finetuned" if task_head(config) is not None else "pretrained"
     return LoadedCheckpoint(model, model_config, kind, dict(config), path)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedTaskModel:
+    """What `load_task_model` returns: a fine-tuned `SequenceTaskModel` in eval mode on the CPU.
+
+    ``config`` is the run config it was fine-tuned with (its ``head`` section is the model's
+    `SequenceTaskConfig`); ``source`` the checkpoint or export folder it was read from.
+    """
+
+    classifier: SequenceTaskModel
+    config: dict[str, Any]
+    source: Path
+
+    @property
+    def task(self) -> str:
+        return self.classifier.task_config.task
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.classifier.task_config.classes)
+
+
+def load_task_model(path: str | Path) -> LoadedTaskModel:
+    """Read a fine-tuned model: `goatdna finetune`'s best.ckpt/last.ckpt or its `goatdna export`
+    folder. The one loader of fine-tuned models: predict, embed, export and attribution all
+    read them here, so a new kind of fine-tune (adapters, say) is taught to one function.
+
+    The backbone comes through `load_checkpoint`, the ``head`` section strictly as a
+    `SequenceTaskConfig`, the ``"head."`` weights strictly into its `SequenceHead`.
+    """
+    from goatdna.configfile import ConfigKeyError
+    from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
+
+    path = Path(path)
+    loaded = load_checkpoint(path, "cpu")
+    config = dict(loaded.run_config)
+    if task_head(config) is None:
+        raise GoatDNAError(
+            f"{path}: is a pretrained language model, not a fine-tuned classifier; train one "
+            "with `goatdna finetune` and pass RUN_DIR/checkpoints/best.ckpt"
+        )
+    try:
+        task_config = from_dict(SequenceTaskConfig, dict(config["head"]), "head")
+    except ConfigKeyError as err:
+        raise GoatDNAError(
+            f"{path}: {err.detail}; fine-tune it again with this goatdna to predict with it"
+        ) from None
+    classifier = SequenceTaskModel(loaded.model, task_config)
+    state = _weights(path)
+    head_state = {k[len(HEAD_PREFIX) :]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
+    try:
+        classifier.head.load_state_dict(head_state, strict=True)
+    except RuntimeError as err:
+        raise GoatDNAError(
+            f"{path}: head weights do not match its config ({str(err).splitlines()[0]})"
+        ) from None
+    classifier.eval()
+    return LoadedTaskModel(classifier=classifier, config=config, source=path)
+
+
+def task_head(run_config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A fine-tuned model's ``head`` section (a `SequenceTaskConfig` as a mapping), else None.
+
+    The same test for a ``.ckpt`` and an export folder, so a command that reads the head's
+    choices (its layer and pooling, say) reads them from either."""
+    head = run_config.get("head")
+    return head if isinstance(head, Mapping) and "task" in head else None
+
+
+def _weights(path: Path) -> Mapping[str, Any]:
+    """Every tensor of a checkpoint file or an export folder's safetensors, on the CPU."""
+    import torch
+
+    if path.is_dir():
+        from safetensors.torch import load_file
+
+        return load_file(str(path / EXPORT_WEIGHTS), device="cpu")
+    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
 
 
 def _build_model(

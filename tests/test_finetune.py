@@ -162,7 +162,8 @@ def test_full_finetuning_learns_the_task_above_chance(
 def test_predict_keeps_row_order_and_carries_columns(
     probe_run: Path, task_dir: Path, tmp_path: Path
 ) -> None:
-    from goatdna.inference.predict import load_classifier, predict_tokens
+    from goatdna.checkpoint import load_task_model
+    from goatdna.inference.predict import predict_tokens
 
     rows = read_csv(task_dir / "test.csv")[:40]
     rng = np.random.default_rng(0)
@@ -187,7 +188,7 @@ def test_predict_keeps_row_order_and_carries_columns(
     assert got[0] == ["note", "sequence", "id", "prob_high", "prob_low", "prob_mid", "pred"]
     assert [r[:3] for r in got] == given
     # each row's probabilities are that sequence's own, computed alone
-    loaded = load_classifier(ckpt)
+    loaded = load_task_model(ckpt)
     from goatdna.data_prep.tables import encode_sequences, read_table
 
     tokens = encode_sequences(read_table(src), "sequence", "--sequence-column")
@@ -276,10 +277,11 @@ def test_predict_refuses_an_unknown_suffix_before_any_work(tmp_path: Path, name:
 
 
 def test_rc_average_gives_identical_predictions_for_both_strands(probe_run: Path) -> None:
+    from goatdna.checkpoint import load_task_model
     from goatdna.data_prep.tables import SequenceTable, encode_sequences
-    from goatdna.inference.predict import load_classifier, predict_tokens
+    from goatdna.inference.predict import predict_tokens
 
-    loaded = load_classifier(probe_run / "checkpoints" / "best.ckpt")
+    loaded = load_task_model(probe_run / "checkpoints" / "best.ckpt")
     rng = np.random.default_rng(3)
     seqs = ["".join(rng.choice(list("ACGT"), size=n)) for n in (60, 150, 97)]
     seqs += [reverse_complement_text(s) for s in seqs]

@@ -92,10 +92,9 @@ def test_task_config_is_strict() -> None:
 def test_predict_refuses_a_head_section_it_cannot_read_in_one_line(tmp_path) -> None:
     """An older fine-tuned checkpoint (head section with schedule keys, no pooling) is named,
     not guessed at with defaults."""
-    from goatdna.checkpoint import save_checkpoint
+    from goatdna.checkpoint import load_task_model, save_checkpoint
     from goatdna.configfile import to_dict
     from goatdna.errors import GoatDNAError
-    from goatdna.inference.predict import load_classifier
 
     model = _task_model(SequenceTaskConfig("regression")).model
     old_head = {"task": "regression", "classes": [], "n_outputs": 1, "label_mean": 0.0,
@@ -103,5 +102,5 @@ def test_predict_refuses_a_head_section_it_cannot_read_in_one_line(tmp_path) -> 
     path = save_checkpoint(tmp_path / "old.ckpt", model,
                            {"model": to_dict(model.config), "head": old_head})  # fmt: skip
     with pytest.raises(GoatDNAError, match=r"unknown config key 'head\.n_outputs'") as err:
-        load_classifier(path)
+        load_task_model(path)
     assert "\n" not in str(err.value) and "fine-tune it again" in str(err.value)

@@ -204,12 +204,13 @@ def test_the_chosen_rows_metrics_recompute_from_predictions(
     sweep_run: Path, small_task: Path, one_thread: None
 ) -> None:
     """The checkpoint's predictions (through the chosen layer) give the table row's metrics."""
+    from goatdna.checkpoint import load_task_model
     from goatdna.data_prep.tables import encode_sequences, read_table
-    from goatdna.inference.predict import load_classifier, predict_tokens
+    from goatdna.inference.predict import predict_tokens
     from goatdna.training.finetune import evaluate_predictions
 
     best = chosen_row(sweep_run)
-    loaded = load_classifier(sweep_run / "checkpoints" / "best.ckpt")
+    loaded = load_task_model(sweep_run / "checkpoints" / "best.ckpt")
     val = read_table(small_task / "val.csv")
     tokens = encode_sequences(val, "sequence", "--sequence-column")
     labels = np.array([loaded.classes.index(v) for v in val.columns["label"]])

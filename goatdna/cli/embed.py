@@ -80,7 +80,7 @@ def embed(
     force: WorkForceOpt = False,
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
-    from goatdna.checkpoint import load_checkpoint
+    from goatdna.checkpoint import load_checkpoint, task_head
     from goatdna.inference import embed_run
     from goatdna.inference.embed import default_max_length
     from goatdna.inference.embed_io import (
@@ -106,8 +106,8 @@ def embed(
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
     loaded = load_checkpoint(checkpoint, device="cpu")
     model = loaded.model
-    if loaded.kind == "finetuned":  # the layer and pooling the fine-tuned head reads
-        head = loaded.run_config["head"]
+    head = task_head(loaded.run_config)
+    if head is not None:  # the layer and pooling the fine-tuned head reads (ckpt or export)
         layer = head.get("layer") if layer is None else layer
         pool = head.get("pool", default_of(EmbedOptions, "pool")) if pool is None else pool
     pool = default_of(EmbedOptions, "pool") if pool is None else pool

@@ -26,7 +26,7 @@ def export(
     ] = False,
 ) -> None:
     """Write config.json, model.safetensors, tokenizer, transformers code and a model card."""
-    from goatdna.checkpoint import checkpoint_provenance, load_checkpoint
+    from goatdna.checkpoint import checkpoint_provenance, load_checkpoint, task_head
 
     try:
         from goatdna.hf.export import export_model
@@ -46,10 +46,10 @@ def export(
         loaded = load_checkpoint(checkpoint, device="cpu")
         model = loaded.model
         task = None
-        if loaded.kind == "finetuned":  # the head too: the folder predicts what `predict` does
-            from goatdna.inference.predict import load_classifier
+        if task_head(loaded.run_config) is not None:  # the head too: predicts what `predict` does
+            from goatdna.checkpoint import load_task_model
 
-            task = load_classifier(checkpoint).classifier
+            task = load_task_model(checkpoint).classifier
             model = task.model
         provenance = checkpoint_provenance(checkpoint)
         folder = export_model(

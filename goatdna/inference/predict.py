@@ -15,9 +15,8 @@ import csv
 import gzip
 import io
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -52,65 +51,11 @@ from goatdna.workdir import (
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     from lightning_fabric import Fabric
 
-    from goatdna.model.classifier import SequenceTaskModel
-
-
-@dataclass
-class LoadedClassifier:
-    """A fine-tuned `SequenceTaskModel` in eval mode, and its checkpoint's run config."""
-
-    classifier: SequenceTaskModel
-    config: dict[str, Any]
-
-    @property
-    def task(self) -> str:
-        return self.classifier.task_config.task
-
-    @property
-    def classes(self) -> list[str]:
-        return list(self.classifier.task_config.classes)
-
-
-def load_classifier(path: str | Path) -> LoadedClassifier:
-    """Read a fine-tuned checkpoint (``goatdna finetune``'s best.ckpt or last.ckpt): the
-    backbone through `load_checkpoint`, the head section strictly as a `SequenceTaskConfig`."""
-    import torch
-
-    from goatdna.checkpoint import load_checkpoint
-    from goatdna.configfile import ConfigKeyError, from_dict
-    from goatdna.model.classifier import (
-        SequenceTaskConfig,
-        SequenceTaskModel,
-    )
-
-    loaded = load_checkpoint(path, "cpu")
-    backbone, config = loaded.model, dict(loaded.run_config)
-    if loaded.kind != "finetuned":
-        raise GoatDNAError(
-            f"{path}: is a pretrained language model, not a fine-tuned classifier; train one "
-            "with `goatdna finetune` and pass RUN_DIR/checkpoints/best.ckpt"
-        )
-    try:
-        task_config = from_dict(SequenceTaskConfig, dict(config["head"]), "head")
-    except ConfigKeyError as err:
-        raise GoatDNAError(
-            f"{path}: {err.detail}; fine-tune it again with this goatdna to predict with it"
-        ) from None
-    classifier = SequenceTaskModel(backbone, task_config)
-    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-    head_state = {k[len("head.") :]: v for k, v in state.items() if k.startswith("head.")}
-    try:
-        classifier.head.load_state_dict(head_state, strict=True)
-    except RuntimeError as err:
-        raise GoatDNAError(
-            f"{path}: head weights do not match its config ({str(err).splitlines()[0]})"
-        ) from None
-    classifier.eval()
-    return LoadedClassifier(classifier=classifier, config=config)
+    from goatdna.checkpoint import LoadedTaskModel
 
 
 def predict_tokens(
-    loaded: LoadedClassifier,
+    loaded: LoadedTaskModel,
     tokens: list[np.ndarray],
     *,
     rc_average: bool | None = None,
@@ -147,7 +92,7 @@ def predict_tokens(
     return loaded.classifier.label_units(gather_blocks(fabric, local, len(tokens))).numpy()
 
 
-def output_columns(loaded: LoadedClassifier) -> list[str]:
+def output_columns(loaded: LoadedTaskModel) -> list[str]:
     if loaded.task == "classification":
         return [f"prob_{name}" for name in loaded.classes] + ["pred"]
     return ["pred"]
@@ -177,9 +122,11 @@ def predict_file(
     continues an interrupted run with the same inputs, and ``force`` starts its work over.
     Every group is predicted exactly as an uninterrupted run predicts it: the same bytes.
     """
+    from goatdna.checkpoint import load_task_model
+
     out = Path(out)
     fmt = output_format(out, TABLE_SUFFIXES)
-    loaded = load_classifier(checkpoint)
+    loaded = load_task_model(checkpoint)
     table = read_table(sequences, fasta)
     tokens = encode_sequences(table, sequence_column, "--sequence-column")
     _warn_long(tokens, loaded.classifier.task_config.max_length, sequences)
@@ -253,7 +200,7 @@ def _write_predictions(
     fmt: OutputFormat,
     table: SequenceTable,
     added: list[str],
-    loaded: LoadedClassifier,
+    loaded: LoadedTaskModel,
     preds: np.ndarray,
 ) -> None:
     """``out`` in the format its suffix names: CSV/TSV text (gzipped for .gz; the carried cells
@@ -284,7 +231,7 @@ def _write_predictions(
     atomic_write_bytes(out, data)
 
 
-def _prediction_column(loaded: LoadedClassifier, preds: np.ndarray, k: int) -> np.ndarray:
+def _prediction_column(loaded: LoadedTaskModel, preds: np.ndarray, k: int) -> np.ndarray:
     """Column ``k`` of `output_columns` for Parquet: a probability or value (float64), or the
     predicted class (``pred``), an integer when every class name is one (labels 0/1)."""
     if loaded.task == "regression" or k < len(loaded.classes):

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from goatdna import __version__
-from goatdna.checkpoint import load_checkpoint
+from goatdna.checkpoint import load_checkpoint, task_head
 from goatdna.configfile import from_dict, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
@@ -204,7 +204,7 @@ def load_backbone(path: str) -> tuple[DNADecoder, dict[str, Any]]:
     """The pretrained backbone; a fine-tuned classifier is refused (its head would be dropped)."""
     loaded = load_checkpoint(path, "cpu")
     model, config = loaded.model, dict(loaded.run_config)
-    if loaded.kind == "finetuned":
+    if task_head(config) is not None:  # a fine-tuned .ckpt or its export folder
         raise GoatDNAError(
             f"{path}: is a fine-tuned classifier (task {config['head']['task']}); finetune "
             "starts from a pretrained backbone: pass "
