@@ -145,3 +145,23 @@ def test_the_classifier_returns_its_forward_strands_weights() -> None:
     assert got.hidden_states is None and len(got.attentions) == 2
     for layer in range(2):
         torch.testing.assert_close(got.attentions[layer], want[layer], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("cache", [None, "static"])
+def test_generate_returns_the_weights_and_the_same_tokens(cache: str | None) -> None:
+    """``generate(output_attentions=True)`` (dynamic and static cache, a left-padded row) picks
+    the tokens plain ``generate`` picks; every step's rows sum to 1 and padded keys carry 0 for
+    every real query (a padding query sees its own column, so its row is never empty)."""
+    lm = _model("goat")
+    ids = torch.randint(0, 4, (2, 6), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    extra = {} if cache is None else {"cache_implementation": cache}
+    args = dict(attention_mask=mask, max_new_tokens=3, do_sample=False, **extra)
+    out = lm.generate(ids, output_attentions=True, return_dict_in_generate=True, **args)
+    assert torch.equal(out.sequences, lm.generate(ids, **args))
+    assert len(out.attentions) == 3  # one tuple of layers per step
+    for step in out.attentions:
+        for weights in step:
+            torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+            assert torch.all(weights[1, :, -4:, :2] == 0)  # real queries: the last 4 of the prompt
