@@ -51,8 +51,8 @@ SKIPS: dict[str, str] = {
 }
 """Every common test skipped for goatdna, and why it cannot apply. All other skips are
 transformers' own conditions (a GPU, flash-attn, deepspeed, MoE layers, ...), each printed with
-its reason by ``.ci/transformers_tests`` (pytest -rs). The attention-output tests run: the
-weights are recomputed explicitly beside the fused SDPA call (goatdna.model.attention_maps)."""
+its reason by ``.ci/transformers_tests`` (pytest -rs). The attention-output tests run: with
+``output_attentions`` every layer runs explicitly for that call (goatdna.model.attention_maps)."""
 
 
 class GoatDNAModelTester:
