@@ -2,9 +2,9 @@
 
 The model's forward never forms its attention weights: GOAT and ALiBi pack their prior into q'
 and k' (goat.py, Eqs. (23)-(24)) and one SDPA call does the rest (attention.py). Looking inside
-(transformers' ``output_attentions``, `goatdna attention`) needs them, so this module recomputes
-them explicitly, with the layer's own projections and positional
-pieces, leaving the fast path as it is:
+(transformers' ``output_attentions``, `goatdna attention`) needs them, so this module computes
+them explicitly with the layer's own projections and positional pieces (through one hook,
+``CausalSelfAttention.observer``), leaving the fast path as it is:
 
 * `recording`: for the calls made inside it, each layer computes ``softmax(q' k'^T / sqrt(d_h))``
   (`explicit_weights`) over the keys `attention.attend` lets each query see (the same
