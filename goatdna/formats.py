@@ -43,6 +43,7 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     ".fasta": ("fasta", None),
     ".fna": ("fasta", None),
     ".json": ("json", None),
+    ".png": ("png", None),
 }
 """Every suffix any command writes, and what it means."""
 

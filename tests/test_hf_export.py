@@ -27,6 +27,7 @@ from goatdna.cli.app import app
 from goatdna.data_prep.tokens import TOKEN_TABLE
 from goatdna.inference.embed import embed
 from goatdna.model import ModelConfig, next_token_loss
+from goatdna.model.attention_maps import attention_terms
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
@@ -209,7 +210,9 @@ def test_trust_remote_code_without_goatdna(exports: dict, tmp_path: Path) -> Non
     tokens = _tokens(3, length=40, batch=1)
     with torch.no_grad():
         expected = ours(tokens)
-    torch.save({"tokens": tokens, "logits": expected}, tmp_path / "expected.pt")
+        terms = attention_terms(ours, tokens, range(ours.n_layers))
+    weights = [t.weights for t in terms]  # the explicit softmax(content + prior) per layer
+    torch.save({"tokens": tokens, "logits": expected, "weights": weights}, tmp_path / "expected.pt")
     script = f"""
 import importlib.util, sys
 sys.path[:] = [p for p in sys.path if p] + {[sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]!r}
@@ -223,6 +226,11 @@ saved = torch.load({str(tmp_path / "expected.pt")!r})
 with torch.no_grad():
     logits = model(saved["tokens"]).logits
 torch.testing.assert_close(logits, saved["logits"], atol=1e-5, rtol=0)
+with torch.no_grad():  # the folder's own code returns the attention weights
+    attentions = model(saved["tokens"], output_attentions=True).attentions
+assert len(attentions) == len(saved["weights"])
+for got, want in zip(attentions, saved["weights"]):
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 assert "goatdna" not in sys.modules and type(model).__module__.startswith("transformers_modules")
 out = model.generate(saved["tokens"][:, :10], max_new_tokens=5, do_sample=False)
 assert out.shape == (1, 15) and not (out[:, 10:] == 4).any()

@@ -3,7 +3,7 @@
 Padded batches equal each sequence alone (every positional scheme, both padding sides, the
 trunk and the LM, through the KV cache in ``generate``, with a ``StaticCache``, in a pipeline and
 a collator); ``inputs_embeds``; resizing the embedding and saving it; gradient checkpointing;
-``torch.export``; the Auto classes; and the small contracts (sdpa, attentions refused,
+``torch.export``; the Auto classes; and the small contracts (sdpa,
 use_cache, shift_labels, the vocabulary, GOAT's frequencies after loading). The common tests of
 transformers itself run from its sdist in `.ci/transformers_tests` (tests_transformers/).
 """
@@ -254,8 +254,6 @@ def test_small_contracts(tmp_path: Path) -> None:
         torch.testing.assert_close(
             model(ids, shift_labels=shifted).loss, model(ids, labels=ids).loss
         )
-    with pytest.raises(ValueError, match="do not return attention weights"):
-        model(ids, output_attentions=True)
     # the Auto classes: the trunk is the LM's final hidden state; a classifier reads its backbone
     auto = transformers.AutoModel.from_pretrained(tmp_path / "m")
     assert type(auto) is GoatDNAModel

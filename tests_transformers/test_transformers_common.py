@@ -49,12 +49,10 @@ SKIPS: dict[str, str] = {
         "test_can_load_ignoring_mismatched_shapes"
     ),
 }
-"""Every common test skipped for goatdna, and why it cannot apply. One setting also skips:
-``has_attentions = False`` (below): goatdna never forms attention weights (one fused SDPA call
-with GOAT's prior packed into q and k), so ``output_attentions=True`` raises, and the mixin's
-attention-output tests skip with "Model architecture does not support attentions". All other
-skips are transformers' own conditions (a GPU, flash-attn, deepspeed, MoE layers, ...), each
-printed with its reason by ``.ci/transformers_tests`` (pytest -rs)."""
+"""Every common test skipped for goatdna, and why it cannot apply. All other skips are
+transformers' own conditions (a GPU, flash-attn, deepspeed, MoE layers, ...), each printed with
+its reason by ``.ci/transformers_tests`` (pytest -rs). The attention-output tests run: with
+``output_attentions`` every layer runs explicitly for that call (goatdna.model.attention_maps)."""
 
 
 class GoatDNAModelTester:
@@ -121,9 +119,6 @@ def _with_skips(cls: type) -> type:
 class _GoatDNACommon(ModelTesterMixin):
     positional = "goat"
     all_model_classes = (GoatDNAModel, GoatDNAForCausalLM, GoatDNAForSequenceClassification)
-    # attention weights are never formed (one fused SDPA call): output_attentions raises, so
-    # the mixin's attention-output tests do not apply (tests/test_hf_features.py checks the error)
-    has_attentions = False
 
     def setUp(self) -> None:
         self.model_tester = GoatDNAModelTester(self, self.positional)

@@ -57,6 +57,7 @@ MODEL_SOURCES = (
     "alibi.py",
     "rope.py",
     "attention.py",
+    "attention_maps.py",
     "transformer.py",
     "scoring.py",
     "vocab.py",

@@ -20,14 +20,18 @@ An unpadded batch takes the plain causal path (the fast kernels).
 The KV cache (``use_cache``; a transformers ``DynamicCache`` or ``StaticCache``) stores GOAT's
 packed keys at their true absolute positions, so a cached greedy decode equals goatdna's own. The
 generation config suppresses N (id 4): it is an input-only token and is never generated.
-``output_attentions`` is refused: attention runs as one fused SDPA call and its weights are
-never formed. This file ships verbatim inside exported folders (with ``goatdna.model.`` imports
-made relative).
+``output_attentions=True`` returns each layer's weights (B, H, Lq, Lk): attention normally runs
+as one fused SDPA call that never forms them, so for that call only every layer runs explicitly
+(`goatdna.model.attention_maps.recording`: the same q', k', cached keys and mask, softmax times
+V). This file ships verbatim inside exported folders (with ``goatdna.model.`` imports made
+relative).
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,7 @@ from transformers.modeling_outputs import (
 
 from goatdna.model.alibi import AlibiPrior
 from goatdna.model.attention import padding_mask
+from goatdna.model.attention_maps import recording
 from goatdna.model.classifier import (
     PAD_TOKEN,
     SequenceHead,
@@ -169,6 +174,10 @@ class _TrunkOutput:
     cache: Cache | None
 
 
+def _tupled(attentions: list[Tensor] | None) -> tuple[Tensor, ...] | None:
+    return tuple(attentions) if attentions is not None else None
+
+
 def _uninitialised(tensor: Tensor) -> bool:
     """transformers marks tensors it has loaded; only the others are (re)initialised."""
     return not getattr(tensor, "_is_hf_initialized", False)
@@ -255,15 +264,20 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
         return embedding
 
     # ------------------------------------------------------------------ the trunk
-    def _refuse_attentions(self, output_attentions: bool | None) -> None:
-        if output_attentions or (
-            output_attentions is None and getattr(self.config, "output_attentions", False)
-        ):
-            raise ValueError(
-                "goatdna models do not return attention weights: attention runs as one fused "
-                "SDPA call (GOAT's prior packed into q and k) and the weights are never formed; "
-                "use goatdna.model.attention's explicit backend to inspect them"
-            )
+    @contextlib.contextmanager
+    def _attentions(self, output_attentions: bool | None) -> Iterator[list[Tensor] | None]:
+        """Around one forward: with ``output_attentions`` (or the config's), a list that
+        receives each layer's weights (B, H, Lq, Lk) when the forward is done, else None."""
+        wanted = output_attentions
+        if wanted is None:
+            wanted = bool(getattr(self.config, "output_attentions", False))
+        if not wanted:
+            yield None
+            return
+        collected: list[Tensor] = []
+        with recording(self.model) as weights:
+            yield collected
+        collected.extend(weights[layer] for layer in sorted(weights))
 
     def _trunk(
         self,
@@ -277,7 +291,6 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
         output_attentions: bool | None,
     ) -> _TrunkOutput:
         """Run `DNADecoder.hidden` with transformers' inputs (see the module docstring)."""
-        self._refuse_attentions(output_attentions)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         first = input_ids if input_ids is not None else inputs_embeds
@@ -366,15 +379,17 @@ class GoatDNAModel(GoatDNAPreTrainedModel):
         cache: Cache | None = None,
         **kwargs: object,
     ) -> BaseModelOutputWithPast | tuple[Any, ...]:
-        trunk = self._trunk(
-            input_ids, inputs_embeds, attention_mask, position_ids,
-            _cache_argument(cache, past_key_values),
-            use_cache, output_hidden_states, output_attentions,
-        )  # fmt: skip
+        with self._attentions(output_attentions) as attentions:
+            trunk = self._trunk(
+                input_ids, inputs_embeds, attention_mask, position_ids,
+                _cache_argument(cache, past_key_values),
+                use_cache, output_hidden_states, output_attentions,
+            )  # fmt: skip
         output = BaseModelOutputWithPast(
             last_hidden_state=trunk.hidden,
             hidden_states=trunk.states,
-            **{_CACHE_FIELD: trunk.cache},  # type: ignore[arg-type]
+            attentions=_tupled(attentions),
+            **{_CACHE_FIELD: trunk.cache},
         )
         return output.to_tuple() if return_dict is False else output
 
@@ -431,11 +446,12 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
         transformers convention: the embedding output, each block's output, and for the last
         entry the final norm's output.
         """
-        trunk = self._trunk(
-            input_ids, inputs_embeds, attention_mask, position_ids,
-            _cache_argument(cache, past_key_values),
-            use_cache, output_hidden_states, output_attentions,
-        )  # fmt: skip
+        with self._attentions(output_attentions) as attentions:
+            trunk = self._trunk(
+                input_ids, inputs_embeds, attention_mask, position_ids,
+                _cache_argument(cache, past_key_values),
+                use_cache, output_hidden_states, output_attentions,
+            )  # fmt: skip
         normed = trunk.hidden[:, -logits_to_keep:] if logits_to_keep else trunk.hidden
         logits = self.model.logits(normed)  # (B, L, vocab_size)
 
@@ -454,8 +470,9 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
             loss=loss,
             logits=logits,
             hidden_states=trunk.states,
+            attentions=_tupled(attentions),
             # the field's name differs between transformers versions (see _CACHE_FIELD)
-            **{_CACHE_FIELD: trunk.cache},  # type: ignore[arg-type]
+            **{_CACHE_FIELD: trunk.cache},
         )
         return output.to_tuple() if return_dict is False else output
 
@@ -473,7 +490,8 @@ class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
     (so ``softmax(logits)`` is `goatdna predict`'s ``prob_*``), else the head's logits;
     regression (``problem_type="regression"`` or one label), the value in label units. The loss
     is goatdna's: cross-entropy, or MSE of the standardised value. A checkpoint's LM head
-    (``model.head``) is not part of the classifier and is ignored.
+    (``model.head``) is not part of the classifier and is ignored. ``hidden_states`` and
+    ``attentions`` are the forward strand's, on the rows as run (real tokens first, then N).
     """
 
     _keys_to_ignore_on_load_unexpected = [r"^model\.head\."]  # noqa: RUF012
@@ -517,7 +535,6 @@ class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
         return_dict: bool | None = None,
         **kwargs: object,
     ) -> SequenceClassifierOutputWithPast | tuple[Any, ...]:
-        self._refuse_attentions(output_attentions)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         first = input_ids if input_ids is not None else inputs_embeds
@@ -546,7 +563,8 @@ class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
             else getattr(self.config, "output_hidden_states", False)
         )
         states: list[Tensor] | None = [] if want_states else None
-        outputs = self._outputs(input_ids, inputs_embeds, lengths, states)  # (B, n_outputs)
+        with self._attentions(output_attentions) as attentions:  # the forward strand's
+            outputs = self._outputs(input_ids, inputs_embeds, lengths, states)  # (B, n_outputs)
         rc = None
         if self.config.classifier_rc_average:
             if input_ids is None:
@@ -575,6 +593,9 @@ class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
             else:
                 loss = F.cross_entropy(logits.float().view(B, -1), labels.long().view(-1))
         output = SequenceClassifierOutputWithPast(
-            loss=loss, logits=logits, hidden_states=tuple(states) if states is not None else None
+            loss=loss,
+            logits=logits,
+            hidden_states=tuple(states) if states is not None else None,
+            attentions=_tupled(attentions),
         )
         return output.to_tuple() if return_dict is False else output

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -148,6 +149,8 @@ class CausalSelfAttention(nn.Module):
         self.out = nn.Linear(H * self.head_dim, config.d_model, bias=False)
         self.prior: GoatPrior | AlibiPrior | None = None
         self.rope: RotaryEmbedding | None = None
+        # set only inside attention_maps.recording(): (layer, q', k', v, mask) -> output
+        self.observer: Callable[[int, Tensor, Tensor, Tensor, Tensor | None], Tensor] | None = None
         if config.positional == "goat":
             self.prior = GoatPrior(
                 config.n_heads,
@@ -207,13 +210,23 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self._project(x)
         span = range(start_pos, start_pos + L)
         pos: range | Tensor = span if positions is None else positions
-        if self.backend == "explicit" and cache is None and positions is None and mask is None:
+        observer = self.observer
+        if (
+            observer is None
+            and self.backend == "explicit"
+            and cache is None
+            and positions is None
+            and mask is None
+        ):
             y = explicit_attention(self.logits(q, k, span, span), v)
         else:
             q, k = self._positions(q, k, pos)
             if cache is not None:
                 k, v = cache.write(layer, k, v)
-            y = attend(q, k, v, self.backend, mask)  # (B, H, L, d_h)
+            if observer is not None:  # output_attentions: explicit weights for this call only
+                y = observer(layer, q, k, v, mask)
+            else:
+                y = attend(q, k, v, self.backend, mask)  # (B, H, L, d_h)
         return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
