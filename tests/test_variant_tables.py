@@ -128,11 +128,17 @@ def test_a_boolean_pos_column_is_refused_and_past_the_end_is_its_own_status(
     past.write_text(
         f"chrom\tpos\tref\talt\nchr1\t{len(CONTIG) + 5}\tA\tC\nchr1\t{len(CONTIG)}\t{CONTIG[-1]}\t{'C' if CONTIG[-1] != 'C' else 'G'}\n"
         f"chr1\t{len(CONTIG)}\t{CONTIG[-1]}A\t{CONTIG[-1]}\n"
+        f"chr1\t233\t{CONTIG[232:238]}\t{CONTIG[232]}\n"  # a deletion ending 2 bases before the end
     )
     out = tmp_path / "past_out.tsv"
     res = _score(inputs, past, out)
     assert res.exit_code == 0, res.output + repr(res.exception)
-    assert pd.read_csv(out, sep="\t").status.tolist() == ["outside_contig", "ok", "outside_contig"]
+    scored = pd.read_csv(out, sep="\t")
+    assert scored.status.tolist() == ["outside_contig", "ok", "outside_contig", "ok"]
+    # the forward strand cannot be made length-fair there: the reverse strand alone, said so
+    assert scored.scored_strands.tolist()[1::2] == ["both", "reverse"]
+    last = scored.iloc[3]
+    assert np.isnan(last.llr_fwd) and last.llr == pytest.approx(last.llr_rev, abs=1e-6)
 
 
 def test_table_cells_are_read_as_written(tmp_path) -> None:
