@@ -24,6 +24,7 @@ from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.data_prep.tokens import encode
+from goatdna.errors import GoatDNAError
 from goatdna.inference.mutagenesis import MutagenesisOptions, combine, full_scores, local_scores
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele, VariantOptions, combine_strands, score_alleles
@@ -296,3 +297,42 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     bad("exists; pass --force", outs=(out,))
     assert out.read_text() == "keep me"
     out.unlink()
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_scan(checkpoints, fasta, tmp_path,
+                                                                     monkeypatch) -> None:  # fmt: skip
+    """Before: an all-N region scanned, wrote the .tsv, then failed at the bigWig (no value),
+    leaving a partial set. Now refused first; and a writer failing late takes the others along."""
+    from goatdna.inference import mutagenesis_run
+
+    outs = [tmp_path / "n.tsv", tmp_path / "n.bw"]
+    res = runner.invoke(app, _args(checkpoints["goat"], fasta, *outs, region="chrA:61-63"))
+    assert res.exit_code == 2, res.output + str(res.exception)
+    assert "all N" in res.stderr and "bigWig needs one" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+    bedgraph = tmp_path / "n.bedGraph"  # a bedGraph of no values is fine
+    res = runner.invoke(app, _args(checkpoints["goat"], fasta, bedgraph, region="chrA:61-63"))
+    assert res.exit_code == 0, res.output + str(res.exception)
+
+    write = mutagenesis_run.write_matrix
+
+    def broken(result, out):
+        raise GoatDNAError(f"--out {out}: cannot write (test)")
+
+    monkeypatch.setattr(mutagenesis_run, "write_matrix", broken)
+    late = [tmp_path / "m.tsv", tmp_path / "m.npz"]
+    res = runner.invoke(app, _args(checkpoints["goat"], fasta, *late, region="chrA:3-40"))
+    assert res.exit_code == 2 and "cannot write (test)" in res.stderr, res.output
+    assert not late[0].exists() and not late[1].exists()  # no partial set
+    monkeypatch.setattr(mutagenesis_run, "write_matrix", write)
+    res = runner.invoke(
+        app,
+        _args(
+            checkpoints["goat"],
+            fasta,
+            *late,
+            region="chrA:3-40",
+        )
+        + ["--resume"],
+    )
+    assert res.exit_code == 0 and late[0].is_file() and late[1].is_file(), res.output

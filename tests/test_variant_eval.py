@@ -340,3 +340,25 @@ def test_1000_genomes_singletons_as_a_weak_label(chr20_reference, kgp_vcf, tmp_p
     singleton = np.array(ac)[ok] == 1
     assert auroc["n_positive"] == int(singleton.sum()) > 100
     assert auroc["value"] == pytest.approx(sklearn_metrics.roc_auc_score(singleton, -table.llr[ok]))
+
+
+def test_variant_task_warns_without_planted_truth_and_when_short(synthetic_shards, tmp_path):
+    """Before: a non-synthetic FASTA, or a --held-out that leaves a handful of positions, gave a
+    task without a word (labels without truth; 3 positives where 200 were asked)."""
+    rng = np.random.default_rng(4)
+    pieces = []
+    for _ in range(40):  # background with soft-masked homopolymer runs, as a real genome has
+        pieces.append("".join(rng.choice(list("ACGT"), 400)) + rng.choice(list("acgt")) * 20)
+    plain = tmp_path / "real.fa"
+    plain.write_text(">chr1\n" + "".join(pieces) + "\n")
+    out = tmp_path / "task.tsv"
+    res = runner.invoke(app, ["make-variant-task", "--fasta", str(plain), "--out", str(out),
+                              "--positives", "200", "--held-out", "0.01"])  # fmt: skip
+    assert res.exit_code == 0, res.output + str(res.exception)
+    assert "no planted truth" in res.stderr
+    made = int(pd.read_csv(out, sep="\t").label.sum())
+    assert made < 200 and f"made {made} positives" in res.stderr
+    synthetic = tmp_path / "syn.tsv"
+    res = runner.invoke(app, ["make-variant-task", "--fasta", str(synthetic_shards / "synthetic.fa"),
+                              "--out", str(synthetic), "--positives", "20"])  # fmt: skip
+    assert res.exit_code == 0 and "warning" not in res.stderr, res.stderr

@@ -205,3 +205,64 @@ def test_allele_longer_than_window_is_too_long_not_allocated(tmp_path: Path) -> 
     assert len(res.stderr.strip().splitlines()) == 1 and not big.exists()
     res = runner.invoke(app, [*args[:-4], "--out", str(big), "--window", "1000000000"])
     assert res.exit_code == 2 and "above this model's bound" in res.stderr
+
+
+def test_fair_indels_at_contig_ends_and_n_runs_are_never_biased(tmp_path: Path) -> None:
+    """Under a uniform model a fair score is exactly 0 (equal numbers of predictions); a strand
+    whose extension would run off the contig is not scored (scored_strands says which), an
+    extension that meets an N run reaches past it, and an indel no strand can make fair is
+    no_fair_window. Before: the clipped extension gave llr_fwd = +d log 4 marked ok."""
+    from goatdna.inference.variant_io import results_frame
+
+    rng = np.random.default_rng(7)
+    body = "".join(rng.choice(list("ACGT"), 300))
+    tail = "".join(rng.choice(list("ACGT"), 300))
+    text = body + "N" * 40 + tail  # 640 bases, an N run at [300, 340)
+    short = "".join(rng.choice(list("ACGT"), 30))
+    fasta = tmp_path / "ends.fa"
+    fasta.write_text(f">c\n{text}\n>s\n{short}\n")
+    reference = Reference(fasta, tmp_path)
+    model = MarkovModel(np.full((4, 4), 0.25))
+
+    def deletion(chrom: str, seq: str, pos0: int, d: int) -> Allele:  # pos0: the padding base
+        return Allele(0, chrom, pos0 + 1, ".", seq[pos0 : pos0 + 1 + d], seq[pos0])
+
+    end_del = deletion("c", text, len(text) - 1 - 60 - 2, 60)  # ends 2 bases before the end
+    last_del = deletion("c", text, len(text) - 6, 5)  # ends at the contig's last base
+    start_del = deletion("c", text, 2, 10)
+    after_n = deletion("c", text, 340 + 10, 20)  # reverse strand reads back over the N run
+    before_n = deletion("c", text, 300 - 32 - 12, 8)  # forward extension meets the N run
+    end_ins = Allele(0, "c", len(text) - 3, ".", text[-4], text[-4] + "ACGTA")
+    no_room = deletion("s", short, 10, 4)  # a contig shorter than W + d: neither strand
+    cases = {
+        end_del: "reverse", last_del: "reverse", start_del: "forward", after_n: "both",
+        before_n: "both", end_ins: "reverse", no_room: None,
+    }  # fmt: skip
+    alleles = list(cases)
+    statuses = [allele_status(a, reference, 64, length_fair=True) for a in alleles]
+    assert statuses == ["ok"] * 6 + ["no_fair_window"]
+    for strands in ("both", "forward"):
+        options = VariantOptions(64, strands, batch_size=4)
+        scores, windows = score_alleles(model, alleles, statuses, reference, options)
+        numbers = combine_strands(scores, strands)
+        frame = results_frame(alleles, numbers, windows, statuses)
+        expected = list(cases.values())
+        if strands == "forward":  # forward where fair, else the reverse strand alone
+            expected = ["reverse", "reverse", "forward", "forward", "forward", "reverse", None]
+        got = [s if isinstance(s, str) else None for s in frame.scored_strands]
+        assert got == expected, strands
+        ok = frame.status == "ok"
+        np.testing.assert_allclose(frame.llr[ok], 0.0, atol=1e-3)  # never d log 4
+        for column in ("llr_fwd", "llr_rev"):
+            values = frame[column][ok].dropna()
+            np.testing.assert_allclose(values, 0.0, atol=1e-3)
+        assert frame.llr[~ok].isna().all()
+    # the N run is crossed, not counted: after_n's reverse extension holds 20 bases past it
+    window = variants.allele_window(after_n, reference, 32)
+    assert window.window_start == 350 - 32  # the left flank starts inside the N run [300, 340)
+    assert window.more_left.size == (318 - 300) + 20 and window.fair_reverse
+    # --length-unfair keeps the plain definition (biased, by design) and scores both strands
+    plain = allele_status(end_del, reference, 64, length_fair=False)
+    scores, _ = score_alleles(model, [end_del], [plain], reference,
+                              VariantOptions(64, "both", length_fair=False))  # fmt: skip
+    assert combine_strands(scores, "both")["llr_fwd"][0] == pytest.approx(60 * np.log(4), rel=1e-3)

@@ -40,6 +40,7 @@ def make_variant_task(
 ) -> None:
     """SNVs that break what the synthetic generator planted (label 1) and background SNVs (0)."""
     from goatdna.atomic import atomic_path, check_output_file
+    from goatdna.data_prep.variant_task import CONTROLS, has_planted_truth
     from goatdna.data_prep.variant_task import make_variant_task as build
     from goatdna.errors import GoatDNAError
     from goatdna.formats import output_format
@@ -65,6 +66,22 @@ def make_variant_task(
             frame.to_parquet(tmp, index=False)
         else:
             frame.to_csv(tmp, sep="\t", index=False)
+    if not has_planted_truth(fasta):
+        typer.echo(
+            f"warning: --fasta {fasta} is not a goatdna synthetic genome (no 'synthetic seed=' "
+            "in its headers): the labels mark soft-masked homopolymer breaks and new CpGs, but "
+            "carry no planted truth here",
+            err=True,
+        )
+    made = int(frame.label.sum())
+    negatives = len(frame) - made
+    if made < positives or negatives < CONTROLS * positives:
+        typer.echo(
+            f"warning: made {made:,} positives and {negatives:,} negatives of the {positives:,} "
+            f"and {CONTROLS * positives:,} asked: --held-out {held_out} leaves too few positions "
+            "(raise --held-out, or ask for fewer --positives)",
+            err=True,
+        )
     counts = frame.element.value_counts().to_dict()
     typer.echo(
         f"{len(frame):,} SNVs: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))

@@ -69,6 +69,24 @@ def read_fasta_text(path: Path) -> list[tuple[str, bytes]]:
     return records
 
 
+SYNTHETIC_HEADER = b" synthetic seed="
+"""What `goatdna.data_prep.synthetic` writes in every record header (``>syn1 synthetic seed=0 ...``)."""
+
+
+def has_planted_truth(path: Path) -> bool:
+    """Whether every record of the FASTA was written by the synthetic generator: only there do
+    soft-masked runs mark planted structure, so only there are the labels a known truth."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    headers = 0
+    with opener(path, "rb") as handle:
+        for line in handle:
+            if line.startswith(b">"):
+                headers += 1
+                if SYNTHETIC_HEADER not in line:
+                    return False
+    return headers > 0
+
+
 def periodic_positions(
     tokens: np.ndarray, masked: np.ndarray, max_unit: int = MAX_UNIT
 ) -> np.ndarray:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,8 @@ class CalibrationRequest:
     per_context: int = DEFAULT_PER_CONTEXT
 
     def __post_init__(self) -> None:
+        if self.seed < 0:  # numpy's generators take no negative seed: refused before scoring
+            raise GoatDNAError(f"--seed {self.seed}: must be >= 0")
         if self.per_context < 2:
             raise GoatDNAError(f"--null-size {self.per_context}: must be >= 2 (a z-score needs 2)")
 
@@ -177,7 +180,8 @@ class NullScores:
                     chrom=data["chrom"], pos=data["pos"], ref=data["ref"], alt=data["alt"],
                     context=data["context"], llr=data["llr"],
                 )  # fmt: skip
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+            # an empty file is EOFError, which click would print as a bare "Aborted."
             raise GoatDNAError(
                 f"--null {path}: not a goatdna null file ({err.__class__.__name__}); delete it "
                 "or name another path, and it is made again"

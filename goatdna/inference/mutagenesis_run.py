@@ -178,6 +178,36 @@ def _check_region(region: Region, reference: Reference) -> None:
         )
 
 
+def _check_outputs(outs: tuple[Path, ...], region: Region, ref: np.ndarray) -> None:
+    """Every output must be writable from this region's values, checked before the scan: a
+    bigWig needs at least one value (an all-N region has none), and one output failing after
+    the others were written would leave a partial set (issue 27)."""
+    from goatdna.inference.track_files import output_kind as track_kind
+
+    has_value = bool((ref < 4).any())  # N positions have no alternative, so no value
+    for out in outs:
+        if output_kind(out) == "track" and track_kind(out) == "bigwig" and not has_value:
+            raise GoatDNAError(
+                f"--out {out}: {region.label} is all N, so the constraint tracks have no value "
+                "and a bigWig needs one; write .bedGraph, or scan a region with bases"
+            )
+
+
+def _write_all(result: MutagenesisResult, outs: tuple[Path, ...],
+               chrom_sizes: list[tuple[str, int]],
+               draw: Callable[[MutagenesisResult, Path], object] | None) -> None:  # fmt: skip
+    """Each output in turn; if one fails, the ones written before it are removed (the scan
+    stays in the work folder, so --resume writes the whole set)."""
+    try:
+        for out in outs:
+            result.written += _write(result, out, chrom_sizes, draw)
+    except BaseException:
+        for path in result.written:
+            path.unlink(missing_ok=True)
+        result.written = []
+        raise
+
+
 def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: bool,
          draw: Callable[[MutagenesisResult, Path], object] | None) -> MutagenesisResult | None:  # fmt: skip
     from goatdna import __version__
@@ -192,6 +222,7 @@ def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: 
     reference = Reference(request.fasta, cache_dir, message=print if progress else None)
     _check_region(region, reference)
     contig = reference.contig_tokens(region.contig)
+    _check_outputs(request.outs, region, contig[region.start : region.end])
     size = unit_positions(options, request.chunk_size)
     n_units = -(-region.length // size)
     state: dict[str, JSONValue] = {
@@ -225,8 +256,7 @@ def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: 
         written=[],
         resumed_units=resumed,
     )
-    for out in request.outs:
-        result.written += _write(result, out, reference.chrom_sizes(), draw)
+    _write_all(result, request.outs, reference.chrom_sizes(), draw)
     work.remove()
     return result
 

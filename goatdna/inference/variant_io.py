@@ -40,6 +40,7 @@ COLUMNS = (
     "ll_alt",
     "window_start",
     "window_end",
+    "scored_strands",
     "status",
 )
 INFO_ID = "GOATDNA_LLR"
@@ -202,6 +203,15 @@ def check_sorted_for_index(vcf: VcfAlleles, out: Path) -> None:
         )
 
 
+def scored_strands(numbers: dict[str, np.ndarray]) -> list[str | None]:
+    """Per allele, which strands its numbers come from: 'both', 'forward', 'reverse' (a
+    length-fair indel at a contig end scores only the strand that can be made fair), or None."""
+    forward = ~np.isnan(numbers["llr_fwd"])
+    reverse = ~np.isnan(numbers["llr_rev"])
+    names = {(True, True): "both", (True, False): "forward", (False, True): "reverse"}
+    return [names.get((f, r)) for f, r in zip(forward.tolist(), reverse.tolist(), strict=True)]
+
+
 def results_frame(alleles: Sequence[Allele], numbers: dict[str, np.ndarray], windows, statuses):
     """The output table (pandas) in `COLUMNS` order; window columns are nullable integers."""
     import pandas as pd
@@ -217,6 +227,7 @@ def results_frame(alleles: Sequence[Allele], numbers: dict[str, np.ndarray], win
             **{k: numbers[k] for k in ("llr", "llr_fwd", "llr_rev", "ll_ref", "ll_alt")},
             "window_start": pd.array(np.where(scored, windows[:, 0], 0), dtype="Int64"),
             "window_end": pd.array(np.where(scored, windows[:, 1], 0), dtype="Int64"),
+            "scored_strands": scored_strands(numbers),
             "status": list(statuses),
         }
     )
@@ -304,14 +315,55 @@ def is_table(path: Path) -> bool:
     return path.name.lower().endswith(TABLE_SUFFIXES)
 
 
-def read_variants(path: Path) -> VcfAlleles | TableAlleles:
-    """--variants: a table (.tsv/.csv[.gz], .parquet) or a VCF/BCF, chosen by the suffix."""
-    return read_table(path) if is_table(path) else read_alleles(path)
+def read_variants(path: Path, reserved: Sequence[str] = SCORE_COLUMNS) -> VcfAlleles | TableAlleles:
+    """--variants: a table (.tsv/.csv[.gz], .parquet) or a VCF/BCF, chosen by the suffix.
+
+    ``reserved``: the columns this run adds after a table's own (`SCORE_COLUMNS`, and the
+    calibration columns with --calibrate); a table that holds one of them is refused."""
+    return read_table(path, reserved) if is_table(path) else read_alleles(path)
+
+
+TEXT_KEYS = ("chrom", "ref", "alt")
+MAX_POSITION = 2**53
+"""Above every contig (and the largest integer a float holds exactly): a larger pos is an error."""
+
+
+def _check_encoding(path: Path, name: str) -> None:
+    """A gzip file named .tsv/.csv would give a codec error: say it is gzip (and the reverse)."""
+    with path.open("rb") as handle:
+        gzipped = handle.read(2) == b"\x1f\x8b"
+    if gzipped and not name.endswith(".gz"):
+        raise GoatDNAError(
+            f"--variants {path}: the file is gzip-compressed but its name does not end in .gz; "
+            f"rename it {path.name}.gz (or decompress it)"
+        )
+    if name.endswith(".gz") and not gzipped:
+        raise GoatDNAError(
+            f"--variants {path}: named .gz but not gzip-compressed; drop the .gz from its name"
+        )
+
+
+def _check_separator(path: Path, columns, sep: str) -> None:
+    """One header column holding the other separator: the suffix names the wrong format."""
+    if len(columns) != 1 or any(c in columns for c in KEY_COLUMNS):
+        return
+    other, named, real = (",", "tab", "comma") if sep == "\t" else ("\t", "comma", "tab")
+    if other in str(columns[0]):
+        suffix = ".csv" if other == "," else ".tsv"
+        raise GoatDNAError(
+            f"--variants {path}: the separator looks wrong: the name says {named}-separated but "
+            f"the header is {real}-separated; rename it to {suffix} (or convert it)"
+        )
 
 
 def _table_frame(path: Path):
-    """The table as pandas reads it, or one user error naming the file."""
+    """The table as pandas reads it, or one user error naming the file.
+
+    chrom, ref and alt are read as text with no NA strings (``REF`` ``NA`` is two bases, not a
+    missing value); every other column gets pandas' usual NA strings, so carried columns keep
+    their types."""
     import pandas as pd
+    from pandas._libs.parsers import STR_NA_VALUES  # type: ignore[import-untyped]  # its NA strings
 
     if not path.is_file():
         raise GoatDNAError(f"--variants {path}: file not found")
@@ -319,24 +371,70 @@ def _table_frame(path: Path):
     try:
         if name.endswith(".parquet"):
             return pd.read_parquet(path)
+        _check_encoding(path, name)
         sep = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
-        text_keys = {"chrom": str, "ref": str, "alt": str}
-        return pd.read_csv(path, sep=sep, dtype=text_keys, keep_default_na=True)
+        columns = list(pd.read_csv(path, sep=sep, nrows=0).columns)
+        _check_separator(path, columns, sep)
+        keys = [c for c in columns if str(c).strip() in TEXT_KEYS]
+        na_values = {c: sorted(STR_NA_VALUES) for c in columns if c not in keys}
+        frame = pd.read_csv(path, sep=sep, dtype={c: str for c in keys}, keep_default_na=False,
+                            na_values=na_values)  # fmt: skip
     except (ValueError, OSError, UnicodeDecodeError) as err:
         first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
         raise GoatDNAError(f"--variants {path}: not a readable table ({first})") from None
+    # header cells padded with spaces (" chrom") name the same columns
+    return frame.rename(columns=lambda c: c.strip() if isinstance(c, str) else c)
 
 
 def _bad_cell(path: Path, frame, column: str, bad, what: str) -> GoatDNAError:
+    import pandas as pd
+
     row = int(np.flatnonzero(np.asarray(bad))[0])
     value = frame[column].iloc[row]
+    if isinstance(value, np.generic):
+        value = value.item()  # 'nan', not 'np.float64(nan)'
+    shown = (
+        "the empty cell"
+        if value is None or (pd.api.types.is_scalar(value) and pd.isna(value))
+        else repr(value)
+    )
     return GoatDNAError(
-        f"--variants {path}: row {row + 1}, column {column}: {value!r} is not {what}; fix or "
+        f"--variants {path}: row {row + 1}, column {column}: {shown} is not {what}; fix or "
         "drop the row (rows count from 1 after the header)"
     )
 
 
-def _key_columns(path: Path, frame) -> tuple[list[str], np.ndarray, list[str], list[str]]:
+def _positions(path: Path, frame) -> np.ndarray:
+    """``pos`` as int64: whole numbers in 1..`MAX_POSITION` (booleans, inf, 1e20 refused with
+    the row; one past its contig's end is the allele's status ``outside_contig``)."""
+    import pandas as pd
+
+    pos = frame["pos"]
+    if pd.api.types.is_bool_dtype(pos):
+        raise _bad_cell(
+            path, frame, "pos", np.ones(len(pos), bool), "a position (a true/false column)"
+        )
+    flags = np.array([isinstance(v, (bool, np.bool_)) for v in pos], dtype=bool)
+    if flags.any():
+        raise _bad_cell(path, frame, "pos", flags, "a 1-based integer position")
+    if pos.dtype == object:
+        pos = pos.map(lambda v: v.strip() if isinstance(v, str) else v)
+    numeric = pd.to_numeric(pos, errors="coerce")
+    if pd.api.types.is_integer_dtype(numeric):  # exact, also for uint64 past int64
+        bad = np.asarray((numeric < 1) | (numeric > MAX_POSITION))
+    else:
+        values = numeric.to_numpy(dtype=np.float64, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(values) | (values < 1) | (values > MAX_POSITION)
+            bad |= np.isfinite(values) & (values != np.floor(values))
+    if bad.any():
+        raise _bad_cell(path, frame, "pos", bad, "a 1-based integer position (1 to 2^53)")
+    return numeric.to_numpy(dtype=np.int64)
+
+
+def _key_columns(
+    path: Path, frame, reserved: Sequence[str] = SCORE_COLUMNS
+) -> tuple[list[str], np.ndarray, list[str], list[str]]:
     """chrom, pos (1-based int), ref, alt, each checked row by row."""
     import pandas as pd
 
@@ -346,32 +444,29 @@ def _key_columns(path: Path, frame) -> tuple[list[str], np.ndarray, list[str], l
             f"--variants {path}: no column {missing[0]!r} (a table needs chrom, pos, ref, alt; "
             f"it has {', '.join(map(str, frame.columns[:8]))})"
         )
-    clash = [c for c in frame.columns if c in SCORE_COLUMNS]
+    clash = [c for c in frame.columns if c in reserved]
     if clash:
         raise GoatDNAError(
-            f"--variants {path}: column {clash[0]!r} is one score-variants writes; rename it"
+            f"--variants {path}: column {clash[0]!r} is one score-variants writes (its own "
+            "values would stand where the scores belong); rename or drop it"
         )
     texts = {}
     for column in ("chrom", "ref", "alt"):
         values = frame[column]
         if pd.api.types.is_integer_dtype(values) and column == "chrom":
             values = values.astype(str)  # chromosome 20 stored as a number
+        values = [v.strip() if isinstance(v, str) else v for v in values]  # " chr20 " = chr20
         bad = np.array([not (isinstance(v, str) and v != "") for v in values], dtype=bool)
         if bad.any():
             raise _bad_cell(path, frame, column, bad, "a non-empty text")
         texts[column] = [str(v) for v in values]
-    pos = frame["pos"]
-    numeric = pd.to_numeric(pos, errors="coerce")
-    bad = numeric.isna() | (numeric < 1) | (numeric != np.floor(numeric))
-    if bad.any():
-        raise _bad_cell(path, frame, "pos", bad, "a 1-based integer position")
-    return texts["chrom"], numeric.to_numpy(dtype=np.int64), texts["ref"], texts["alt"]
+    return texts["chrom"], _positions(path, frame), texts["ref"], texts["alt"]
 
 
-def read_table(path: Path) -> TableAlleles:
+def read_table(path: Path, reserved: Sequence[str] = SCORE_COLUMNS) -> TableAlleles:
     """One `Allele` per row of a chrom/pos/ref/alt table (1-based pos, as GPN and TraitGym use)."""
     frame = _table_frame(path)
-    chrom, pos, ref, alt = _key_columns(path, frame)
+    chrom, pos, ref, alt = _key_columns(path, frame, reserved)
     alleles = [
         Allele(row, c, int(p), ".", r, a)
         for row, (c, p, r, a) in enumerate(zip(chrom, pos, ref, alt, strict=True))

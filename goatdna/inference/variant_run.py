@@ -23,11 +23,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.errors import GoatDNAError
-from goatdna.inference.calibration import CalibrationRequest, calibration_columns, plan_null
+from goatdna.inference.calibration import (
+    CALIBRATION_COLUMNS,
+    CalibrationRequest,
+    calibration_columns,
+    plan_null,
+)
 from goatdna.inference.calibration import check_output as check_calibrated_output
 from goatdna.inference.loop import model_on_device, rank_zero_lock, rank_zero_progress
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
+    SCORE_COLUMNS,
     TableAlleles,
     VcfAlleles,
     check_sorted_for_index,
@@ -168,6 +174,18 @@ def _score_chunks(fabric: Fabric, model: DNADecoder, alleles: list[Allele],
             advance(rows.stop - rows.start)
 
 
+def _check_writable_before_work(request: ScoreVariantsRequest) -> None:
+    """What is written after the scoring (the null, a decompressed FASTA) must be writable before
+    it: otherwise an hour of scoring ends in a traceback (issue 27)."""
+    from goatdna.atomic import check_output_dir, check_output_file
+
+    if request.cache_dir is not None:
+        check_output_dir(request.cache_dir, "--cache-dir")
+    null = request.calibration.null if request.calibration is not None else None
+    if null is not None and not null.exists():
+        check_output_file(null, "--null")
+
+
 def score_variants(
     request: ScoreVariantsRequest, fabric: Fabric | None = None, progress: bool = True
 ) -> ScoreVariantsSummary | None:
@@ -182,12 +200,20 @@ def score_variants(
         check_calibrated_output(kind)
     if request.chunk_size < 1:
         raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
+    _check_writable_before_work(request)
     claim_output(
         [request.out], request.force, inputs=[request.variants, request.fasta, request.checkpoint]
     )
     fabric = fabric or single_process_fabric()
     with rank_zero_lock(fabric, request.out):
         return _run(request, fabric, progress)
+
+
+def _output_frame(vcf: VcfAlleles | TableAlleles, numbers, windows, statuses):
+    """The table output of either input (a table's own columns carried), before calibration."""
+    if isinstance(vcf, TableAlleles):
+        return table_results_frame(vcf, numbers, windows, statuses)
+    return results_frame(vcf.alleles, numbers, windows, statuses)
 
 
 def _run(
@@ -208,7 +234,10 @@ def _run(
         raise GoatDNAError(f"--out {out}: folder {out.parent} does not exist")
     cache_dir = request.cache_dir or out.parent / ".goatdna-cache"
     reference = Reference(request.fasta, cache_dir, message=print if progress else None)
-    vcf = read_variants(request.variants)
+    calibrated = request.calibration is not None
+    vcf = read_variants(
+        request.variants, SCORE_COLUMNS + (CALIBRATION_COLUMNS if calibrated else ())
+    )
     if kind == "vcf.gz":
         if isinstance(vcf, TableAlleles):
             raise GoatDNAError(
@@ -216,7 +245,7 @@ def _run(
                 f"{request.variants} is a table; write .tsv or .parquet"
             )
         check_sorted_for_index(vcf, out)
-    statuses = [allele_status(a, reference, window) for a in vcf.alleles]
+    statuses = [allele_status(a, reference, window, options.length_fair) for a in vcf.alleles]
     _check_naming(vcf, statuses, reference)
     null_plan = None  # --calibrate: an existing null made otherwise is refused before scoring
     if request.calibration is not None:
@@ -230,8 +259,9 @@ def _run(
         "fasta": input_stamp(request.fasta).as_json(),
         "variants": input_stamp(request.variants).as_json(),
         "alleles": len(vcf.alleles),
-        "options": asdict(options),
-        "chunk_size": request.chunk_size,
+        # one key per option, spelt as the flag, so --resume with another names it
+        **{"--" + name.replace("_", "-"): value for name, value in asdict(options).items()},
+        "--chunk-size": request.chunk_size,
     }
     work = WorkDir(work_dir_for(out), "score-variants", state, _chunk_name)
 
@@ -254,12 +284,10 @@ def _run(
 
     scores, windows = _load_chunks(work, n_chunks)
     numbers = combine_strands(scores, options.strands)
-    if isinstance(vcf, TableAlleles):
-        write_table(table_results_frame(vcf, numbers, windows, statuses), out, kind)
-    elif kind == "vcf.gz":
+    if isinstance(vcf, VcfAlleles) and kind == "vcf.gz":  # (a table is refused above)
         write_vcf(vcf, numbers["llr"], out)
     else:
-        frame = results_frame(vcf.alleles, numbers, windows, statuses)
+        frame = _output_frame(vcf, numbers, windows, statuses)
         if null_plan is not None:  # columns against a null of the same reference
             frame = frame.assign(**calibration_columns(
                 null_plan, model, fabric, vcf.alleles, statuses, numbers["llr"], reference,

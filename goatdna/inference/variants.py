@@ -23,7 +23,15 @@ strand have the same number of scored positions and share the flank read first. 
 ``more_right``/``more_left`` are empty: LL then sums over ``len(ALT) - len(REF)`` more
 predictions for ALT, about 1.3 nats per extra base for a model of human DNA (a 10 kbp deletion
 scored +14,003), so deletions score high and insertions low in proportion to their length. SNVs and equal-length substitutions are scored the same either
-way. Where the contig ends before ``d`` more bases, the extension is clipped there.
+way.
+
+The extension is ``d`` scored bases, not ``d`` positions: N (never a target) adds no
+prediction, so an extension that meets an N run reaches past it until it holds ``d`` A/C/G/T
+bases (`fair_extension`). Where the contig ends first, that strand cannot be made fair and is
+not scored: near a contig's last base only the reverse strand is scored, near its first base
+only the forward strand (also with ``strands="forward"``, which then scores the reverse strand),
+and the output's ``scored_strands`` says which. An indel with neither (a contig shorter than
+the window plus ``d``) has status ``no_fair_window``; a length-biased number is never ``ok``.
 
 Limits: an allele longer than ``W`` is not scored (status ``too_long``), and ``W`` may not exceed
 `max_window` of the model (a memory bound, see there); y's suffix runs in blocks of queries so
@@ -65,6 +73,8 @@ STATUSES = (
     "non_acgt_allele",
     "identical",
     "too_long",
+    "outside_contig",
+    "no_fair_window",
 )
 """Every output row has one: ``ok`` (scored) or why the allele was not scored."""
 
@@ -76,6 +86,9 @@ STATUS_MEANING = {
     "non_acgt_allele": "REF or ALT holds a base other than A, C, G, T",
     "identical": "ALT equals REF",
     "too_long": "REF or ALT is longer than the window W (--window): not scored",
+    "outside_contig": "POS (with REF's length) is past the contig's end: check the coordinates",
+    "no_fair_window": "indel whose shorter allele cannot be extended to a length-fair window on "
+    "either strand (contig ends): not scored (--length-unfair scores it)",
 }
 
 STRANDS = ("both", "forward")
@@ -168,10 +181,13 @@ def is_symbolic(alt: str) -> bool:
     )
 
 
-def allele_status(allele: Allele, reference: Reference, window: int | None = None) -> str:
-    """The status of one allele, checked in the order of `STATUSES` after ``ok``.
+def allele_status(
+    allele: Allele, reference: Reference, window: int | None = None, length_fair: bool = False
+) -> str:
+    """The status of one allele (``ok`` or why it is not scored).
 
     ``window``: W of the run; an allele longer than W is ``too_long`` (None: no length check).
+    ``length_fair``: an indel that no strand can score length-fairly is ``no_fair_window``.
     """
     if is_symbolic(allele.alt):
         return "symbolic"
@@ -182,7 +198,7 @@ def allele_status(allele: Allele, reference: Reference, window: int | None = Non
         return "non_acgt_allele"
     start = allele.pos - 1
     if start < 0 or start + len(ref) > reference.length(allele.chrom):
-        return "ref_mismatch"
+        return "outside_contig"
     fasta = reference.fetch(allele.chrom, start, start + len(ref))
     if not np.array_equal(fasta, encode_allele(ref)):
         return "ref_mismatch"
@@ -190,6 +206,10 @@ def allele_status(allele: Allele, reference: Reference, window: int | None = Non
         return "identical"
     if window is not None and max(len(ref), len(alt)) > window:
         return "too_long"
+    if window is not None and length_fair and len(ref) != len(alt):
+        fair = allele_window(allele, reference, window // 2, length_fair=True)
+        if not (fair.fair_forward or fair.fair_reverse):
+            return "no_fair_window"
     return "ok"
 
 
@@ -230,6 +250,19 @@ class AlleleWindow:
     # the d bases before ``left`` (read last on the reverse strand) and after ``right`` (forward).
     more_left: np.ndarray = field(default_factory=lambda: _EMPTY)
     more_right: np.ndarray = field(default_factory=lambda: _EMPTY)
+    # whether each strand's two sequences score the same number of positions (always for SNVs
+    # and plain windows; False where the contig ends before the extension's d scored bases)
+    fair_forward: bool = True
+    fair_reverse: bool = True
+
+    def strands_to_score(self, strands: str) -> tuple[int, ...]:
+        """0 (forward) and/or 1 (reverse): the requested strands that are fair, or with
+        ``strands="forward"`` the reverse strand where only it can be made fair."""
+        if strands == "both":
+            return tuple(s for s, fair in ((0, self.fair_forward), (1, self.fair_reverse)) if fair)
+        if self.fair_forward:
+            return (0,)
+        return (1,) if self.fair_reverse else ()
 
     def _extension(self, more: np.ndarray, allele: np.ndarray) -> np.ndarray:
         """``more`` for the shorter allele, nothing for the longer one (or an SNV)."""
@@ -257,8 +290,26 @@ class AlleleWindow:
 
     def span(self, strands: str) -> tuple[int, int]:
         """The 0-based half-open span of contig bases that the scored sequences read."""
-        start = self.window_start - (self.more_left.size if strands == "both" else 0)
-        return start, self.window_end + self.more_right.size
+        scored = self.strands_to_score(strands)
+        start = self.window_start - (self.more_left.size if 1 in scored else 0)
+        return start, self.window_end + (self.more_right.size if 0 in scored else 0)
+
+
+def fair_extension(contig: np.ndarray, edge: int, step: int, d: int) -> np.ndarray | None:
+    """The contig bases beyond ``edge`` (0-based) that hold exactly ``d`` A/C/G/T bases, ending on
+    the d-th (N runs inside are kept: they are read but add no prediction), in contig order;
+    ``step`` +1 reads rightwards from ``edge``, -1 leftwards from ``edge - 1``. None where the
+    contig ends before ``d`` such bases."""
+    span = max(4 * d, 256)
+    while True:
+        piece = contig[edge : edge + span] if step > 0 else contig[max(0, edge - span) : edge][::-1]
+        found = np.flatnonzero(piece < 4)
+        if found.size >= d:
+            taken = piece[: found[d - 1] + 1]
+            return taken if step > 0 else taken[::-1]
+        if piece.size < span:  # the contig ended within this read
+            return None
+        span *= 4
 
 
 def allele_window(
@@ -275,10 +326,14 @@ def allele_window(
     suffix = _common_prefix(ref[prefix:][::-1], alt[prefix:][::-1])
     more_left = more_right = _EMPTY
     d = abs(len(alt) - len(ref))
+    fair_forward = fair_reverse = True
     if length_fair and d:
-        first, last = start - left.size, end + right.size
-        more_left = reference.fetch(allele.chrom, first - d, first)  # clipped at the ends
-        more_right = reference.fetch(allele.chrom, last, last + d)
+        contig = reference.contig_tokens(allele.chrom)
+        found_left = fair_extension(contig, start - left.size, -1, d)
+        found_right = fair_extension(contig, end + right.size, +1, d)
+        fair_reverse, fair_forward = found_left is not None, found_right is not None
+        more_left = _EMPTY if found_left is None else found_left
+        more_right = _EMPTY if found_right is None else found_right
     return AlleleWindow(
         left=left,
         ref=encode_allele(ref),
@@ -290,6 +345,8 @@ def allele_window(
         common_suffix=suffix,
         more_left=more_left,
         more_right=more_right,
+        fair_forward=fair_forward,
+        fair_reverse=fair_reverse,
     )
 
 
@@ -302,17 +359,18 @@ class Pair:
     shared: int
 
 
-def strand_pairs(window: AlleleWindow, strands: str) -> list[Pair]:
-    """(s_ref, s_alt) on the forward strand and, for ``both``, on the reverse complement."""
-    pairs = [Pair(window.s_ref, window.s_alt, window.left.size + window.common_prefix)]
-    if strands == "both":
-        pairs.append(
-            Pair(
-                window.reverse(window.ref),
-                window.reverse(window.alt),
-                window.right.size + window.common_suffix,
-            )
-        )
+def strand_pairs(window: AlleleWindow, strands: str) -> list[tuple[int, Pair]]:
+    """(strand, (s_ref, s_alt)): 0 the forward strand, 1 the reverse complement, for the strands
+    `AlleleWindow.strands_to_score` keeps."""
+    pairs = []
+    for strand in window.strands_to_score(strands):
+        if strand == 0:
+            forward = Pair(window.s_ref, window.s_alt, window.left.size + window.common_prefix)
+            pairs.append((0, forward))
+        else:
+            reverse = Pair(window.reverse(window.ref), window.reverse(window.alt),
+                           window.right.size + window.common_suffix)  # fmt: skip
+            pairs.append((1, reverse))
     return pairs
 
 
@@ -455,7 +513,7 @@ def score_alleles(
             continue
         window = allele_window(allele, reference, options.flank, options.length_fair)
         windows[row] = window.span(options.strands)
-        for strand, pair in enumerate(strand_pairs(window, options.strands)):
+        for strand, pair in strand_pairs(window, options.strands):
             pairs.append(pair)
             owners.append((row, strand))
     if pairs:
@@ -469,16 +527,23 @@ def score_alleles(
 def combine_strands(scores: np.ndarray, strands: str) -> dict[str, np.ndarray]:
     """Per-allele output numbers from the stored log-likelihoods.
 
-    ``ll_ref``/``ll_alt`` are LL(s_ref)/LL(s_alt) averaged over the scored strands, so
-    ``llr = ll_alt - ll_ref`` (up to rounding); ``llr_rev`` is NaN with ``strands="forward"``.
+    ``ll_ref``/``ll_alt`` are LL(s_ref)/LL(s_alt) averaged over the strands each allele was
+    scored on (NaN where a strand was not: ``llr_rev`` with ``strands="forward"``, and the strand
+    a length-fair indel at a contig end could not use), so ``llr = ll_alt - ll_ref`` (up to
+    rounding). ``strands`` is kept for callers; the stored NaNs already say what was scored.
     """
+    del strands
     llr_fwd = scores[:, 1] - scores[:, 0]
     llr_rev = scores[:, 3] - scores[:, 2]
-    if strands == "both":
-        llr = (llr_fwd + llr_rev) / 2
-        ll_ref = (scores[:, 0] + scores[:, 2]) / 2
-        ll_alt = (scores[:, 1] + scores[:, 3]) / 2
-    else:
-        llr, ll_ref, ll_alt = llr_fwd, scores[:, 0], scores[:, 1]
-        llr_rev = np.full_like(llr_fwd, np.nan)
+    pairs = scores.reshape(-1, 2, 2)  # (n, strand, ref/alt)
+    scored = ~np.isnan(pairs[:, :, 0])  # (n, strand)
+    count = scored.sum(axis=1)
+    safe = np.where(count > 0, count, 1)
+
+    def mean(values: np.ndarray) -> np.ndarray:  # over the scored strands; NaN where none
+        total = np.where(scored, values, 0.0).sum(axis=1) / safe
+        return np.where(count > 0, total, np.nan)
+
+    ll_ref, ll_alt = mean(pairs[:, :, 0]), mean(pairs[:, :, 1])
+    llr = mean(np.stack([llr_fwd, llr_rev], axis=1))
     return {"llr": llr, "llr_fwd": llr_fwd, "llr_rev": llr_rev, "ll_ref": ll_ref, "ll_alt": ll_alt}
