@@ -143,9 +143,13 @@ class CausalSelfAttention(nn.Module):
         self.qk_dim = config.content_dim  # d_c for GOAT and ALiBi, d_h for RoPE and NoPE
         self.backend = resolve_backend(config.attention)
         H = config.n_heads
-        # one fused projection: [q (H*d_qk) | k (H*d_qk) | v (H*d_h)]
-        self.qkv = nn.Linear(config.d_model, H * (2 * self.qk_dim + self.head_dim), bias=False)
-        self.out = nn.Linear(H * self.head_dim, config.d_model, bias=False)
+        # separate projections, not one fused qkv: each output is contiguous, so RoPE's rotation
+        # and GOAT's pack read dense rows, and backward has no concatenation of the three
+        # gradients (transformers' Llama layout; peft finds them by these names)
+        self.q_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=False)
+        self.k_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=False)
+        self.v_proj = nn.Linear(config.d_model, H * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(H * self.head_dim, config.d_model, bias=False)
         self.prior: GoatPrior | AlibiPrior | None = None
         self.rope: RotaryEmbedding | None = None
         if config.positional == "goat":
@@ -170,10 +174,9 @@ class CausalSelfAttention(nn.Module):
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, L, _ = x.shape
         H, dqk, dh = self.n_heads, self.qk_dim, self.head_dim
-        q, k, v = self.qkv(x).split([H * dqk, H * dqk, H * dh], dim=-1)
-        q = q.view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        k = k.view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        v = v.view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
+        q = self.q_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
+        k = self.k_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
+        v = self.v_proj(x).view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
         return q, k, v
 
     def _positions(self, q: Tensor, k: Tensor, pos: range | Tensor) -> tuple[Tensor, Tensor]:
@@ -214,7 +217,7 @@ class CausalSelfAttention(nn.Module):
             if cache is not None:
                 k, v = cache.write(layer, k, v)
             y = attend(q, k, v, self.backend, mask)  # (B, H, L, d_h)
-        return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
+        return self.o_proj(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
         """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT and ALiBi (goat.py, Eqs. (4)-(10)),

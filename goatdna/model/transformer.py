@@ -23,16 +23,56 @@ from .scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
 
 
 class SwiGLU(nn.Module):
-    """``down(silu(gate(x)) * up(x))`` (Shazeer 2020), gate and up fused in one matmul."""
+    """``down(silu(gate(x)) * up(x))`` (Shazeer 2020).
+
+    Gate and up are two matmuls, not one fused ``gate_up``: the fused output's halves were
+    strided views (``silu * up`` ran 1.1x slower on them), backward concatenated their gradients
+    and the forward held one more full-width activation (benchmarks/peer_bench.py).
+    """
 
     def __init__(self, d_model: int, hidden: int) -> None:
         super().__init__()
-        self.gate_up = nn.Linear(d_model, 2 * hidden, bias=False)
-        self.down = nn.Linear(hidden, d_model, bias=False)
+        self.gate_proj = nn.Linear(d_model, hidden, bias=False)
+        self.up_proj = nn.Linear(d_model, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, d_model, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, L, hidden) each
-        return self.down(F.silu(gate) * up)
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # (B, L, d_model)
+
+
+FUSED_KEYS = {
+    "attn.qkv.weight": ("attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"),
+    "attn.out.weight": ("attn.o_proj.weight",),
+    "mlp.gate_up.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+    "mlp.down.weight": ("mlp.down_proj.weight",),
+}
+"""Block parameters of the fused layout (checkpoints before issue 31) -> their separate ones."""
+
+
+def _split_fused_keys(
+    module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_args: object
+) -> None:
+    """Load-time remap of a fused-layout state dict (``blocks.N.attn.qkv.weight``, ``.attn.out``,
+    ``.mlp.gate_up``, ``.mlp.down``) onto the separate projections, in place.
+
+    The one place old checkpoints are upgraded: a ``load_state_dict`` pre-hook of `DNADecoder`,
+    so every loader (run checkpoints, fine-tuned models, export folders, Fabric resumes) gets it,
+    under any wrapper prefix. A fused row block is split exactly: [q | k | v] by the config's
+    sizes, [gate | up] in halves, so the upgraded model computes what the old one did.
+    """
+    assert isinstance(module, DNADecoder)
+    c = module.config
+    qk, v = c.n_heads * c.content_dim, c.n_heads * c.head_dim
+    sizes = {"attn.qkv.weight": [qk, qk, v], "mlp.gate_up.weight": [c.mlp_hidden] * 2}
+    block_prefix = prefix + "blocks."
+    for key in [k for k in state_dict if k.startswith(block_prefix)]:
+        layer, _, name = key[len(block_prefix) :].partition(".")
+        if name not in FUSED_KEYS:
+            continue
+        weight = state_dict.pop(key)
+        parts = weight.split(sizes[name], dim=0) if name in sizes else (weight,)
+        for new_name, part in zip(FUSED_KEYS[name], parts, strict=True):
+            state_dict[f"{block_prefix}{layer}.{new_name}"] = part
 
 
 class Block(nn.Module):
@@ -82,6 +122,7 @@ class DNADecoder(nn.Module):
             else nn.Linear(config.d_model, config.vocab_size, bias=False)
         )
         self.reset_parameters()
+        self._register_load_state_dict_pre_hook(_split_fused_keys, with_module=True)
 
     def reset_parameters(self) -> None:
         """GPT-2 init: N(0, init_std) weights; residual projections scaled by 1/sqrt(2 n_layers).
@@ -95,10 +136,12 @@ class DNADecoder(nn.Module):
             nn.init.normal_(self.head.weight, std=std)
         for block in self.blocks:
             assert isinstance(block, Block)  # ModuleList items are typed as Module
-            nn.init.normal_(block.attn.qkv.weight, std=std)
-            nn.init.normal_(block.mlp.gate_up.weight, std=std)
-            nn.init.normal_(block.attn.out.weight, std=residual_std)
-            nn.init.normal_(block.mlp.down.weight, std=residual_std)
+            for linear in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj):
+                nn.init.normal_(linear.weight, std=std)
+            nn.init.normal_(block.mlp.gate_proj.weight, std=std)
+            nn.init.normal_(block.mlp.up_proj.weight, std=std)
+            nn.init.normal_(block.attn.o_proj.weight, std=residual_std)
+            nn.init.normal_(block.mlp.down_proj.weight, std=residual_std)
 
     # ------------------------------------------------------------------ forward passes
     @property
