@@ -270,3 +270,36 @@ def test_fused_layout_checkpoints_load_into_separate_projections(positional):
     wrapper = torch.nn.ModuleDict({"model": DNADecoder(config)})
     wrapper.load_state_dict({f"model.{k}": v for k, v in fused.items()}, strict=True)
     torch.testing.assert_close(wrapper["model"](idx), saved(idx), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_shared_position_tails_equal_each_layers_own(monkeypatch, dtype):
+    """Training computes every layer's GOAT slots in one stacked pass (`goat.shared_tails`): the
+    same logits and gradients as each layer computing its own, in one `_compute_tails` call."""
+    from goatdna.model.goat import GoatPrior
+
+    config = replace(SMALL, n_layers=3)
+    shared, own = make_model(config).to(dtype), make_model(config).to(dtype)
+    idx = torch.randint(0, 5, (2, 40))
+    calls = []
+    compute = GoatPrior._compute_tails
+    monkeypatch.setattr(
+        GoatPrior, "_compute_tails", lambda self, *a: calls.append(a) or compute(self, *a)
+    )
+    out_shared = shared(idx, start_pos=7)
+    assert len(calls) == 1 and calls[0][-1].alpha.shape[0] == 3 * config.n_heads
+    monkeypatch.setattr(DNADecoder, "_shared_tails", lambda self, *a: None)
+    out_own = own(idx, start_pos=7)
+    assert len(calls) == 1 + config.n_layers
+    torch.testing.assert_close(
+        out_shared, out_own, rtol=0, atol=1e-12 if dtype == torch.float64 else 1e-6
+    )
+    next_token_loss(out_shared, idx).backward()
+    next_token_loss(out_own, idx).backward()
+    grads_own = dict(own.named_parameters())
+    for name, p in shared.named_parameters():
+        assert p.grad is not None, name
+        tol = 1e-12 if dtype == torch.float64 else 1e-6
+        torch.testing.assert_close(p.grad, grads_own[name].grad, rtol=1e-5, atol=tol, msg=name)
+    with torch.no_grad():  # inference keeps each prior's own cached slots
+        assert shared._shared_tails(shared.embed(idx), 3, range(40), None, None, None) is None

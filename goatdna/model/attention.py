@@ -179,9 +179,15 @@ class CausalSelfAttention(nn.Module):
         v = self.v_proj(x).view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
         return q, k, v
 
-    def _positions(self, q: Tensor, k: Tensor, pos: range | Tensor) -> tuple[Tensor, Tensor]:
+    def _positions(
+        self, q: Tensor, k: Tensor, pos: range | Tensor, tails: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor]:
         """Attach positions: GOAT/ALiBi pack (q', k') (goat.py, Eqs. (23)-(24)), RoPE rotates, NoPE passes;
-        all -> (B, H, L, d_h). ``pos``: a range shared by every row, or per-row positions (B, L)."""
+        all -> (B, H, L, d_h). ``pos``: a range shared by every row, or per-row positions (B, L);
+        ``tails``: GOAT's position slots for ``pos`` when the decoder computed them for all
+        layers at once (`goat.shared_tails`)."""
+        if isinstance(self.prior, GoatPrior):
+            return self.prior.pack(q, k, pos, pos, tails)
         if self.prior is not None:
             return self.prior.pack(q, k, pos, pos)
         if self.rope is not None:
@@ -196,6 +202,7 @@ class CausalSelfAttention(nn.Module):
         layer: int = 0,
         positions: Tensor | None = None,
         mask: Tensor | None = None,
+        tails: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
         """x (B, L, d_model) at positions start_pos..start_pos+L-1 -> (B, L, d_model).
 
@@ -204,20 +211,28 @@ class CausalSelfAttention(nn.Module):
         packed kernel path, also when the backend is ``explicit`` (the same numbers).
         ``positions`` (B, L), when given, are each row's own absolute positions (a padded
         batch), and ``mask`` (`padding_mask`) says which keys each query sees; both run the
-        packed path too.
+        packed path too. ``tails``: see `_positions`.
         """
         B, L, _ = x.shape
         q, k, v = self._project(x)
         span = range(start_pos, start_pos + L)
         pos: range | Tensor = span if positions is None else positions
-        if self.backend == "explicit" and cache is None and positions is None and mask is None:
+        if not self.packs(cache, positions, mask):
             y = explicit_attention(self.logits(q, k, span, span), v)
         else:
-            q, k = self._positions(q, k, pos)
+            q, k = self._positions(q, k, pos, tails)
             if cache is not None:
                 k, v = cache.write(layer, k, v)
             y = attend(q, k, v, self.backend, mask)  # (B, H, L, d_h)
         return self.o_proj(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
+
+    def packs(
+        self, cache: LayerCache | None, positions: Tensor | None, mask: Tensor | None
+    ) -> bool:
+        """Whether `forward` with these arguments packs q'/k' (every path but explicit logits)."""
+        return not (
+            self.backend == "explicit" and cache is None and positions is None and mask is None
+        )
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
         """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT and ALiBi (goat.py, Eqs. (4)-(10)),

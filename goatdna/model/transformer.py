@@ -18,7 +18,7 @@ from .alibi import AlibiPrior
 from .attention import CausalSelfAttention
 from .cache import KVCache, LayerCache
 from .config import ModelConfig
-from .goat import GoatPrior
+from .goat import GoatPrior, shared_tails
 from .scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
 
 
@@ -93,8 +93,9 @@ class Block(nn.Module):
         layer: int = 0,
         positions: Tensor | None = None,
         mask: Tensor | None = None,
+        tails: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
-        x = x + self.attn(self.attn_norm(x), start_pos, cache, layer, positions, mask)
+        x = x + self.attn(self.attn_norm(x), start_pos, cache, layer, positions, mask, tails)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -202,13 +203,45 @@ class DNADecoder(nn.Module):
             cache.check_room(B, L)
         if states is not None:
             states.append(x)
+        tails = self._shared_tails(x, n, range(start_pos, start_pos + L), cache, positions, mask)
         for layer in range(n):
-            x = self.blocks[layer](x, start_pos, cache, layer, positions, mask)  # (B, L, d_model)
+            x = self.blocks[layer](
+                x, start_pos, cache, layer, positions, mask, None if tails is None else tails[layer]
+            )  # (B, L, d_model)
             if states is not None:
                 states.append(x)
         if cache is not None:
             cache.length = start_pos + L
         return self.norm(x) if layers is None else x
+
+    def _shared_tails(
+        self,
+        x: Tensor,
+        n: int,
+        span: range,
+        cache: LayerCache | None,
+        positions: Tensor | None,
+        mask: Tensor | None,
+    ) -> list[tuple[Tensor, Tensor]] | None:
+        """GOAT's position slots of the first ``n`` layers for ``span``, computed once for all of
+        them (`goat.shared_tails`), in training: with autograd on, a layer's prior cannot reuse
+        earlier slots (its weights change every step), so they are built here, outside any
+        block (a checkpointed block recomputes its own body, not these). Without autograd each
+        prior serves its own cached slots (`goat.WindowTails`); None then, and for per-row
+        positions and the explicit backend."""
+        if self.config.positional != "goat" or n == 0 or not torch.is_grad_enabled():
+            return None
+        first = self.blocks[0]
+        assert isinstance(first, Block)  # ModuleList items are typed as Module
+        if positions is not None or not first.attn.packs(cache, positions, mask):
+            return None
+        device = x.device
+        if torch.amp.is_autocast_available(device.type) and torch.is_autocast_enabled(device.type):
+            dtype = torch.get_autocast_dtype(device.type)  # what q_proj's output will be
+        else:
+            dtype = torch.result_type(x, first.attn.q_proj.weight)
+        priors = [self.prior(layer) for layer in range(n)]
+        return shared_tails([p for p in priors if isinstance(p, GoatPrior)], span, dtype, device)
 
     def hidden_at(
         self, idx: Tensor, layers: Sequence[int | None], start_pos: int = 0
