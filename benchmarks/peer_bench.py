@@ -13,7 +13,7 @@ Parameter counts are printed beside the table to show the shapes match (GOAT's q
 and its prior adds a few thousand parameters per layer; Llama pads nothing).
 
 Measured, for each shape: a forward (no autograd), a training step (forward, next-token cross
-entropy, backward, AdamW step), cached greedy generation (goatdna's own KV-cache path;
+entropy, backward, fused AdamW step), cached greedy generation (goatdna's own KV-cache path;
 transformers' ``generate`` for Llama; the bare decoder has no cache and is left out), and the
 peak extra resident memory of one forward over a warm model, each model in a fresh subprocess
 (``VmHWM`` from /proc/self/status after resetting it through /proc/self/clear_refs, minus the
@@ -170,7 +170,9 @@ def forward_step(kind: str, model: nn.Module, idx: Tensor) -> Callable[[], None]
 
 
 def train_step(kind: str, model: nn.Module, idx: Tensor) -> Callable[[], None]:
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    # fused, as goatdna's training runs AdamW on CUDA: the CPU's per-tensor loop would charge
+    # every small tensor (GOAT's prior has 8 per layer) a dozen ops that no GPU run pays
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
     def step() -> None:
         logits = logits_of(kind, model, idx)[:, :-1]

@@ -231,8 +231,13 @@ class DNADecoder(nn.Module):
         positions and the explicit backend."""
         if self.config.positional != "goat" or n == 0 or not torch.is_grad_enabled():
             return None
-        first = self.blocks[0]
-        assert isinstance(first, Block)  # ModuleList items are typed as Module
+        blocks = list(self.blocks[:n])
+        first = blocks[0]
+        if not all(isinstance(block, Block) for block in blocks):
+            return (
+                None  # FSDP-wrapped blocks: their weights exist in full only inside their forward
+            )
+        assert isinstance(first, Block)  # for mypy
         if positions is not None or not first.attn.packs(cache, positions, mask):
             return None
         device = x.device
@@ -240,7 +245,7 @@ class DNADecoder(nn.Module):
             dtype = torch.get_autocast_dtype(device.type)  # what q_proj's output will be
         else:
             dtype = torch.result_type(x, first.attn.q_proj.weight)
-        priors = [self.prior(layer) for layer in range(n)]
+        priors = [block.attn.prior for block in blocks if isinstance(block, Block)]
         return shared_tails([p for p in priors if isinstance(p, GoatPrior)], span, dtype, device)
 
     def hidden_at(
