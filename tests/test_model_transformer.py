@@ -303,3 +303,27 @@ def test_shared_position_tails_equal_each_layers_own(monkeypatch, dtype):
         torch.testing.assert_close(p.grad, grads_own[name].grad, rtol=1e-5, atol=tol, msg=name)
     with torch.no_grad():  # inference keeps each prior's own cached slots
         assert shared._shared_tails(shared.embed(idx), 3, range(40), None, None, None) is None
+
+
+def test_shared_position_tails_pass_through_a_reentrant_checkpoint():
+    """Blocks under a reentrant activation checkpoint (transformers' use_reentrant=True) get the
+    shared GOAT slots as tensor arguments: the same gradients as without the checkpoint."""
+    from torch.utils.checkpoint import checkpoint
+
+    from goatdna.model.transformer import Block
+
+    class ReentrantBlock(Block):
+        def __call__(self, *args: object) -> torch.Tensor:
+            return checkpoint(super().__call__, *args, use_reentrant=True)
+
+    config = replace(SMALL, n_layers=3)
+    plain = make_model(config)
+    wrapped = DNADecoder(config, block_class=ReentrantBlock)
+    wrapped.load_state_dict(plain.state_dict())
+    idx = torch.randint(0, 5, (2, 24))
+    next_token_loss(plain(idx), idx).backward()
+    next_token_loss(wrapped(idx), idx).backward()
+    grads = dict(plain.named_parameters())
+    for name, p in wrapped.named_parameters():
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-5, atol=1e-7, msg=name)

@@ -93,8 +93,13 @@ class Block(nn.Module):
         layer: int = 0,
         positions: Tensor | None = None,
         mask: Tensor | None = None,
-        tails: tuple[Tensor, Tensor] | None = None,
+        q_tail: Tensor | None = None,
+        k_tail: Tensor | None = None,
     ) -> Tensor:
+        """``q_tail``/``k_tail``: this layer's GOAT position slots (`DNADecoder._shared_tails`),
+        two tensor arguments rather than a tuple so that a reentrant activation checkpoint
+        (transformers' ``use_reentrant=True``) detaches them and hands back their gradients."""
+        tails = None if q_tail is None or k_tail is None else (q_tail, k_tail)
         x = x + self.attn(self.attn_norm(x), start_pos, cache, layer, positions, mask, tails)
         return x + self.mlp(self.mlp_norm(x))
 
@@ -205,8 +210,9 @@ class DNADecoder(nn.Module):
             states.append(x)
         tails = self._shared_tails(x, n, range(start_pos, start_pos + L), cache, positions, mask)
         for layer in range(n):
+            q_tail, k_tail = (None, None) if tails is None else tails[layer]
             x = self.blocks[layer](
-                x, start_pos, cache, layer, positions, mask, None if tails is None else tails[layer]
+                x, start_pos, cache, layer, positions, mask, q_tail, k_tail
             )  # (B, L, d_model)
             if states is not None:
                 states.append(x)
