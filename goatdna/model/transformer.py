@@ -250,7 +250,7 @@ class DNADecoder(nn.Module):
         if torch.amp.is_autocast_available(device.type) and torch.is_autocast_enabled(device.type):
             dtype = torch.get_autocast_dtype(device.type)  # what q_proj's output will be
         else:
-            dtype = torch.result_type(x, first.attn.q_proj.weight)
+            dtype = x.dtype  # a Linear's output dtype is its input's (they must match)
         priors = [block.attn.prior for block in blocks if isinstance(block, Block)]
         return shared_tails([p for p in priors if isinstance(p, GoatPrior)], span, dtype, device)
 
