@@ -14,6 +14,7 @@
 #   5. generates with the KV cache (`goatdna generate`)
 #   5b. checks GOAT's precision path against a float64 CPU reference (`goatdna check-precision`:
 #      bf16-mixed and the default attention backend, flash-attn when installed; exit 1 = failed)
+#   5c. counts the ops and CUDA kernels of one 125M GOAT and RoPE training step (kernel_count.py)
 #   6. if time remains, gpu_bench.py --compile at seq_len 1024
 # and copies every result file (not the 1.5 GB checkpoints) into $OUT (default:
 # benchmarks/results/gpu_check-<gpu|cpu-dry-run>), ending with gpu_check.md, the summary table.
@@ -176,6 +177,13 @@ for scheme in goat rope; do
   fi
 done
 
+# 5c. kernel launches per training step (benchmarks/kernel_count.py; ~20 s) ---------------------
+if [[ $MODE == gpu ]]; then
+  step kernel_count 60 python3 benchmarks/kernel_count.py --device cuda --out "$OUT"
+else
+  step kernel_count 120 python3 benchmarks/kernel_count.py --size tiny --out "$OUT"
+fi
+
 # 6. torch.compile at 1024, if time remains -------------------------------------------------------
 if [[ $MODE == gpu ]]; then
   if ((DEADLINE - SECONDS > 120)); then
@@ -229,6 +237,9 @@ if check.is_file():
     print(f"| goat {c['precision']} on {c['device']} | {c['attention']} | "
           f"{max(c['nll_diff'], c['max_window_nll_diff']):.2e} | {c['max_logprob_error']:.3g} | "
           f"{c['spearman']:.4f} | {'PASS' if c['passed'] else 'FAIL'} |")
+kernels = out / "kernel_count.md"
+if kernels.is_file():
+    print("\n" + kernels.read_text().strip())
 steps = dict(line.split() for line in (out / "step_seconds.txt").read_text().splitlines())
 print("\nstep seconds: " + ", ".join(f"{k} {v}" for k, v in steps.items()))
 for md in sorted(out.glob("gpu_bench-*.md")):
@@ -237,7 +248,7 @@ EOF
 
 # every file the run must leave ---------------------------------------------------------------------
 expected=(environment.txt gpu_check.log gpu_check.md step_seconds.txt bench_eager.log prepare.log
-  check_precision_goat.json)
+  check_precision_goat.json kernel_count.md kernel_count.json)
 for scheme in goat rope; do
   expected+=("train_$scheme.log" "train_$scheme/summary.json" "train_$scheme/metrics.csv"
     "train_$scheme/config.yaml" "evaluate_$scheme/evaluation.json" "evaluate_$scheme/evaluation.csv"

@@ -67,7 +67,7 @@ def test_alibi_packed_sdpa_equals_float64_explicit_attention() -> None:
         mask = torch.ones(24, 24, dtype=torch.bool).tril()
         probs = torch.softmax(logits.masked_fill(~mask, -math.inf), -1)
         y = (probs @ v).transpose(1, 2).reshape(2, 24, 32)
-        expected = attn.out(y.float())
+        expected = attn.o_proj(y.float())
     assert attn.qk_dim == 6  # head_dim 8 - 2 position dims
     assert torch.allclose(packed, expected, atol=1e-5)
 

@@ -108,9 +108,10 @@ def test_each_layer_has_its_own_prior_and_rope_has_none():
 def test_goat_qk_projections_carry_content_dims_only():
     goat, rope = DNADecoder(SMALL), DNADecoder(replace(SMALL, positional="rope"))
     H, dh, dc, d = SMALL.n_heads, SMALL.head_dim, SMALL.content_dim, SMALL.d_model
-    assert goat.blocks[0].attn.qkv.weight.shape == (H * (2 * dc + dh), d)
-    assert rope.blocks[0].attn.qkv.weight.shape == (H * 3 * dh, d)
-    assert goat.blocks[0].attn.out.weight.shape == (d, H * dh)
+    for name, rows in (("q_proj", H * dc), ("k_proj", H * dc), ("v_proj", H * dh)):
+        assert getattr(goat.blocks[0].attn, name).weight.shape == (rows, d)
+        assert getattr(rope.blocks[0].attn, name).weight.shape == (H * dh, d)
+    assert goat.blocks[0].attn.o_proj.weight.shape == (d, H * dh)
 
 
 def test_rope_depends_on_relative_position_only():
@@ -146,10 +147,12 @@ def test_init_follows_gpt2():
     std = config.init_std
     residual = std / math.sqrt(2 * config.n_layers)
     block = model.blocks[0]
-    assert abs(float(block.attn.qkv.weight.detach().std()) - std) < 0.1 * std
-    assert abs(float(block.mlp.gate_up.weight.detach().std()) - std) < 0.1 * std
-    assert abs(float(block.attn.out.weight.detach().std()) - residual) < 0.1 * residual
-    assert abs(float(block.mlp.down.weight.detach().std()) - residual) < 0.1 * residual
+    for linear in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj):
+        assert abs(float(linear.weight.detach().std()) - std) < 0.1 * std
+    for linear in (block.mlp.gate_proj, block.mlp.up_proj):
+        assert abs(float(linear.weight.detach().std()) - std) < 0.1 * std
+    assert abs(float(block.attn.o_proj.weight.detach().std()) - residual) < 0.1 * residual
+    assert abs(float(block.mlp.down_proj.weight.detach().std()) - residual) < 0.1 * residual
     assert torch.equal(block.attn_norm.weight, torch.ones(config.d_model))
     # zero init: the prior contributes nothing yet
     assert torch.equal(block.attn.prior.log_prior(range(8), range(8)), torch.zeros(4, 8, 8))
@@ -212,7 +215,7 @@ def test_packed_attention_equals_direct_sdpa_on_packed_tensors():
     q, k, v = attn._project(x)
     q2, k2 = attn.prior.pack(q, k, range(12), range(12))
     y = F.scaled_dot_product_attention(q2, k2, v, is_causal=True)
-    expected = attn.out(y.transpose(1, 2).reshape(2, 12, SMALL.d_model))
+    expected = attn.o_proj(y.transpose(1, 2).reshape(2, 12, SMALL.d_model))
     torch.testing.assert_close(attn(x), expected, rtol=0, atol=0)
 
 
@@ -225,4 +228,102 @@ def test_position_caches_filled_in_inference_mode_serve_training(positional):
     with torch.inference_mode():
         model(idx, start_pos=7)
     next_token_loss(model(idx, start_pos=7), idx).backward()
-    assert model.blocks[0].attn.qkv.weight.grad is not None
+    assert model.blocks[0].attn.q_proj.weight.grad is not None
+
+
+def _fused_state_dict(model: DNADecoder) -> dict[str, torch.Tensor]:
+    """The model's weights in the fused layout of checkpoints before issue 31."""
+    fused = {}
+    for key, value in model.state_dict().items():
+        block, _, name = key.rpartition(".attn.")
+        if name in ("k_proj.weight", "v_proj.weight"):
+            continue
+        if name == "q_proj.weight":
+            parts = [f"{block}.attn.{p}_proj.weight" for p in "qkv"]
+            fused[f"{block}.attn.qkv.weight"] = torch.cat([model.state_dict()[p] for p in parts])
+            continue
+        key = key.replace(".attn.o_proj.", ".attn.out.").replace(".mlp.down_proj.", ".mlp.down.")
+        if ".mlp.up_proj." in key:
+            continue
+        if ".mlp.gate_proj." in key:
+            up = model.state_dict()[key.replace("gate_proj", "up_proj")]
+            fused[key.replace("gate_proj", "gate_up")] = torch.cat([value, up])
+            continue
+        fused[key] = value
+    return fused
+
+
+@pytest.mark.parametrize("positional", ["goat", "rope"])
+def test_fused_layout_checkpoints_load_into_separate_projections(positional):
+    """An old state dict (fused qkv / gate_up, `out`, `down`) loads strictly, also under a
+    wrapper prefix, and the loaded model computes what the saved one did."""
+    config = replace(SMALL, positional=positional)
+    torch.manual_seed(3)
+    saved = DNADecoder(config)
+    fused = _fused_state_dict(saved)
+    assert "blocks.0.attn.qkv.weight" in fused and "blocks.1.mlp.gate_up.weight" in fused
+    assert not any("_proj." in key for key in fused)
+    loaded = DNADecoder(config)
+    loaded.load_state_dict(fused, strict=True)
+    idx = torch.randint(0, 5, (2, 16))
+    torch.testing.assert_close(loaded(idx), saved(idx), rtol=0, atol=0)
+    wrapper = torch.nn.ModuleDict({"model": DNADecoder(config)})
+    wrapper.load_state_dict({f"model.{k}": v for k, v in fused.items()}, strict=True)
+    torch.testing.assert_close(wrapper["model"](idx), saved(idx), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_shared_position_tails_equal_each_layers_own(monkeypatch, dtype):
+    """Training computes every layer's GOAT slots in one stacked pass (`goat.shared_tails`): the
+    same logits and gradients as each layer computing its own, in one `_compute_tails` call."""
+    from goatdna.model.goat import GoatPrior
+
+    config = replace(SMALL, n_layers=3)
+    shared, own = make_model(config).to(dtype), make_model(config).to(dtype)
+    idx = torch.randint(0, 5, (2, 40))
+    calls = []
+    compute = GoatPrior._compute_tails
+    monkeypatch.setattr(
+        GoatPrior, "_compute_tails", lambda self, *a: calls.append(a) or compute(self, *a)
+    )
+    out_shared = shared(idx, start_pos=7)
+    assert len(calls) == 1 and calls[0][-1].alpha.shape[0] == 3 * config.n_heads
+    monkeypatch.setattr(DNADecoder, "_shared_tails", lambda self, *a: None)
+    out_own = own(idx, start_pos=7)
+    assert len(calls) == 1 + config.n_layers
+    torch.testing.assert_close(
+        out_shared, out_own, rtol=0, atol=1e-12 if dtype == torch.float64 else 1e-6
+    )
+    next_token_loss(out_shared, idx).backward()
+    next_token_loss(out_own, idx).backward()
+    grads_own = dict(own.named_parameters())
+    for name, p in shared.named_parameters():
+        assert p.grad is not None, name
+        tol = 1e-12 if dtype == torch.float64 else 1e-6
+        torch.testing.assert_close(p.grad, grads_own[name].grad, rtol=1e-5, atol=tol, msg=name)
+    with torch.no_grad():  # inference keeps each prior's own cached slots
+        assert shared._shared_tails(shared.embed(idx), 3, range(40), None, None, None) is None
+
+
+def test_shared_position_tails_pass_through_a_reentrant_checkpoint():
+    """Blocks under a reentrant activation checkpoint (transformers' use_reentrant=True) get the
+    shared GOAT slots as tensor arguments: the same gradients as without the checkpoint."""
+    from torch.utils.checkpoint import checkpoint
+
+    from goatdna.model.transformer import Block
+
+    class ReentrantBlock(Block):
+        def __call__(self, *args: object) -> torch.Tensor:
+            return checkpoint(super().__call__, *args, use_reentrant=True)
+
+    config = replace(SMALL, n_layers=3)
+    plain = make_model(config)
+    wrapped = DNADecoder(config, block_class=ReentrantBlock)
+    wrapped.load_state_dict(plain.state_dict())
+    idx = torch.randint(0, 5, (2, 24))
+    next_token_loss(plain(idx), idx).backward()
+    next_token_loss(wrapped(idx), idx).backward()
+    grads = dict(plain.named_parameters())
+    for name, p in wrapped.named_parameters():
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-5, atol=1e-7, msg=name)

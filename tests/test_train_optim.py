@@ -50,7 +50,9 @@ def test_weight_decay_hits_matrices_only(positional: str) -> None:
     assert "embed.weight" in kept and "head.weight" in decayed
     assert all("norm" in n or ".prior." in n or n == "embed.weight" for n in kept)
     assert all(model.get_parameter(n).ndim == 2 and ".prior." not in n for n in decayed)
-    assert any(".attn.qkv." in n for n in decayed) and any(".mlp.down." in n for n in decayed)
+    assert any(".attn.q_proj." in n for n in decayed) and any(
+        ".mlp.down_proj." in n for n in decayed
+    )
     if positional == "goat":
         prior = {n for n in names.values() if ".prior." in n}
         assert prior and prior <= kept  # alpha, beta, slope, sink and the prior MLP

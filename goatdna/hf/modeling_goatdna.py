@@ -226,8 +226,8 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
             _fill(module.weight, 1.0)
         elif isinstance(module, Block):  # residual projections: std / sqrt(2 n_layers)
             residual = std / (2 * config.n_layers) ** 0.5
-            _normal(module.attn.out.weight, residual)
-            _normal(module.mlp.down.weight, residual)
+            _normal(module.attn.o_proj.weight, residual)
+            _normal(module.mlp.down_proj.weight, residual)
         elif isinstance(module, GoatPrior):
             for name in ("alpha", "beta", "sink", "mlp_b1", "mlp_w2", "mlp_b2"):
                 _fill(getattr(module, name), 0.0)

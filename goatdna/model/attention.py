@@ -144,9 +144,13 @@ class CausalSelfAttention(nn.Module):
         self.qk_dim = config.content_dim  # d_c for GOAT and ALiBi, d_h for RoPE and NoPE
         self.backend = resolve_backend(config.attention)
         H = config.n_heads
-        # one fused projection: [q (H*d_qk) | k (H*d_qk) | v (H*d_h)]
-        self.qkv = nn.Linear(config.d_model, H * (2 * self.qk_dim + self.head_dim), bias=False)
-        self.out = nn.Linear(H * self.head_dim, config.d_model, bias=False)
+        # separate projections, not one fused qkv: each output is contiguous, so RoPE's rotation
+        # and GOAT's pack read dense rows, and backward has no concatenation of the three
+        # gradients (transformers' Llama layout; peft finds them by these names)
+        self.q_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=False)
+        self.k_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=False)
+        self.v_proj = nn.Linear(config.d_model, H * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(H * self.head_dim, config.d_model, bias=False)
         self.prior: GoatPrior | AlibiPrior | None = None
         self.rope: RotaryEmbedding | None = None
         # set only inside attention_maps.recording(): (layer, q', k', v, mask) -> output
@@ -173,15 +177,20 @@ class CausalSelfAttention(nn.Module):
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, L, _ = x.shape
         H, dqk, dh = self.n_heads, self.qk_dim, self.head_dim
-        q, k, v = self.qkv(x).split([H * dqk, H * dqk, H * dh], dim=-1)
-        q = q.view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        k = k.view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        v = v.view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
+        q = self.q_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
+        k = self.k_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
+        v = self.v_proj(x).view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
         return q, k, v
 
-    def _positions(self, q: Tensor, k: Tensor, pos: range | Tensor) -> tuple[Tensor, Tensor]:
+    def _positions(
+        self, q: Tensor, k: Tensor, pos: range | Tensor, tails: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor]:
         """Attach positions: GOAT/ALiBi pack (q', k') (goat.py, Eqs. (23)-(24)), RoPE rotates, NoPE passes;
-        all -> (B, H, L, d_h). ``pos``: a range shared by every row, or per-row positions (B, L)."""
+        all -> (B, H, L, d_h). ``pos``: a range shared by every row, or per-row positions (B, L);
+        ``tails``: GOAT's position slots for ``pos`` when the decoder computed them for all
+        layers at once (`goat.shared_tails`)."""
+        if isinstance(self.prior, GoatPrior):
+            return self.prior.pack(q, k, pos, pos, tails)
         if self.prior is not None:
             return self.prior.pack(q, k, pos, pos)
         if self.rope is not None:
@@ -196,6 +205,7 @@ class CausalSelfAttention(nn.Module):
         layer: int = 0,
         positions: Tensor | None = None,
         mask: Tensor | None = None,
+        tails: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
         """x (B, L, d_model) at positions start_pos..start_pos+L-1 -> (B, L, d_model).
 
@@ -204,30 +214,32 @@ class CausalSelfAttention(nn.Module):
         packed kernel path, also when the backend is ``explicit`` (the same numbers).
         ``positions`` (B, L), when given, are each row's own absolute positions (a padded
         batch), and ``mask`` (`padding_mask`) says which keys each query sees; both run the
-        packed path too.
+        packed path too. ``tails``: see `_positions`.
         """
         B, L, _ = x.shape
         q, k, v = self._project(x)
         span = range(start_pos, start_pos + L)
         pos: range | Tensor = span if positions is None else positions
         observer = self.observer
-        if (
-            observer is None
-            and self.backend == "explicit"
-            and cache is None
-            and positions is None
-            and mask is None
-        ):
+        if observer is None and not self.packs(cache, positions, mask):
             y = explicit_attention(self.logits(q, k, span, span), v)
         else:
-            q, k = self._positions(q, k, pos)
+            q, k = self._positions(q, k, pos, tails)
             if cache is not None:
                 k, v = cache.write(layer, k, v)
             if observer is not None:  # output_attentions: explicit weights for this call only
                 y = observer(layer, q, k, v, mask)
             else:
                 y = attend(q, k, v, self.backend, mask)  # (B, H, L, d_h)
-        return self.out(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
+        return self.o_proj(y.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim))
+
+    def packs(
+        self, cache: LayerCache | None, positions: Tensor | None, mask: Tensor | None
+    ) -> bool:
+        """Whether `forward` with these arguments packs q'/k' (every path but explicit logits)."""
+        return not (
+            self.backend == "explicit" and cache is None and positions is None and mask is None
+        )
 
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
         """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT and ALiBi (goat.py, Eqs. (4)-(10)),

@@ -49,6 +49,8 @@ import contextlib
 import functools
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -155,6 +157,20 @@ def _slot_and_gain(head_dim: int, dtype: torch.dtype) -> tuple[float, float]:
     root = math.sqrt(head_dim)
     slot = float(torch.tensor(root, dtype=dtype, device="cpu"))  # also under a meta device
     return slot, slot * float(torch.tensor(1.0 / root, dtype=torch.float32, device="cpu"))
+
+
+class PriorWeights(NamedTuple):
+    """The learned tensors of one prior, or of several stacked along the head axis (`shared_tails`):
+    every per-position term is per head, so N layers' priors are one prior of N*H heads."""
+
+    alpha: Tensor  # (H, R)
+    beta: Tensor  # (H, R)
+    slope: Tensor  # (H,)
+    sink: Tensor  # (H,)
+    mlp_w1: Tensor  # (H, 2R + 2, M)
+    mlp_b1: Tensor  # (H, M)
+    mlp_w2: Tensor  # (H, M)
+    mlp_b2: Tensor  # (H,)
 
 
 class WindowTails:
@@ -298,30 +314,39 @@ class GoatPrior(nn.Module):
             freqs64 = goat_frequencies(self.num_modes, self.freq_base, device)
         return pos64, _phi(pos64, freqs64, self.train_length)
 
-    def _mlp(self, phi: Tensor) -> Tensor:
-        """g_h(phi) for every head: phi (L, F) -> (H, L)."""
-        hidden = F.silu(torch.matmul(phi, self.mlp_w1) + self.mlp_b1[:, None, :])  # (H, L, M)
-        return torch.matmul(hidden, self.mlp_w2[:, :, None])[..., 0] + self.mlp_b2[:, None]
+    def weights(self) -> PriorWeights:
+        return PriorWeights(*(getattr(self, name) for name in PriorWeights._fields))
 
-    def _key_bias64(self, pos: Positions, device: torch.device | None = None) -> Tensor:
+    @staticmethod
+    def _mlp(phi: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
+        """g_h(phi) for every head: phi (L, F) -> (H, L)."""
+        hidden = F.silu(torch.matmul(phi, w1) + b1[:, None, :])  # (H, L, M)
+        return torch.matmul(hidden, w2[:, :, None])[..., 0] + b2[:, None]
+
+    def _key_bias64(
+        self,
+        pos: Positions,
+        device: torch.device | None = None,
+        weights: PriorWeights | None = None,
+    ) -> Tensor:
         """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (Eqs. (21)-(22)) -> (H, L) float64.
 
         ``slope * j`` (the large term) is formed in float64; the MLP runs in the parameters' dtype
         with autocast off (its output is small, so float32 is exact enough and cheap).
         """
+        w = self.weights() if weights is None else weights
         pos64, phi = self._features(pos, device)
+        mlp = (w.mlp_w1, w.mlp_b1, w.mlp_w2, w.mlp_b2)
         with _autocast_off(pos64.device):
-            phi = phi.to(self.mlp_w1.dtype)
+            phi = phi.to(w.mlp_w1.dtype)
             if torch.is_grad_enabled():
                 # recompute the (H, L, M) hidden layer in backward rather than keep it: at batch
                 # size 1 it would otherwise weigh as much as a whole query tensor
-                g = checkpoint(self._mlp, phi, use_reentrant=False)
+                g = checkpoint(self._mlp, phi, *mlp, use_reentrant=False)
             else:
-                g = self._mlp(phi)
+                g = self._mlp(phi, *mlp)
         first = (pos64 == 0).double()  # (L,)
-        return (
-            self.slope.double()[:, None] * pos64 + g.double() + self.sink.double()[:, None] * first
-        )
+        return w.slope.double()[:, None] * pos64 + g.double() + w.sink.double()[:, None] * first
 
     def _k_rel(
         self, pos: Positions, dtype: torch.dtype, device: torch.device | None = None
@@ -330,14 +355,15 @@ class GoatPrior(nn.Module):
         to dtype."""
         return self._features(pos, device)[1][:, : 2 * self.num_modes].to(dtype)
 
-    def _rotation(self) -> Tensor:
+    def _rotation(self, weights: PriorWeights | None = None) -> Tensor:
         """W_h (H, 2R, 2R) with q_rel(i) = k_rel(i) W_h, i.e. [c, s] W = [a c + b s, a s - b c]
         (Eqs. (23)-(24)).
 
         One small matmul replaces four broadcast products over (H, L, R) and their backward sums.
         """
-        a = torch.diag_embed(self.alpha)  # (H, R, R)
-        b = torch.diag_embed(self.beta)
+        w = self.weights() if weights is None else weights
+        a = torch.diag_embed(w.alpha)  # (H, R, R)
+        b = torch.diag_embed(w.beta)
         return torch.cat([torch.cat([a, -b], dim=-1), torch.cat([b, a], dim=-1)], dim=-2)
 
     def key_bias(self, pos: Positions) -> Tensor:
@@ -354,7 +380,12 @@ class GoatPrior(nn.Module):
 
     # ---------------------------------------------------------------- Eqs. (23)-(24)
     def pack(
-        self, q_c: Tensor, k_c: Tensor, pos_q: Positions, pos_k: Positions
+        self,
+        q_c: Tensor,
+        k_c: Tensor,
+        pos_q: Positions,
+        pos_k: Positions,
+        tails: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Content queries/keys (B, H, L, d_c) -> packed q', k' (B, H, L, d_h) for one SDPA call.
 
@@ -369,13 +400,17 @@ class GoatPrior(nn.Module):
 
         ``pos_q``/``pos_k`` may be per-row positions (B, L) (a padded batch whose rows start at
         different columns): each row's slots are then those of its own absolute positions.
+
+        ``tails``: this layer's entry of `shared_tails` for ``(pos_q, pos_k)``, computed for every
+        layer at once (training); used when its dtype and device are the inputs'.
         """
         B, H, Lq, dc = q_c.shape
         Lk = k_c.shape[2]
-        q_tail, k_tail = self._position_tails(
-            _flat(pos_q), _flat(pos_k), q_c.dtype, q_c.device
-        )  # (Lq, H, d_p), (Lk, H, d_p); a row per position of every row for per-row positions
-        q_tail, k_tail = _per_row(q_tail, pos_q), _per_row(k_tail, pos_k)  # (B?, L, H, d_p)
+        if tails is None or tails[0].dtype != q_c.dtype or tails[0].device != q_c.device:
+            tails = self._position_tails(
+                _flat(pos_q), _flat(pos_k), q_c.dtype, q_c.device
+            )  # (Lq, H, d_p), (Lk, H, d_p); a row per position of every row for per-row positions
+        q_tail, k_tail = _per_row(tails[0], pos_q), _per_row(tails[1], pos_k)  # (B?, L, H, d_p)
         q = torch.cat(
             [
                 q_c.transpose(1, 2) * math.sqrt(self.head_dim / dc),  # (B, Lq, H, d_c)
@@ -441,15 +476,25 @@ class GoatPrior(nn.Module):
             return self._compute_tails(pos_q, pos_k, dtype, device)
 
     def _compute_tails(
-        self, pos_q: Positions, pos_k: Positions, dtype: torch.dtype, device: torch.device
+        self,
+        pos_q: Positions,
+        pos_k: Positions,
+        dtype: torch.dtype,
+        device: torch.device,
+        weights: PriorWeights | None = None,
     ) -> tuple[Tensor, Tensor]:
         """q' tail [sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0] and k' tail [k_rel(j), hi(u),
-        lo(u)], where u / gain makes slot * scale * (hi + lo) = u exactly as Eqs. (21)-(22) define it."""
-        H, d = self.num_heads, self.head_dim
+        lo(u)], where u / gain makes slot * scale * (hi + lo) = u exactly as Eqs. (21)-(22) define it.
+
+        ``weights`` (default: this prior's) may stack several layers' priors along the heads."""
+        w = self.weights() if weights is None else weights
+        H, d = w.alpha.shape[0], self.head_dim
         slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
         with _autocast_off(device):  # round once, below
-            weights = self._rotation() * math.sqrt(d)  # (H, 2R, 2R)
-            q_rel = torch.matmul(self._k_rel(pos_q, weights.dtype, device), weights)  # (H, Lq, 2R)
+            rotation = self._rotation(w) * math.sqrt(d)  # (H, 2R, 2R)
+            q_rel = torch.matmul(
+                self._k_rel(pos_q, rotation.dtype, device), rotation
+            )  # (H, Lq, 2R)
         q_rel = q_rel.to(dtype).transpose(0, 1)  # (Lq, H, 2R)
         Lq = q_rel.shape[0]
         const = torch.full((Lq, H, 2), slot, dtype=dtype, device=device)  # filled on the device
@@ -457,7 +502,7 @@ class GoatPrior(nn.Module):
             const[..., 1] = 0.0
         q_tail = torch.cat([q_rel, const], dim=-1)  # (Lq, H, 2R + 2)
 
-        u = (self._key_bias64(pos_k, device) / gain).t()  # (Lk, H) float64
+        u = (self._key_bias64(pos_k, device, w) / gain).t()  # (Lk, H) float64
         hi = u.to(dtype)
         # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
         lo = (u - hi.double()).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
@@ -469,9 +514,43 @@ class GoatPrior(nn.Module):
         )  # (Lk, H, 2R + 2)
         return q_tail, k_tail
 
+    def _layout(self) -> tuple:
+        """What besides the weights its tails depend on: priors alike in it can be stacked."""
+        return (
+            self.num_heads, self.head_dim, self.num_modes, self.train_length, self.freq_base,
+            self.split_key_bias, isinstance(self.freqs, nn.Parameter),
+        )  # fmt: skip
+
     def extra_repr(self) -> str:
         return (
             f"heads={self.num_heads}, head_dim={self.head_dim}, modes={self.num_modes}, "
             f"content_dim={self.content_dim}, train_length={self.train_length}, "
             f"split_key_bias={self.split_key_bias}"
         )
+
+
+def shared_tails(
+    priors: Sequence[GoatPrior], pos: range, dtype: torch.dtype, device: torch.device
+) -> list[tuple[Tensor, Tensor]] | None:
+    """Every layer's q'/k' position slots for positions ``pos``, computed once for all layers.
+
+    In training the slots cannot be cached (the weights change every step), and computing them
+    layer by layer cost ~55 small ops per layer and their backward. Each slot is per head, so
+    the layers' weights are stacked along the heads (N x H heads), the slots computed in one
+    pass and handed out per layer; gradients flow back through the stacking to every layer's own
+    parameters. Entry i is what ``priors[i]._compute_tails(pos, pos, dtype, device)`` returns
+    ((L, H, d_p) each). None (each layer computes its own) for learnable frequencies (the
+    features differ per layer) or priors of different shapes.
+    """
+    if not priors or isinstance(priors[0].freqs, nn.Parameter):
+        return None
+    if any(p._layout() != priors[0]._layout() for p in priors):
+        return None
+    stacked = PriorWeights(
+        *(torch.cat([getattr(p, name) for p in priors]) for name in PriorWeights._fields)
+    )  # each (N*H, ...)
+    q_tail, k_tail = priors[0]._compute_tails(pos, pos, dtype, device, stacked)  # (L, N*H, d_p)
+    N, H = len(priors), priors[0].num_heads
+    q_tails = q_tail.unflatten(1, (N, H)).unbind(1)  # N x (L, H, d_p)
+    k_tails = k_tail.unflatten(1, (N, H)).unbind(1)
+    return list(zip(q_tails, k_tails, strict=True))

@@ -18,21 +18,61 @@ from .alibi import AlibiPrior
 from .attention import CausalSelfAttention
 from .cache import KVCache, LayerCache
 from .config import ModelConfig
-from .goat import GoatPrior
+from .goat import GoatPrior, shared_tails
 from .scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
 
 
 class SwiGLU(nn.Module):
-    """``down(silu(gate(x)) * up(x))`` (Shazeer 2020), gate and up fused in one matmul."""
+    """``down(silu(gate(x)) * up(x))`` (Shazeer 2020).
+
+    Gate and up are two matmuls, not one fused ``gate_up``: the fused output's halves were
+    strided views (``silu * up`` ran 1.1x slower on them), backward concatenated their gradients
+    and the forward held one more full-width activation (benchmarks/peer_bench.py).
+    """
 
     def __init__(self, d_model: int, hidden: int) -> None:
         super().__init__()
-        self.gate_up = nn.Linear(d_model, 2 * hidden, bias=False)
-        self.down = nn.Linear(hidden, d_model, bias=False)
+        self.gate_proj = nn.Linear(d_model, hidden, bias=False)
+        self.up_proj = nn.Linear(d_model, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, d_model, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, L, hidden) each
-        return self.down(F.silu(gate) * up)
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # (B, L, d_model)
+
+
+FUSED_KEYS = {
+    "attn.qkv.weight": ("attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"),
+    "attn.out.weight": ("attn.o_proj.weight",),
+    "mlp.gate_up.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+    "mlp.down.weight": ("mlp.down_proj.weight",),
+}
+"""Block parameters of the fused layout (checkpoints before issue 31) -> their separate ones."""
+
+
+def _split_fused_keys(
+    module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_args: object
+) -> None:
+    """Load-time remap of a fused-layout state dict (``blocks.N.attn.qkv.weight``, ``.attn.out``,
+    ``.mlp.gate_up``, ``.mlp.down``) onto the separate projections, in place.
+
+    The one place old checkpoints are upgraded: a ``load_state_dict`` pre-hook of `DNADecoder`,
+    so every loader (run checkpoints, fine-tuned models, export folders, Fabric resumes) gets it,
+    under any wrapper prefix. A fused row block is split exactly: [q | k | v] by the config's
+    sizes, [gate | up] in halves, so the upgraded model computes what the old one did.
+    """
+    assert isinstance(module, DNADecoder)
+    c = module.config
+    qk, v = c.n_heads * c.content_dim, c.n_heads * c.head_dim
+    sizes = {"attn.qkv.weight": [qk, qk, v], "mlp.gate_up.weight": [c.mlp_hidden] * 2}
+    block_prefix = prefix + "blocks."
+    for key in [k for k in state_dict if k.startswith(block_prefix)]:
+        layer, _, name = key[len(block_prefix) :].partition(".")
+        if name not in FUSED_KEYS:
+            continue
+        weight = state_dict.pop(key)
+        parts = weight.split(sizes[name], dim=0) if name in sizes else (weight,)
+        for new_name, part in zip(FUSED_KEYS[name], parts, strict=True):
+            state_dict[f"{block_prefix}{layer}.{new_name}"] = part
 
 
 class Block(nn.Module):
@@ -53,8 +93,14 @@ class Block(nn.Module):
         layer: int = 0,
         positions: Tensor | None = None,
         mask: Tensor | None = None,
+        q_tail: Tensor | None = None,
+        k_tail: Tensor | None = None,
     ) -> Tensor:
-        x = x + self.attn(self.attn_norm(x), start_pos, cache, layer, positions, mask)
+        """``q_tail``/``k_tail``: this layer's GOAT position slots (`DNADecoder._shared_tails`),
+        two tensor arguments rather than a tuple so that a reentrant activation checkpoint
+        (transformers' ``use_reentrant=True``) detaches them and hands back their gradients."""
+        tails = None if q_tail is None or k_tail is None else (q_tail, k_tail)
+        x = x + self.attn(self.attn_norm(x), start_pos, cache, layer, positions, mask, tails)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -82,6 +128,7 @@ class DNADecoder(nn.Module):
             else nn.Linear(config.d_model, config.vocab_size, bias=False)
         )
         self.reset_parameters()
+        self._register_load_state_dict_pre_hook(_split_fused_keys, with_module=True)
 
     def reset_parameters(self) -> None:
         """GPT-2 init: N(0, init_std) weights; residual projections scaled by 1/sqrt(2 n_layers).
@@ -95,10 +142,12 @@ class DNADecoder(nn.Module):
             nn.init.normal_(self.head.weight, std=std)
         for block in self.blocks:
             assert isinstance(block, Block)  # ModuleList items are typed as Module
-            nn.init.normal_(block.attn.qkv.weight, std=std)
-            nn.init.normal_(block.mlp.gate_up.weight, std=std)
-            nn.init.normal_(block.attn.out.weight, std=residual_std)
-            nn.init.normal_(block.mlp.down.weight, std=residual_std)
+            for linear in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj):
+                nn.init.normal_(linear.weight, std=std)
+            nn.init.normal_(block.mlp.gate_proj.weight, std=std)
+            nn.init.normal_(block.mlp.up_proj.weight, std=std)
+            nn.init.normal_(block.attn.o_proj.weight, std=residual_std)
+            nn.init.normal_(block.mlp.down_proj.weight, std=residual_std)
 
     # ------------------------------------------------------------------ forward passes
     @property
@@ -159,13 +208,51 @@ class DNADecoder(nn.Module):
             cache.check_room(B, L)
         if states is not None:
             states.append(x)
+        tails = self._shared_tails(x, n, range(start_pos, start_pos + L), cache, positions, mask)
         for layer in range(n):
-            x = self.blocks[layer](x, start_pos, cache, layer, positions, mask)  # (B, L, d_model)
+            q_tail, k_tail = (None, None) if tails is None else tails[layer]
+            x = self.blocks[layer](
+                x, start_pos, cache, layer, positions, mask, q_tail, k_tail
+            )  # (B, L, d_model)
             if states is not None:
                 states.append(x)
         if cache is not None:
             cache.length = start_pos + L
         return self.norm(x) if layers is None else x
+
+    def _shared_tails(
+        self,
+        x: Tensor,
+        n: int,
+        span: range,
+        cache: LayerCache | None,
+        positions: Tensor | None,
+        mask: Tensor | None,
+    ) -> list[tuple[Tensor, Tensor]] | None:
+        """GOAT's position slots of the first ``n`` layers for ``span``, computed once for all of
+        them (`goat.shared_tails`), in training: with autograd on, a layer's prior cannot reuse
+        earlier slots (its weights change every step), so they are built here, outside any
+        block (a checkpointed block recomputes its own body, not these). Without autograd each
+        prior serves its own cached slots (`goat.WindowTails`); None then, and for per-row
+        positions and the explicit backend."""
+        if self.config.positional != "goat" or n == 0 or not torch.is_grad_enabled():
+            return None
+        blocks = list(self.blocks[:n])
+        first = blocks[0]
+        if not all(isinstance(block, Block) for block in blocks):
+            return (
+                None  # FSDP-wrapped blocks: their weights exist in full only inside their forward
+            )
+        assert isinstance(first, Block)  # for mypy
+        if positions is not None or not first.attn.packs(cache, positions, mask):
+            return None
+        device = x.device
+        if torch.amp.is_autocast_available(device.type) and torch.is_autocast_enabled(device.type):
+            dtype = torch.get_autocast_dtype(device.type)  # what q_proj's output will be
+        else:
+            dtype = x.dtype  # a Linear's output dtype is its input's (they must match)
+        priors = [block.attn.prior for block in blocks if isinstance(block, Block)]
+        return shared_tails([p for p in priors if isinstance(p, GoatPrior)], span, dtype, device)
 
     def hidden_at(
         self, idx: Tensor, layers: Sequence[int | None], start_pos: int = 0

@@ -35,7 +35,7 @@ WRAPPER_PREFIXES = ("_fsdp_wrapped_module.", "_orig_mod.", "_checkpoint_wrapped_
 
 
 def clean_param_name(name: str) -> str:
-    """A parameter's name as in the unwrapped model (``blocks.0.attn.qkv.weight``)."""
+    """A parameter's name as in the unwrapped model (``blocks.0.attn.q_proj.weight``)."""
     for prefix in WRAPPER_PREFIXES:
         name = name.replace(prefix, "")
     return name
