@@ -83,9 +83,10 @@ def _brute_layer(model: DNADecoder, ids: torch.Tensor, layer: int) -> tuple[np.n
         model.hidden(ids, states=states)
         block = model.blocks[layer]
         x = block.attn_norm(states[layer])[0].double().numpy()  # (L, d_model)
-    weight = block.attn.qkv.weight.detach().double().numpy()
     L = x.shape[0]
-    q, k, v = np.split(x @ weight.T, [H * dqk, 2 * H * dqk], axis=-1)
+    q, k, v = (
+        x @ getattr(block.attn, f"{name}_proj").weight.detach().double().numpy().T for name in "qkv"
+    )
     q = q.reshape(L, H, dqk).transpose(1, 0, 2)
     k = k.reshape(L, H, dqk).transpose(1, 0, 2)
     v = v.reshape(L, H, dh).transpose(1, 0, 2)
@@ -120,7 +121,8 @@ def test_maps_equal_a_float64_brute_force_and_the_fused_output(scheme: str) -> N
     maps = attention_maps(model, tokens, [0, 1])
     fused: list[torch.Tensor] = []
     hooks = [
-        b.attn.out.register_forward_pre_hook(lambda _m, a: fused.append(a[0])) for b in model.blocks
+        b.attn.o_proj.register_forward_pre_hook(lambda _m, a: fused.append(a[0]))
+        for b in model.blocks
     ]
     with torch.no_grad():
         model(ids)
@@ -159,7 +161,7 @@ def test_prior_share_tells_a_positional_head_from_a_content_head() -> None:
     dqk = model.config.content_dim
     prior = model.prior(0)
     with torch.no_grad():
-        model.blocks[0].attn.qkv.weight[:dqk].zero_()  # head 0's content queries
+        model.blocks[0].attn.q_proj.weight[:dqk].zero_()  # head 0's content queries
         for name in ("alpha", "beta", "slope", "sink", "mlp_b2"):
             getattr(prior, name)[1] = 0.0
         prior.mlp_w2[1] = 0.0  # head 1: K == 0

@@ -46,7 +46,7 @@ def _fused_outputs(model: torch.nn.Module, ids: torch.Tensor) -> list[torch.Tens
     plain forward pass (no output_attentions)."""
     seen: list[torch.Tensor] = []
     hooks = [
-        block.attn.out.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
+        block.attn.o_proj.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
         for block in model.model.blocks
     ]
     try:
