@@ -222,3 +222,113 @@ def test_sigkill_then_resume_gives_identical_adapters(
     assert set(a["state_dict"]) == set(b["state_dict"])
     for key, value in a["state_dict"].items():
         assert torch.equal(b["state_dict"][key], value), key
+
+
+def _test_rows(task: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """Test rows cut to different lengths (so a batch is padded), as a predict input."""
+    with (task / "test.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))[:8]
+    seqs = [r["sequence"][: 60 + 13 * i] for i, r in enumerate(rows)]
+    path = tmp_path / "input.csv"
+    path.write_text("sequence\n" + "\n".join(seqs) + "\n")
+    return path, seqs
+
+
+def test_merged_and_unmerged_exports_predict_what_predict_does(
+    lora_run: tuple[Path, Path], task_dir: Path, tmp_path: Path
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    from peft import PeftModel
+
+    import goatdna.hf  # noqa: F401  (registers the Auto classes)
+
+    _, run = lora_run
+    ckpt = run / "checkpoints" / "best.ckpt"
+    sequences, seqs = _test_rows(task_dir, tmp_path)
+    _invoke("predict", "--checkpoint", ckpt, "--sequences", sequences, "--out", tmp_path / "p.csv")
+    with (tmp_path / "p.csv").open(newline="") as fh:
+        expected = list(csv.DictReader(fh))
+    classes = load_task_model(ckpt).classes
+    want = np.array([[float(r[f"prob_{c}"]) for c in classes] for r in expected])
+
+    merged, unmerged = tmp_path / "merged", tmp_path / "unmerged"
+    _invoke("export", "--checkpoint", ckpt, "--out", merged)
+    _invoke("export", "--checkpoint", ckpt, "--out", unmerged, "--no-merge")
+    assert sorted(p.name for p in unmerged.iterdir()) == ["README.md", "adapter", "base"]
+    adapter_files = {p.name for p in (unmerged / "adapter").iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= adapter_files
+    base = transformers.AutoModelForSequenceClassification.from_pretrained(unmerged / "base")
+    models = {
+        "merged": transformers.AutoModelForSequenceClassification.from_pretrained(merged),
+        "unmerged": PeftModel.from_pretrained(base, unmerged / "adapter"),
+    }
+    tokenizer = transformers.AutoTokenizer.from_pretrained(merged)
+    batch = tokenizer(seqs, padding=True, return_tensors="pt")
+    assert not batch.attention_mask.all()
+    for name, model in models.items():
+        with torch.no_grad():
+            probs = model.eval()(**batch).logits.softmax(-1).numpy()
+        np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0, err_msg=name)
+    # the unmerged folder's base is the pretrained backbone's weights, not the merged ones
+    lm = load_checkpoint(lora_run[0]).model.state_dict()
+    weight = base.model.blocks[0].attn.qkv.base_layer.weight  # peft wrapped it in place
+    assert torch.equal(weight, lm["blocks.0.attn.qkv.weight"])
+    # --no-merge of a checkpoint without adapters is one line
+    result = runner.invoke(app, ["export", "--checkpoint", str(lora_run[0]), "--out",
+                                 str(tmp_path / "x"), "--no-merge"])  # fmt: skip
+    assert result.exit_code == 2 and "has no adapters" in result.output, result.output
+
+
+def test_exported_causal_lm_trains_with_peft_and_trainer(
+    lora_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Outside goatdna: the exported LM takes `get_peft_model(LoraConfig(...))` and a few steps
+    of transformers' Trainer; only the adapters move, and peft's saved adapter reloads."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    folder = tmp_path / "lm"
+    _invoke("export", "--checkpoint", lora_run[0], "--out", folder)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["qkv", "out", "gate_up", "down"],
+                        task_type="CAUSAL_LM")  # fmt: skip
+    peft_model = get_peft_model(model, config)
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    assert 0 < trainable < 0.2 * sum(p.numel() for p in peft_model.parameters())
+
+    rng = np.random.default_rng(0)
+    motif = "ACGTTGCA" * 8
+    rows = [tokenizer(motif[: 40 + int(rng.integers(0, 24))]) for _ in range(32)]
+    data = [{"input_ids": r["input_ids"], "labels": r["input_ids"]} for r in rows]
+
+    def collate(items: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        n = min(len(i["input_ids"]) for i in items)
+        ids = torch.tensor([i["input_ids"][:n] for i in items])
+        return {"input_ids": ids, "labels": ids}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "trainer"), max_steps=12, per_device_train_batch_size=8,
+        learning_rate=2e-2, logging_steps=1, save_strategy="no", report_to=[],
+        use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+    )  # fmt: skip
+    trainer = transformers.Trainer(model=peft_model, args=args, train_dataset=data,
+                                   data_collator=collate)  # fmt: skip
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 12 and np.mean(losses[-3:]) < np.mean(losses[:3])
+
+    peft_model.save_pretrained(tmp_path / "adapter")
+    merged_state = peft_model.get_base_model().state_dict()
+    for key, value in before.items():  # the base weights under the adapters never moved
+        base_key = key.replace(".weight", ".base_layer.weight")
+        assert torch.equal(merged_state.get(base_key, merged_state.get(key)), value), key
+    ids = torch.tensor([tokenizer(motif)["input_ids"]])
+    with torch.no_grad():
+        want = peft_model.eval()(input_ids=ids).logits
+    fresh = transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    reloaded = PeftModel.from_pretrained(fresh, tmp_path / "adapter").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=ids).logits, want, atol=1e-5, rtol=0)

@@ -171,7 +171,7 @@ def _write_adapter(folder: Path, base_folder: Path, adapter: AdapterExport, base
     if result.unexpected_keys or trained & set(result.missing_keys):
         raise RuntimeError(f"adapter weights do not fit the exported classifier: {result}")
     peft_model.peft_config["default"].base_model_name_or_path = base_name
-    peft_model.save_pretrained(str(folder))
+    peft_model.save_pretrained(str(folder), save_embedding_layers=False)
 
 
 UNMERGED_README = """# goatdna adapter fine-tune (unmerged)
