@@ -332,3 +332,17 @@ def test_exported_causal_lm_trains_with_peft_and_trainer(
     reloaded = PeftModel.from_pretrained(fresh, tmp_path / "adapter").eval()
     with torch.no_grad():
         torch.testing.assert_close(reloaded(input_ids=ids).logits, want, atol=1e-5, rtol=0)
+
+
+def test_missing_peft_is_one_error_line(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backbone = _backbone(tmp_path)
+    monkeypatch.setitem(sys.modules, "peft", None)  # `import peft` raises ImportError
+    result = runner.invoke(app, [*_args(task_dir, backbone, "lora"), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "error: adapter fine-tuning (--mode lora/ia3) needs the peft library: "
+        "pip install 'goatdna[lora]'"
+    ]
+    assert not (tmp_path / "r").exists()
