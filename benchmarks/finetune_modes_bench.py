@@ -160,8 +160,8 @@ def main() -> None:
         config = SyntheticGenomeConfig(total_length=args.genome_length)
         prepare_synthetic(shards, config, PrepareOptions(progress=False))
     task_dir = work / f"task-{args.label}"
-    options = WindowTaskOptions(label=args.label, max_train=args.max_train)
-    make_window_task(shards, task_dir, options, force=True)
+    make_window_task(shards, task_dir, WindowTaskOptions(label=args.label, max_train=args.max_train),
+                     force=True)  # fmt: skip
     if args.runs is not None:
         backbone = args.runs / "goat" / "checkpoints" / "best.ckpt"
     else:
@@ -180,6 +180,7 @@ def main() -> None:
                 config.optim.backbone_lr = args.lora_lr
             config.trainer.epochs = args.epochs
             config.trainer.progress_bar = False
+            config.trainer.log_every = 1  # a row per step: s/step between validations
             config.trainer.accelerator = "cpu"
             row = run_mode(work, to_dict(config), mode, seed, args.threads)
             results.append(row)
