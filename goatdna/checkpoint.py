@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import torch
     from lightning_fabric import Fabric
 
+    from goatdna.adapters import AdapterSpec
     from goatdna.model import DNADecoder, ModelConfig
     from goatdna.model.classifier import SequenceTaskModel
 
@@ -107,6 +108,11 @@ def load_checkpoint(
     scaling to a RoPE model at evaluation time, as the paper's RoPE-PI baseline does: it changes
     nothing within the training length and stretches the rotation beyond it. None keeps the
     checkpoint's own setting.
+
+    A LoRA/IA3 fine-tune's checkpoint (`goatdna.adapters`: adapters and head only) gives the
+    backbone it names (by path, checked by sha256) with its adapters merged in: the decoder the
+    fine-tuned model runs, never the bare pretrained one. A missing or different backbone is
+    refused in one line.
     """
     import torch
 
@@ -141,9 +147,57 @@ def load_checkpoint(
     model_config = from_dict(ModelConfig, dict(model_dict), "model")
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
+    from goatdna.adapters import adapter_spec
+
+    spec = adapter_spec(config, path)
+    if spec is not None:  # adapters + head only: the backbone comes from where the config says
+        model = _adapted_backbone(spec, state, path, device, rope_extension)
+        return LoadedCheckpoint(model, model_config, "finetuned", dict(config), path)
     model = _build_model(model_config, state, device, path, "the model config in the checkpoint")
     kind: CheckpointKind = "finetuned" if task_head(config) is not None else "pretrained"
     return LoadedCheckpoint(model, model_config, kind, dict(config), path)
+
+
+def _adapted_backbone(
+    spec: AdapterSpec,
+    state: Mapping[str, Any],
+    source: Path,
+    device: str,
+    rope_extension: str | None,
+) -> DNADecoder:
+    """An adapter fine-tune's backbone: the pretrained checkpoint it names (refused unless its
+    sha256 is the recorded one), its peft adapters loaded from ``state`` and merged in."""
+    from goatdna.adapters import attach, backbone_sha256, merged, require_peft
+
+    require_peft()
+    base = Path(spec.backbone)
+    if not base.exists():
+        raise GoatDNAError(
+            f"{source}: its backbone {base} is missing; these adapters need that checkpoint "
+            f"(sha256 {spec.backbone_sha256[:12]}...) back at that path"
+        )
+    found = backbone_sha256(base)
+    if found != spec.backbone_sha256:
+        raise GoatDNAError(
+            f"{source}: backbone {base} is not the one these adapters were trained on (sha256 "
+            f"{found[:12]}..., expected {spec.backbone_sha256[:12]}...); restore that checkpoint"
+        )
+    loaded = load_checkpoint(base, "cpu", rope_extension)
+    model = attach(loaded.model, spec)
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
+    result = model.load_state_dict(weights, strict=False)
+    missing = sorted(trained & set(result.missing_keys))
+    if missing or result.unexpected_keys:
+        wrong = missing[:1] or list(result.unexpected_keys)[:1]
+        raise GoatDNAError(
+            f"{source}: adapter weights do not match its adapter config ({len(missing)} "
+            f"missing, {len(result.unexpected_keys)} unexpected, e.g. {wrong[0]})"
+        )
+    model = merged(model).requires_grad_(True)  # as a pretrained checkpoint loads
+    model.to(device)
+    model.eval()
+    return model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,6 +266,13 @@ def task_head(run_config: Mapping[str, Any]) -> Mapping[str, Any] | None:
     choices (its layer and pooling, say) reads them from either."""
     head = run_config.get("head")
     return head if isinstance(head, Mapping) and "task" in head else None
+
+
+def adapter_weights(path: str | Path) -> dict[str, Any]:
+    """A LoRA/IA3 fine-tune checkpoint's adapter tensors, under their names in the fine-tuned
+    model (``"model." + <peft name>``), for an unmerged export."""
+    state = _weights(Path(path))
+    return {k: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
 
 
 def _weights(path: Path) -> Mapping[str, Any]:

@@ -24,8 +24,18 @@ def export(
     force: Annotated[
         bool, option("force", "Replace --out when it holds an earlier goatdna export.")
     ] = False,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge/--no-merge",
+            help="A LoRA/IA3 fine-tune: one folder with the adapters merged into the weights, or "
+            "(--no-merge) OUT/base (backbone + head) and OUT/adapter, a peft adapter folder "
+            "that PeftModel.from_pretrained loads.",
+        ),
+    ] = True,
 ) -> None:
     """Write config.json, model.safetensors, tokenizer, transformers code and a model card."""
+    from goatdna.adapters import adapter_spec
     from goatdna.checkpoint import checkpoint_provenance, load_checkpoint, task_head
 
     try:
@@ -44,6 +54,12 @@ def export(
     claim_output([out], True, inputs=[checkpoint])
     with output_lock(out, True):  # one export per --out
         loaded = load_checkpoint(checkpoint, device="cpu")
+        spec = adapter_spec(loaded.run_config, checkpoint) if loaded.kind == "finetuned" else None
+        if not merge and spec is None:
+            raise GoatDNAError(
+                f"--no-merge: {checkpoint} has no adapters (it is not a `goatdna finetune "
+                "--mode lora/ia3` checkpoint); drop the option"
+            )
         model = loaded.model
         task = None
         if task_head(loaded.run_config) is not None:  # the head too: predicts what `predict` does
@@ -51,8 +67,20 @@ def export(
 
             task = load_task_model(checkpoint).classifier
             model = task.model
+        adapter = None
+        if not merge and spec is not None and task is not None:
+            from goatdna.checkpoint import adapter_weights
+            from goatdna.hf.export import AdapterExport
+            from goatdna.model.classifier import SequenceTaskModel
+
+            model = load_checkpoint(spec.backbone, device="cpu").model  # checked by the load
+            head = task.head
+            task = SequenceTaskModel(model, task.task_config)
+            task.head.load_state_dict(head.state_dict())
+            adapter = AdapterExport(spec.peft_config(), adapter_weights(checkpoint))
         provenance = checkpoint_provenance(checkpoint)
         folder = export_model(
-            model, dict(loaded.run_config), provenance, out, force=force, task=task
-        )
+            model, dict(loaded.run_config), provenance, out, force=force, task=task,
+            adapter=adapter,
+        )  # fmt: skip
     typer.echo(f"exported {model.num_params():,} parameters to {folder}", err=True)

@@ -68,7 +68,38 @@ def finetune(
     mode: Annotated[
         str | None,
         typer.Option(
-            "--mode", help="full (train everything) | probe (frozen backbone, cached embeddings)."
+            "--mode",
+            help="full (train everything) | probe (frozen backbone, cached embeddings) | lora | "
+            "ia3 (frozen backbone + peft adapters on --lora-targets, trained with the head; the "
+            "checkpoint holds only those; needs `pip install 'goatdna[lora]'`).",
+        ),
+    ] = None,
+    lora_rank: Annotated[
+        int | None,
+        typer.Option("--lora-rank", help=_config_key("backbone.lora_rank", "LoRA rank r")),
+    ] = None,
+    lora_alpha: Annotated[
+        int | None,
+        typer.Option(
+            "--lora-alpha",
+            help=_config_key("backbone.lora_alpha", "LoRA alpha (updates scaled by alpha/rank)"),
+        ),
+    ] = None,
+    lora_dropout: Annotated[
+        float | None,
+        typer.Option(
+            "--lora-dropout",
+            help=_config_key("backbone.lora_dropout", "Dropout on the LoRA branch's input"),
+        ),
+    ] = None,
+    lora_targets: Annotated[
+        str | None,
+        typer.Option(
+            "--lora-targets",
+            help=_config_key(
+                "backbone.lora_targets",
+                "Comma-separated module names that get adapters (--mode lora/ia3)",
+            ),
         ),
     ] = None,
     layer: Annotated[
@@ -107,7 +138,10 @@ def finetune(
         float | None,
         typer.Option(
             "--backbone-lr",
-            help=_config_key("optim.backbone_lr", "Backbone learning rate in full mode"),
+            help=_config_key(
+                "optim.backbone_lr",
+                "Backbone learning rate (full), adapter learning rate (lora/ia3)",
+            ),
         ),
     ] = None,
     batch_size: Annotated[
@@ -167,7 +201,9 @@ def finetune(
         "task.label_column": label_column, "task.task": task, "task.max_length": max_length,
         "task.val_fraction": val_fraction, "backbone.checkpoint": checkpoint,
         "backbone.mode": mode, "backbone.layer": layer, "backbone.pool": pool, "backbone.rc_augment": rc_augment,
-        "backbone.rc_average": rc_average, "optim.head_lr": lr, "optim.backbone_lr": backbone_lr,
+        "backbone.rc_average": rc_average,
+        "backbone.lora_rank": lora_rank, "backbone.lora_alpha": lora_alpha,
+        "backbone.lora_dropout": lora_dropout, "backbone.lora_targets": lora_targets, "optim.head_lr": lr, "optim.backbone_lr": backbone_lr,
         "trainer.epochs": epochs, "trainer.batch_size": batch_size,
         "trainer.devices": devices_value, "trainer.accelerator": accelerator,
         "trainer.strategy": strategy, "trainer.num_nodes": num_nodes,

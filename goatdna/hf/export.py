@@ -17,6 +17,12 @@
                                transformers only
       README.md                the model card
 
+A LoRA/IA3 fine-tune exports merged (adapters folded into the weights: the layout above) or,
+unmerged, as ``DIR/base/`` (that layout: the pretrained backbone with the fine-tuned head) and
+``DIR/adapter/`` (peft's ``adapter_config.json`` + ``adapter_model.safetensors``), which
+``PeftModel.from_pretrained(AutoModelForSequenceClassification.from_pretrained(DIR/base), DIR/adapter)``
+loads.
+
 The folder is written under a temporary name beside ``DIR`` and swapped in when complete
 (`goatdna.atomic.atomic_dir`).
 `goatdna.checkpoint.load_checkpoint` reads it back, so every command that takes
@@ -71,6 +77,8 @@ AUTO_MAP = {
     "AutoModelForCausalLM": "modeling_goatdna.GoatDNAForCausalLM",
     "AutoModelForSequenceClassification": "modeling_goatdna.GoatDNAForSequenceClassification",
 }
+NO_MERGE_DIRS = ("base", "adapter")
+"""An unmerged adapter export's two folders (`AdapterExport`)."""
 TOKENIZER_AUTO_MAP = {"AutoTokenizer": ["tokenization_goatdna.GoatDNATokenizer", None]}
 _GOATDNA_IMPORT = re.compile(r"^\s*(from|import)\s+goatdna\b", re.MULTILINE)
 
@@ -137,6 +145,51 @@ def config_json(
         "goatdna_provenance": _json_safe(provenance),
         "goatdna_run_config": _json_safe({**run_config, "model": fields}),
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterExport:
+    """An adapter fine-tune exported unmerged: peft's config and the adapter weights under the
+    fine-tuned model's names (``"model." + <peft name>``, as `SequenceTaskModel` holds them)."""
+
+    peft_config: Any
+    weights: dict[str, Tensor]
+
+
+def _write_adapter(folder: Path, base_folder: Path, adapter: AdapterExport, base_name: str) -> None:
+    """peft's adapter folder for the classifier in ``base_folder``, written by peft itself: the
+    classifier loaded, `get_peft_model` on it, the trained adapter weights set, `save_pretrained`."""
+    import copy
+
+    from peft import get_peft_model
+
+    from .modeling_goatdna import GoatDNAForSequenceClassification
+
+    model = GoatDNAForSequenceClassification.from_pretrained(str(base_folder))
+    peft_model = get_peft_model(model, copy.deepcopy(adapter.peft_config))
+    trained = {n for n, p in model.named_parameters() if p.requires_grad and n.startswith("model.")}
+    result = model.load_state_dict(adapter.weights, strict=False)
+    if result.unexpected_keys or trained & set(result.missing_keys):
+        raise RuntimeError(f"adapter weights do not fit the exported classifier: {result}")
+    peft_model.peft_config["default"].base_model_name_or_path = base_name
+    peft_model.save_pretrained(str(folder), save_embedding_layers=False)
+
+
+UNMERGED_README = """# goatdna adapter fine-tune (unmerged)
+
+`base/` is the pretrained backbone with the fine-tuned sequence head; `adapter/` is the peft
+adapter trained on it. Load both:
+
+```python
+from peft import PeftModel
+from transformers import AutoModelForSequenceClassification
+
+base = AutoModelForSequenceClassification.from_pretrained("base", trust_remote_code=True)
+model = PeftModel.from_pretrained(base, "adapter").eval()
+```
+
+`goatdna export --merge` (the default) writes one folder with the adapter merged instead.
+"""
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -212,6 +265,9 @@ def _write_folder(
 
 
 def is_export_folder(path: Path) -> bool:
+    """A goatdna export (or an unmerged adapter export, whose ``base/`` is one)."""
+    if (path / NO_MERGE_DIRS[0] / CONFIG_FILE).is_file() and (path / NO_MERGE_DIRS[1]).is_dir():
+        path = path / NO_MERGE_DIRS[0]
     config = path / CONFIG_FILE
     try:
         return json.loads(config.read_text()).get("model_type") == MODEL_TYPE
@@ -246,6 +302,8 @@ def foreign_files(folder: Path, written: Path | None = None) -> list[Path]:
             continue
         if len(relative.parts) == 1 and (path.name in EXPORT_FILES or path.name in fresh):
             continue
+        if relative.parts[0] in NO_MERGE_DIRS and relative.parts[0] in fresh:
+            continue  # an unmerged export's own folders, written anew
         found.append(path)
     return found
 
@@ -271,6 +329,7 @@ def export_model(
     *,
     force: bool = False,
     task: SequenceTaskModel | None = None,
+    adapter: AdapterExport | None = None,
 ) -> Path:
     """Write ``model`` (a `DNADecoder`) and its provenance as an export folder at ``out``;
     with ``task`` (a fine-tuned `SequenceTaskModel` around ``model``), a folder that loads as
@@ -280,6 +339,9 @@ def export_model(
     (never an unrelated directory); files in it that goatdna did not write are kept (carried
     into the new folder) and named on stderr, as ``goatdna train --force`` does. Nothing appears
     at ``out`` until the folder is complete.
+
+    With ``adapter`` (``model`` then being the pretrained backbone and ``task`` the fine-tuned
+    head around it), the unmerged layout: ``out/base`` and peft's ``out/adapter``.
     """
     out = Path(out)
     replacing = False
@@ -300,7 +362,15 @@ def export_model(
             replacing = True
     kept: list[Path] = []
     with atomic_dir(out, then="rerun the export") as folder:
-        _write_folder(folder, model, run_config, provenance, task)
+        if adapter is None:
+            _write_folder(folder, model, run_config, provenance, task)
+        else:
+            base = folder / NO_MERGE_DIRS[0]
+            base.mkdir()
+            _write_folder(base, model, run_config, provenance, task)
+            _write_adapter(folder / NO_MERGE_DIRS[1], base, adapter,
+                           str(out.resolve() / NO_MERGE_DIRS[0]))  # fmt: skip
+            (folder / "README.md").write_text(UNMERGED_README)
         if replacing:
             kept = foreign_files(out, folder)
             _carry_over(out, folder, kept)

@@ -15,6 +15,12 @@ backbone's `ModelConfig`), ``head`` (the `SequenceTaskConfig` that `goatdna pred
 model from) and ``schedule`` (steps per epoch, total steps). ``mode: probe`` freezes the backbone and trains the head on embeddings computed once
 and cached in ``RUN_DIR/cache/`` (keyed by backbone, inputs, layers, poolings and length cap);
 several layers or poolings are swept and the best on validation kept (`training.probe`).
+
+``mode: lora`` / ``ia3`` freeze the backbone and train peft adapters on its projections with the
+head (`goatdna.adapters`). Their checkpoints hold only what was trained: ``state_dict`` has the
+adapter weights (``"model." + <peft name>``) and ``"head."``, and the config an ``adapter``
+section naming the backbone by absolute path and sha256; `load_checkpoint` rebuilds base +
+adapters from it (merged), so a task costs megabytes, not a copy of the backbone.
 """
 
 from __future__ import annotations
@@ -31,6 +37,15 @@ import torch
 from torch import Tensor, nn
 
 from goatdna import __version__
+from goatdna.adapters import (
+    ADAPTER_SECTION,
+    AdapterSpec,
+    adapter_spec,
+    attach,
+    backbone_sha256,
+    require_peft,
+    split_targets,
+)
 from goatdna.checkpoint import load_checkpoint, task_head
 from goatdna.configfile import from_dict, to_dict
 from goatdna.errors import GoatDNAError
@@ -106,11 +121,48 @@ class SequenceTaskModule(SequenceTaskModel):
         self.config = config
         self.ft = from_dict(FinetuneConfig, {k: config[k] for k in FINETUNE_SECTIONS}, "")
         self.probe = self.ft.backbone.mode == "probe"
+        self.adapter: AdapterSpec | None = adapter_spec(config, Path("config.yaml"))
         if self.probe:
             self.model.requires_grad_(False)
         elif self.model.head is not None:
             # the next-base head plays no part in the task (and DDP rejects unused parameters)
             self.model.head.requires_grad_(False)
+
+    def attach_adapters(self) -> None:
+        """Inject the run's peft adapters into the backbone (after its pretrained weights are
+        loaded: peft renames the wrapped layers' weights), freezing the rest of it."""
+        if self.adapter is not None:
+            attach(self.model, self.adapter)
+
+    def trained_keys(self) -> set[str]:
+        """State-dict keys of what an adapter fine-tune trains: the adapters and the head."""
+        adapters = {f"model.{n}" for n, p in self.model.named_parameters() if p.requires_grad}
+        return adapters | {f"head.{k}" for k in self.head.state_dict()}
+
+    def state_dict(  # type: ignore[override]
+        self, *, destination: Any = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Any]:
+        """Everything, or (adapter modes) only the adapters and the head: the frozen backbone is
+        referenced by the config's ``adapter`` section, not copied into every checkpoint."""
+        out = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
+        if self.adapter is not None:
+            kept = self.trained_keys()
+            for key in [k for k in out if k.startswith(prefix) and k[len(prefix) :] not in kept]:
+                del out[key]
+        return out
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """`state_dict`'s inverse: with adapters, exactly the trained keys are required."""
+        if self.adapter is None:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        result = super().load_state_dict(state_dict, strict=False, assign=assign)
+        missing = sorted(set(result.missing_keys) & self.trained_keys())
+        if strict and (missing or result.unexpected_keys):
+            raise RuntimeError(
+                f"adapter checkpoint does not match the run: missing {missing[:3]}, "
+                f"unexpected {list(result.unexpected_keys)[:3]}"
+            )
+        return result
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:  # type: ignore[override]
         """Head outputs of a batch of tokens (``tokens``, ``lengths``) or cached ``features``.
@@ -241,6 +293,15 @@ def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any]
     out["head"] = to_dict(task_config(config, task, choice))
     out["schedule"] = {"steps_per_epoch": steps_per_epoch, "total_steps": total_steps}
     out["inputs"] = dict(inputs)
+    if config.backbone.adapters:
+        backbone = Path(config.backbone.checkpoint)
+        digest = inputs["backbone_sha256"] if backbone.is_file() else backbone_sha256(backbone)
+        b = config.backbone
+        out[ADAPTER_SECTION] = AdapterSpec(
+            mode=b.mode, targets=split_targets(b.lora_targets), rank=b.lora_rank,
+            alpha=b.lora_alpha, dropout=b.lora_dropout, backbone=str(backbone.resolve()),
+            backbone_sha256=digest,
+        ).to_dict()  # fmt: skip
     out["goatdna_version"] = __version__
     return out
 
@@ -254,6 +315,8 @@ def finetune(
     wall_start = time.perf_counter()
     if not config.backbone.checkpoint:
         raise GoatDNAError("--checkpoint is required (a pretrained .ckpt)")
+    if config.backbone.adapters:
+        require_peft()
     run = RunDir(Path(run_dir))
     run.refuse_foreign(_input_paths(config), own=(FEATURE_CACHE.parts[0],))  # before any work
     backbone, backbone_config = load_backbone(config.backbone.checkpoint)
@@ -428,6 +491,7 @@ def _fit(
     ``features``: a probe's cached features of every split (None: full fine-tuning)."""
     module = _task_module(resolved, config.seed)
     module.model.load_state_dict(backbone.state_dict())
+    module.attach_adapters()
     _standardized_head(fabric, module, task, config, features)
     fine_tuning = FineTuning(fabric, config, resolved, module, task, plan, features)
     trainable = Trainable.setup(fabric, module, lambda: module.optimizer(fine_tuning.total_steps))

@@ -12,6 +12,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from goatdna.adapters import (
+    ADAPTER_MODES,
+    ADAPTER_TARGETS,
+    LORA_ALPHA,
+    LORA_DROPOUT,
+    LORA_RANK,
+    split_targets,
+)
+
 PROBE_POOLS = ("mean", "last")
 FINAL_LAYER = "final"
 
@@ -73,8 +82,10 @@ class BackboneConfig:
     """Which pretrained model and how it is used."""
 
     checkpoint: str = ""
-    mode: Literal["full", "probe"] = "full"
-    """``full``: train backbone and head; ``probe``: frozen backbone, cached embeddings."""
+    mode: Literal["full", "probe", "lora", "ia3"] = "full"
+    """``full``: train backbone and head; ``probe``: frozen backbone, cached embeddings;
+    ``lora``/``ia3``: frozen backbone with peft adapters on ``lora_targets``, trained with the
+    head (the checkpoint holds only those, `goatdna.adapters`)."""
     layer: int | str = "final"
     """Probe input: a 1-based block number, ``final`` (the final norm's output), a list
     (``1,3,final``) or ``all`` (every block and final); several sweep (``mode: probe``)."""
@@ -85,17 +96,46 @@ class BackboneConfig:
     rc_average: bool = False
     """Evaluate and predict with the mean of both strands' outputs."""
     dropout: float = 0.1
+    lora_rank: int = LORA_RANK
+    """LoRA's rank ``r`` (peft's default); ``mode: lora`` only."""
+    lora_alpha: int = LORA_ALPHA
+    """LoRA's scale numerator (updates are scaled by alpha / rank; peft's default)."""
+    lora_dropout: float = LORA_DROPOUT
+    """Dropout on the LoRA branch's input (peft's default)."""
+    lora_targets: str = ",".join(ADAPTER_TARGETS)
+    """Comma-separated module names that get adapters (``mode: lora`` and ``ia3``)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.lora_rank < 1:
+            raise ValueError(f"lora_rank (--lora-rank) must be >= 1, got {self.lora_rank}")
+        if not (math.isfinite(self.lora_alpha) and self.lora_alpha > 0):
+            raise ValueError(f"lora_alpha (--lora-alpha) must be > 0, got {self.lora_alpha}")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise ValueError(
+                f"lora_dropout (--lora-dropout) must be in [0, 1), got {self.lora_dropout}"
+            )
+        if not split_targets(self.lora_targets):
+            raise ValueError("lora_targets (--lora-targets) must name at least one module")
+        defaults = {"lora_rank": LORA_RANK, "lora_alpha": LORA_ALPHA, "lora_dropout": LORA_DROPOUT}
+        changed = [k for k, v in defaults.items() if getattr(self, k) != v]
+        if self.mode != "lora" and changed:
+            raise ValueError(f"{', '.join(changed)} apply to mode lora only (mode is {self.mode})")
+        if self.mode not in ADAPTER_MODES and split_targets(self.lora_targets) != ADAPTER_TARGETS:
+            raise ValueError(f"lora_targets applies to modes lora and ia3 (mode is {self.mode})")
         check_layer_spec(self.layer)
         check_pool_spec(self.pool)
-        if self.mode == "full" and (str(self.layer) != "final" or "," in self.pool):
+        if self.mode != "probe" and (str(self.layer) != "final" or "," in self.pool):
             raise ValueError(
-                "layer and pool lists, and layers other than final, need mode probe (full "
-                "fine-tuning trains the whole backbone and reads its final norm)"
+                f"layer and pool lists, and layers other than final, need mode probe ({self.mode} "
+                "fine-tuning trains through the whole backbone and reads its final norm)"
             )
+
+    @property
+    def adapters(self) -> bool:
+        """Whether this mode trains peft adapters (`goatdna.adapters.ADAPTER_MODES`)."""
+        return self.mode in ADAPTER_MODES
 
 
 @dataclass

@@ -10,7 +10,6 @@ rank takes its contiguous block (`runtime.rank_block`) of the step's global batc
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from goatdna.adapters import file_sha256
 from goatdna.data_prep.tables import (
     SequenceTable,
     check_labels_present,
@@ -65,14 +65,6 @@ class TaskData:
     @property
     def n_outputs(self) -> int:
         return len(self.classes) if self.task == "classification" else 1
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def truncate(tokens: list[np.ndarray], max_length: int) -> tuple[list[np.ndarray], int]:

@@ -1,0 +1,191 @@
+"""Parameter-efficient fine-tuning through Hugging Face ``peft``: LoRA and IA3 on a DNADecoder.
+
+A shared piece beside `checkpoint`: fine-tuning attaches adapters here, and `checkpoint` (the one
+loader of trained models) rebuilds and merges them here, so both read one description of an
+adapter (`AdapterSpec`) and one list of targets. peft's own tuners do the work (`LoraModel`,
+`IA3Model`, injected in place into goatdna's decoder, which stays a `DNADecoder` with the same
+module names); nothing here is a hand-written adapter.
+
+An adapter fine-tune's checkpoint holds only what was trained: the adapter weights under their
+peft names (``"model.blocks.0.attn.qkv.lora_A.default.weight"``), the sequence head, and the
+run config's ``adapter`` section (`AdapterSpec.to_dict`) naming the backbone checkpoint by
+absolute path and sha256. peft is an optional dependency (``pip install 'goatdna[lora]'``):
+importing this module never imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from goatdna.errors import GoatDNAError
+
+if TYPE_CHECKING:
+    from peft import PeftConfig
+    from torch import nn
+
+    from goatdna.model import DNADecoder
+
+ADAPTER_MODES = ("lora", "ia3")
+"""`goatdna finetune --mode` values that train peft adapters (the backbone's own weights frozen)."""
+
+ADAPTER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""Default ``--lora-targets``: every attention and MLP projection of a `DNADecoder` block, by the
+module names peft matches (a suffix of ``blocks.N.attn.q_proj`` ...), the names transformers'
+Llama uses, so peft's defaults and users' habits carry over. The one list to change if the
+blocks' layout changes."""
+
+IA3_FEEDFORWARD = ("down_proj",)
+"""Targets IA3 scales at their input rather than their output (peft's ``feedforward_modules``),
+as peft's defaults for Llama do for ``down_proj``."""
+
+LORA_RANK, LORA_ALPHA, LORA_DROPOUT = 8, 8, 0.0
+"""peft's `LoraConfig` defaults (``r``, ``lora_alpha``, ``lora_dropout``), the options' defaults."""
+
+ADAPTER_SECTION = "adapter"
+"""The run config's key holding `AdapterSpec.to_dict` (absent: not an adapter fine-tune)."""
+
+PEFT_HINT = "pip install 'goatdna[lora]'"
+
+
+def require_peft() -> None:
+    """One line when peft is missing, instead of an ImportError traceback."""
+    try:
+        import peft  # noqa: F401
+    except ImportError:
+        raise GoatDNAError(
+            f"adapter fine-tuning (--mode lora/ia3) needs the peft library: {PEFT_HINT}"
+        ) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterSpec:
+    """What adapters a fine-tune trained and on which backbone (the run config's ``adapter``).
+
+    ``backbone`` is the absolute path of the backbone checkpoint (a ``.ckpt`` or export folder)
+    and ``backbone_sha256`` the digest of its weights (`backbone_sha256`): loading refuses any
+    other backbone, since adapters are deltas that mean nothing on different weights.
+    """
+
+    mode: str
+    targets: tuple[str, ...] = ADAPTER_TARGETS
+    rank: int = LORA_RANK
+    alpha: int = LORA_ALPHA
+    dropout: float = LORA_DROPOUT
+    backbone: str = ""
+    backbone_sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ADAPTER_MODES:
+            raise ValueError(f"adapter mode {self.mode!r}: use one of {', '.join(ADAPTER_MODES)}")
+        if not self.targets:
+            raise ValueError("lora_targets must name at least one module")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "targets": list(self.targets)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: Path) -> AdapterSpec:
+        try:
+            return cls(**{**data, "targets": tuple(data["targets"])})
+        except (KeyError, TypeError, ValueError) as err:
+            raise GoatDNAError(
+                f"{source}: its '{ADAPTER_SECTION}' section is not one this goatdna reads "
+                f"({err}); fine-tune it again"
+            ) from None
+
+    def peft_config(self) -> PeftConfig:
+        """peft's config for these adapters (LoRA: rank, alpha, dropout; IA3: the targets)."""
+        require_peft()
+        from peft import IA3Config, LoraConfig
+
+        targets = list(self.targets)
+        if self.mode == "lora":
+            return LoraConfig(
+                r=self.rank,
+                lora_alpha=self.alpha,
+                lora_dropout=self.dropout,
+                target_modules=targets,
+            )
+        return IA3Config(
+            target_modules=targets,
+            feedforward_modules=[t for t in targets if t in IA3_FEEDFORWARD],
+        )
+
+
+def attach(decoder: DNADecoder, spec: AdapterSpec) -> DNADecoder:
+    """Inject ``spec``'s adapters into ``decoder`` in place (peft's tuner), freezing everything
+    else in it; returns the same decoder. A target that names no module is one line."""
+    config = spec.peft_config()
+    from peft.tuners.ia3 import IA3Model
+    from peft.tuners.lora import LoraModel
+
+    tuner = LoraModel if spec.mode == "lora" else IA3Model
+    missing = [t for t in spec.targets if not _names_module(decoder, t)]
+    if missing:
+        raise GoatDNAError(
+            f"--lora-targets {','.join(spec.targets)}: no module of the decoder is named "
+            f"{', '.join(missing)}; choose among {', '.join(linear_names(decoder))}"
+        )
+    tuner(decoder, config, "default")
+    return decoder
+
+
+def merged(decoder: DNADecoder) -> DNADecoder:
+    """``decoder`` with its adapters folded into the base weights and removed (peft's
+    ``merge_and_unload``): a plain `DNADecoder` whose state dict is a pretrained one's."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for name, module in list(decoder.named_modules()):
+        if isinstance(module, BaseTunerLayer):
+            module.merge()
+            parent_name, _, child = name.rpartition(".")
+            parent = decoder.get_submodule(parent_name) if parent_name else decoder
+            setattr(parent, child, module.get_base_layer())
+    return decoder
+
+
+def linear_names(decoder: nn.Module) -> list[str]:
+    """The distinct last names of the decoder's Linear layers (what ``--lora-targets`` takes)."""
+    from torch import nn
+
+    return sorted(
+        {n.rpartition(".")[2] for n, m in decoder.named_modules() if isinstance(m, nn.Linear)}
+    )
+
+
+def _names_module(decoder: nn.Module, target: str) -> bool:
+    return any(n == target or n.endswith("." + target) for n, _ in decoder.named_modules())
+
+
+def adapter_spec(run_config: Mapping[str, Any], source: Path) -> AdapterSpec | None:
+    """The run config's `AdapterSpec` (None: no adapters, a probe or full fine-tune)."""
+    section = run_config.get(ADAPTER_SECTION)
+    if not isinstance(section, Mapping):
+        return None
+    return AdapterSpec.from_dict(section, source)
+
+
+def split_targets(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``--lora-targets q_proj,v_proj`` (or a YAML list) as a tuple of module names."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def backbone_sha256(path: str | Path) -> str:
+    """The digest that identifies a backbone: its ``.ckpt`` file's, or an export folder's
+    ``model.safetensors``'."""
+    path = Path(path)
+    return file_sha256(path / "model.safetensors" if path.is_dir() else path)

@@ -1,0 +1,349 @@
+"""`goatdna finetune --mode lora/ia3`: peft adapters on the frozen backbone, checkpoints of only
+what was trained, loading base + adapters through `load_task_model`, merged/unmerged export."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna import faults
+from goatdna.adapters import ADAPTER_TARGETS
+from goatdna.checkpoint import load_checkpoint, load_task_model, save_checkpoint
+from goatdna.cli.app import app
+from goatdna.configfile import to_dict
+from goatdna.model import DNADecoder, ModelConfig
+
+pytest.importorskip("peft")
+runner = CliRunner()
+TINY = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2, train_length=64)
+
+
+def _invoke(*args: object) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def task_dir(synthetic_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("lora_task") / "gc"
+    _invoke("make-task", "--data", synthetic_shards, "--out", out, "--label", "gc",
+            "--max-train", "64", "--max-eval", "32")  # fmt: skip
+    return out
+
+
+def _backbone(folder: Path, seed: int = 0) -> Path:
+    torch.manual_seed(seed)
+    return save_checkpoint(folder / "lm.ckpt", DNADecoder(TINY), {"model": to_dict(TINY)})
+
+
+def _args(task: Path, backbone: Path, mode: str, *extra: object) -> list[str]:
+    return [str(a) for a in ("finetune", "--checkpoint", backbone, "--train", task / "train.csv",
+            "--val", task / "val.csv", "--mode", mode, "--epochs", "2", "--batch-size", "16",
+            "--backbone-lr", "3e-3", "--no-progress", *extra)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lora_run(task_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A LoRA fine-tune (rank 4, dropout) of a tiny backbone: (backbone .ckpt, run dir)."""
+    root = tmp_path_factory.mktemp("lora_run")
+    backbone = _backbone(root)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _invoke(*_args(task_dir, backbone, "lora", "--lora-rank", "4", "--lora-alpha", "8",
+                       "--lora-dropout", "0.1", "--rc-average", "--out", root / "run"))  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    return backbone, root / "run"
+
+
+def test_lora_trains_only_the_targeted_modules(lora_run: tuple[Path, Path]) -> None:
+    backbone, run = lora_run
+    before = torch.load(backbone, weights_only=True)["state_dict"]
+    ckpt = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
+    # the checkpoint holds the adapters and the head only, and names its backbone
+    keys = set(ckpt["state_dict"])
+    adapters = {k for k in keys if k.startswith("model.")}
+    assert keys - adapters == {
+        "head.center",
+        "head.scale",
+        "head.linear.weight",
+        "head.linear.bias",
+    }
+    assert adapters and all(".lora_A." in k or ".lora_B." in k for k in adapters)
+    assert {k.split(".")[4] for k in adapters} == set(ADAPTER_TARGETS)
+    section = ckpt["hyper_parameters"]["config"]["adapter"]
+    assert section["backbone"] == str(backbone.resolve()) and section["rank"] == 4
+    assert section["backbone_sha256"] == _sha(backbone)
+    assert ckpt["optimizer"]["state"], "adapters were optimised"
+    # the merged decoder differs from the backbone exactly in the targeted weights
+    merged = load_checkpoint(run / "checkpoints" / "best.ckpt").model.state_dict()
+    assert set(merged) == {k.removeprefix("model.") for k in before}
+    for key, value in before.items():
+        name = key.removeprefix("model.")
+        targeted = name.rsplit(".", 2)[-2] in ADAPTER_TARGETS
+        assert torch.equal(merged[name], value) != targeted, name
+    # trainable parameters: adapters (rank 4 on 4 projections) + head
+    import json
+
+    summary = json.loads((run / "summary.json").read_text())
+    shapes = {k: v.shape for k, v in ckpt["state_dict"].items()}
+    assert all(4 in shapes[k] for k in adapters)  # (rank, in) and (out, rank)
+    lora = sum(shapes[k].numel() for k in adapters)
+    assert summary["trainable_params"] == lora + TINY.d_model * 3 + 3  # + the head's linear
+
+
+def test_backbone_bytes_unchanged_by_training(task_dir: Path, tmp_path: Path) -> None:
+    backbone = _backbone(tmp_path)
+    digest = _sha(backbone)
+    with torch.no_grad():
+        reference = load_checkpoint(backbone).model.state_dict()
+    _invoke(*_args(task_dir, backbone, "ia3", "--epochs", "1", "--out", tmp_path / "run"))
+    assert _sha(backbone) == digest
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+    adapters = [k for k in ckpt["state_dict"] if k.startswith("model.")]
+    assert adapters and all(".ia3_l." in k for k in adapters)
+    merged = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt").model.state_dict()
+    assert torch.equal(merged["embed.weight"], reference["embed.weight"])
+    assert not torch.equal(
+        merged["blocks.0.attn.qkv.weight"], reference["blocks.0.attn.qkv.weight"]
+    )
+
+
+def test_predict_uses_base_plus_adapters(lora_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """predict reads the LoRA checkpoint through load_task_model: base + adapters (unmerged peft
+    forward, computed here independently) + head."""
+    from peft import LoraConfig
+    from peft.tuners.lora import LoraModel
+
+    from goatdna.data_prep.tokens import encode
+    from goatdna.model.classifier import SequenceTaskModel, pad_sequences
+
+    backbone, run = lora_run
+    ckpt = run / "checkpoints" / "best.ckpt"
+    loaded = load_task_model(ckpt)
+    seqs = ["ACGTACGGTTCA" * 5, "GGCCGGCATTA" * 4]
+    path = tmp_path / "in.csv"
+    path.write_text("sequence\n" + "\n".join(seqs) + "\n")
+    _invoke("predict", "--checkpoint", ckpt, "--sequences", path, "--out", tmp_path / "p.csv")
+    with (tmp_path / "p.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    got = np.array([[float(r[f"prob_{c}"]) for c in loaded.classes] for r in rows])
+
+    base = load_checkpoint(backbone).model
+    state = torch.load(ckpt, weights_only=True)["state_dict"]
+    LoraModel(base, LoraConfig(r=4, lora_alpha=8, target_modules=list(ADAPTER_TARGETS)),
+              "default")  # fmt: skip
+    base.load_state_dict(
+        {k[6:]: v for k, v in state.items() if k.startswith("model.")}, strict=False
+    )
+    unmerged = SequenceTaskModel(base, loaded.classifier.task_config).eval()
+    unmerged.head.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("head.")})
+    tokens, lengths = pad_sequences([torch.as_tensor(encode(s)) for s in seqs])
+    with torch.no_grad():
+        want = unmerged.predict(tokens, lengths).double().numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_wrong_or_missing_backbone_is_one_error_line(
+    lora_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    backbone, run = lora_run
+    ckpt = tmp_path / "best.ckpt"
+    shutil.copy(run / "checkpoints" / "best.ckpt", ckpt)
+    saved = backbone.read_bytes()
+    try:
+        _backbone(backbone.parent, seed=1)  # another backbone at the recorded path
+        for command in (["predict", "--sequences", tmp_path / "x.csv", "--out", tmp_path / "p.csv"],
+                        ["export", "--out", tmp_path / "export"]):  # fmt: skip
+            (tmp_path / "x.csv").write_text("sequence\nACGT\n")
+            result = runner.invoke(app, [str(a) for a in [*command, "--checkpoint", ckpt]])
+            assert result.exit_code == 2, result.output
+            lines = result.output.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+            assert "not the one these adapters were trained on" in lines[0]
+        backbone.unlink()
+        result = runner.invoke(
+            app, ["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "e")]
+        )
+        assert result.exit_code == 2 and "is missing" in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    finally:
+        backbone.write_bytes(saved)
+    assert not (tmp_path / "p.csv").exists() and not (tmp_path / "export").exists()
+
+
+def test_lora_options_are_checked(task_dir: Path, tmp_path: Path) -> None:
+    backbone = _backbone(tmp_path)
+    for extra, words in ((["--mode", "full", "--lora-rank", "4"], "apply to mode lora only"),
+                         (["--mode", "lora", "--lora-rank", "0"], "lora_rank"),
+                         (["--mode", "lora", "--lora-targets", "q_proj"], "no module of the decoder")):  # fmt: skip
+        args = [a for a in _args(task_dir, backbone, "lora") if a not in ("--mode", "lora")]
+        result = runner.invoke(app, [*args, *extra, "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2, result.output
+        assert words in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_gives_identical_adapters(
+    task_dir: Path, tmp_path: Path, one_thread: None
+) -> None:
+    backbone = _backbone(tmp_path)
+    args = _args(task_dir, backbone, "lora", "--lora-dropout", "0.1", "--epochs", "3")
+    straight = tmp_path / "straight"
+    _invoke(*args, "--out", straight)
+
+    crashed = tmp_path / "crashed"
+    env = dict(os.environ, OMP_NUM_THREADS="1", **faults.arm("train.checkpoint_saved", 8))
+    cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "--out", str(crashed)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 8
+    _invoke("finetune", "--out", crashed, "--resume")
+
+    a = torch.load(straight / "checkpoints" / "last.ckpt", weights_only=True)
+    b = torch.load(crashed / "checkpoints" / "last.ckpt", weights_only=True)
+    assert a["global_step"] == b["global_step"] == 12
+    assert set(a["state_dict"]) == set(b["state_dict"])
+    for key, value in a["state_dict"].items():
+        assert torch.equal(b["state_dict"][key], value), key
+
+
+def _test_rows(task: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """Test rows cut to different lengths (so a batch is padded), as a predict input."""
+    with (task / "test.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))[:8]
+    seqs = [r["sequence"][: 60 + 13 * i] for i, r in enumerate(rows)]
+    path = tmp_path / "input.csv"
+    path.write_text("sequence\n" + "\n".join(seqs) + "\n")
+    return path, seqs
+
+
+def test_merged_and_unmerged_exports_predict_what_predict_does(
+    lora_run: tuple[Path, Path], task_dir: Path, tmp_path: Path
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    from peft import PeftModel
+
+    import goatdna.hf  # noqa: F401  (registers the Auto classes)
+
+    _, run = lora_run
+    ckpt = run / "checkpoints" / "best.ckpt"
+    sequences, seqs = _test_rows(task_dir, tmp_path)
+    _invoke("predict", "--checkpoint", ckpt, "--sequences", sequences, "--out", tmp_path / "p.csv")
+    with (tmp_path / "p.csv").open(newline="") as fh:
+        expected = list(csv.DictReader(fh))
+    classes = load_task_model(ckpt).classes
+    want = np.array([[float(r[f"prob_{c}"]) for c in classes] for r in expected])
+
+    merged, unmerged = tmp_path / "merged", tmp_path / "unmerged"
+    _invoke("export", "--checkpoint", ckpt, "--out", merged)
+    _invoke("export", "--checkpoint", ckpt, "--out", unmerged, "--no-merge")
+    assert sorted(p.name for p in unmerged.iterdir()) == ["README.md", "adapter", "base"]
+    adapter_files = {p.name for p in (unmerged / "adapter").iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= adapter_files
+    base = transformers.AutoModelForSequenceClassification.from_pretrained(unmerged / "base")
+    models = {
+        "merged": transformers.AutoModelForSequenceClassification.from_pretrained(merged),
+        "unmerged": PeftModel.from_pretrained(base, unmerged / "adapter"),
+    }
+    tokenizer = transformers.AutoTokenizer.from_pretrained(merged)
+    batch = tokenizer(seqs, padding=True, return_tensors="pt")
+    assert not batch.attention_mask.all()
+    for name, model in models.items():
+        with torch.no_grad():
+            probs = model.eval()(**batch).logits.softmax(-1).numpy()
+        np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0, err_msg=name)
+    # the unmerged folder's base is the pretrained backbone's weights, not the merged ones
+    lm = load_checkpoint(lora_run[0]).model.state_dict()
+    weight = base.model.blocks[0].attn.qkv.base_layer.weight  # peft wrapped it in place
+    assert torch.equal(weight, lm["blocks.0.attn.qkv.weight"])
+    # --no-merge of a checkpoint without adapters is one line
+    result = runner.invoke(app, ["export", "--checkpoint", str(lora_run[0]), "--out",
+                                 str(tmp_path / "x"), "--no-merge"])  # fmt: skip
+    assert result.exit_code == 2 and "has no adapters" in result.output, result.output
+
+
+def test_exported_causal_lm_trains_with_peft_and_trainer(
+    lora_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Outside goatdna: the exported LM takes `get_peft_model(LoraConfig(...))` and a few steps
+    of transformers' Trainer; only the adapters move, and peft's saved adapter reloads."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    folder = tmp_path / "lm"
+    _invoke("export", "--checkpoint", lora_run[0], "--out", folder)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=list(ADAPTER_TARGETS),
+                        task_type="CAUSAL_LM")  # fmt: skip
+    peft_model = get_peft_model(model, config)
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    assert 0 < trainable < 0.2 * sum(p.numel() for p in peft_model.parameters())
+
+    rng = np.random.default_rng(0)
+    motif = "ACGTTGCA" * 8
+    rows = [tokenizer(motif[: 40 + int(rng.integers(0, 24))]) for _ in range(32)]
+    data = [{"input_ids": r["input_ids"], "labels": r["input_ids"]} for r in rows]
+
+    def collate(items: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        n = min(len(i["input_ids"]) for i in items)
+        ids = torch.tensor([i["input_ids"][:n] for i in items])
+        return {"input_ids": ids, "labels": ids}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "trainer"), max_steps=12, per_device_train_batch_size=8,
+        learning_rate=2e-2, logging_steps=1, save_strategy="no", report_to=[],
+        use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+    )  # fmt: skip
+    trainer = transformers.Trainer(model=peft_model, args=args, train_dataset=data,
+                                   data_collator=collate)  # fmt: skip
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 12 and np.mean(losses[-3:]) < np.mean(losses[:3])
+
+    peft_model.save_pretrained(tmp_path / "adapter")
+    merged_state = peft_model.get_base_model().state_dict()
+    for key, value in before.items():  # the base weights under the adapters never moved
+        base_key = key.replace(".weight", ".base_layer.weight")
+        assert torch.equal(merged_state.get(base_key, merged_state.get(key)), value), key
+    ids = torch.tensor([tokenizer(motif)["input_ids"]])
+    with torch.no_grad():
+        want = peft_model.eval()(input_ids=ids).logits
+    fresh = transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    reloaded = PeftModel.from_pretrained(fresh, tmp_path / "adapter").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=ids).logits, want, atol=1e-5, rtol=0)
+
+
+def test_missing_peft_is_one_error_line(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backbone = _backbone(tmp_path)
+    monkeypatch.setitem(sys.modules, "peft", None)  # `import peft` raises ImportError
+    result = runner.invoke(app, [*_args(task_dir, backbone, "lora"), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "error: adapter fine-tuning (--mode lora/ia3) needs the peft library: "
+        "pip install 'goatdna[lora]'"
+    ]
+    assert not (tmp_path / "r").exists()
