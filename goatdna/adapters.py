@@ -7,7 +7,7 @@ adapter (`AdapterSpec`) and one list of targets. peft's own tuners do the work (
 module names); nothing here is a hand-written adapter.
 
 An adapter fine-tune's checkpoint holds only what was trained: the adapter weights under their
-peft names (``"model.blocks.0.attn.qkv.lora_A.default.weight"``), the sequence head, and the
+peft names (``"model.blocks.0.attn.q_proj.lora_A.default.weight"``), the sequence head, and the
 run config's ``adapter`` section (`AdapterSpec.to_dict`) naming the backbone checkpoint by
 absolute path and sha256. peft is an optional dependency (``pip install 'goatdna[lora]'``):
 importing this module never imports it.

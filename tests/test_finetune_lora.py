@@ -122,7 +122,7 @@ def test_backbone_bytes_unchanged_by_training(task_dir: Path, tmp_path: Path) ->
     merged = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt").model.state_dict()
     assert torch.equal(merged["embed.weight"], reference["embed.weight"])
     assert not torch.equal(
-        merged["blocks.0.attn.qkv.weight"], reference["blocks.0.attn.qkv.weight"]
+        merged["blocks.0.attn.q_proj.weight"], reference["blocks.0.attn.q_proj.weight"]
     )
 
 
@@ -193,7 +193,7 @@ def test_lora_options_are_checked(task_dir: Path, tmp_path: Path) -> None:
     backbone = _backbone(tmp_path)
     for extra, words in ((["--mode", "full", "--lora-rank", "4"], "apply to mode lora only"),
                          (["--mode", "lora", "--lora-rank", "0"], "lora_rank"),
-                         (["--mode", "lora", "--lora-targets", "q_proj"], "no module of the decoder")):  # fmt: skip
+                         (["--mode", "lora", "--lora-targets", "qkv"], "no module of the decoder")):  # fmt: skip
         args = [a for a in _args(task_dir, backbone, "lora") if a not in ("--mode", "lora")]
         result = runner.invoke(app, [*args, *extra, "--out", str(tmp_path / "run")])
         assert result.exit_code == 2, result.output
@@ -272,8 +272,8 @@ def test_merged_and_unmerged_exports_predict_what_predict_does(
         np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0, err_msg=name)
     # the unmerged folder's base is the pretrained backbone's weights, not the merged ones
     lm = load_checkpoint(lora_run[0]).model.state_dict()
-    weight = base.model.blocks[0].attn.qkv.base_layer.weight  # peft wrapped it in place
-    assert torch.equal(weight, lm["blocks.0.attn.qkv.weight"])
+    weight = base.model.blocks[0].attn.q_proj.base_layer.weight  # peft wrapped it in place
+    assert torch.equal(weight, lm["blocks.0.attn.q_proj.weight"])
     # --no-merge of a checkpoint without adapters is one line
     result = runner.invoke(app, ["export", "--checkpoint", str(lora_run[0]), "--out",
                                  str(tmp_path / "x"), "--no-merge"])  # fmt: skip
