@@ -366,7 +366,7 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "bed_label_column": Bounds(4, MAX_INT),  # columns 1-3 are chrom, start, end
     "val_fraction": FRACTION,
     "test_fraction": FRACTION,
-    "held_out": OPEN_FRACTION,
+    "held_out": Bounds(0, 1, low_open=True),  # (0, 1]: 1 = the whole contig
     "temperature": NON_NEGATIVE,  # 0 = greedy
     "level": OPEN_FRACTION,
     "lr": POSITIVE,
