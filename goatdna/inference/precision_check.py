@@ -33,13 +33,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from goatdna.errors import GoatDNAError
-from goatdna.inference.variants import Allele, VariantOptions, score_alleles
+from goatdna.inference.variants import (
+    MEMORY_BOUND_BYTES,
+    Allele,
+    VariantOptions,
+    position_bytes,
+    score_alleles,
+)
 
 if TYPE_CHECKING:
     import torch
 
     from goatdna.inference.reference import Reference
-    from goatdna.model import DNADecoder
+    from goatdna.model import DNADecoder, ModelConfig
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 REFERENCE_DTYPES = ("float64", "float32")
@@ -103,6 +109,34 @@ def check_options(precision: str, reference: str, windows: int, length: int) -> 
         raise GoatDNAError(f"--windows {windows}: must be >= 1")
     if length < 2:
         raise GoatDNAError(f"--length {length}: must be >= 2 (a base and its prediction)")
+
+
+MAX_CHECK_POSITIONS = 2**22
+"""Positions (--windows x --length) one check may score: a precision check compares a sample
+(the default is 8 windows), and each position runs twice, once in float64."""
+
+
+def check_size(windows: int, length: int, batch_size: int, config: ModelConfig) -> None:
+    """Refuse, before any work, a check whose one pass would not fit `MEMORY_BOUND_BYTES` (the
+    bound score-variants keeps for ``--window``, by the same `position_bytes` estimate, doubled
+    for the float64 reference; and the (batch, heads, L, L) attention scores the SDPA math
+    kernel holds) or whose whole run exceeds `MAX_CHECK_POSITIONS`."""
+    gib = MEMORY_BOUND_BYTES // 2**30
+    activations = 2 * batch_size * length * position_bytes(config)
+    scores = 8 * batch_size * config.n_heads * length * length
+    if max(activations, scores) > MEMORY_BOUND_BYTES:
+        need = max(activations, scores) / 2**30
+        raise GoatDNAError(
+            f"--length {length} x --batch-size {batch_size}: one float64 pass would hold about "
+            f"{need:,.1f} GiB (attention scores and activations), above the {gib} GiB bound "
+            "(docs/variants.md); lower --length or --batch-size"
+        )
+    if windows * length > MAX_CHECK_POSITIONS:
+        raise GoatDNAError(
+            f"--windows {windows} x --length {length} = {windows * length:,} positions, above "
+            f"the check's {MAX_CHECK_POSITIONS:,}: a precision check compares a sample; lower "
+            "--windows (default 8) or --length"
+        )
 
 
 def reference_windows(reference: Reference, n: int, length: int) -> tuple[np.ndarray, list]:
@@ -232,6 +266,7 @@ def check_precision(
     from goatdna.model.attention import resolve_backend
 
     check_options(precision, reference_dtype, windows, length)
+    check_size(windows, length, batch_size, model.config)
     limits = thresholds or Thresholds()
     tokens, places = reference_windows(reference, windows, length)
     snvs = window_snvs(places, tokens) if alleles is None else alleles
