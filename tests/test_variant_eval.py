@@ -268,6 +268,12 @@ def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shar
     )
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "is a file, so the file cannot be written below it" in res.stderr
+    from goatdna.locking import folder_lock
+
+    held = tmp_path / "held.tsv"  # another run writes it: refused at once, nothing written
+    with folder_lock(held, "--out"):
+        res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(held)])
+    assert res.exit_code == 2 and "is in use" in res.stderr and not held.exists()
 
 
 def test_demo_models_separate_the_synthetic_truth(
