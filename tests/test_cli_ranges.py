@@ -125,3 +125,26 @@ def test_choices_are_shown_and_required_config_is_said() -> None:
     assert "<both|forward>" in text and "<auto|cpu|cuda|gpu|mps>" in text
     train = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "250"}).output
     assert "required for a new run" in train and "[auto]" in train
+
+
+def test_the_cli_reference_gives_every_summary_whole() -> None:
+    """docs/hooks/cli_reference.py lists each command with its docstring's first paragraph (Click
+    cut each to ~45 characters with "...")."""
+    pytest.importorskip("mkdocs")
+    import importlib.util
+
+    from goatdna.cli.app import summary
+    from goatdna.cli.commands import COMMANDS
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "hooks" / "cli_reference.py"
+    spec = importlib.util.spec_from_file_location("cli_reference", path)
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = hook.cli_reference_markdown()
+    listing = page[page.index("**Commands**") :].split("\n\n")[1].splitlines()
+    assert len(listing) == len(COMMANDS)
+    for command, line in zip(COMMANDS, listing, strict=True):
+        name = command.__name__.replace("_", "-")
+        assert line == f"* `{name}`: {summary(command)}", line
+        assert len(summary(command)) > 45 and "..." not in line, line
