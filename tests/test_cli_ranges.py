@@ -148,3 +148,16 @@ def test_the_cli_reference_gives_every_summary_whole() -> None:
         name = command.__name__.replace("_", "-")
         assert line == f"* `{name}`: {summary(command)}", line
         assert len(summary(command)) > 45 and "..." not in line, line
+
+
+def test_score_variants_names_the_flag_the_user_typed(
+    tiny_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    fasta = tmp_path / "ref.fa"
+    fasta.write_text(">chrA\n" + "ACGT" * 50 + "\n")
+    ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    missing = tmp_path / "nope.vcf"
+    args = ["score-variants", "-c", str(ckpt), "-f", str(fasta), "--variants", str(missing),
+            "-o", str(tmp_path / "o.tsv"), "--accelerator", "cpu"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and f"--variants {missing}: file not found" in result.output
