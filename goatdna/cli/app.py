@@ -25,6 +25,7 @@ from goatdna.cli.common import (
     user_errors,
     with_declared_ranges,
 )
+from goatdna.errors import GoatDNAError
 
 
 def _fixed(label: str, ctx: Any) -> str:
@@ -82,6 +83,9 @@ class OneLineErrors(TyperGroup):
             message = " ".join(err.format_message().split())
             where = getattr(err.ctx, "command_path", "goatdna")
             print(f"error: {message} (see `{where} --help`)", file=sys.stderr)
+            sys.exit(USER_ERROR_EXIT_CODE)
+        except GoatDNAError as err:  # raised while parsing: a range check (common.Bounds)
+            print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
             sys.exit(USER_ERROR_EXIT_CODE)
         except ClickException as err:
             print(f"error: {' '.join(err.format_message().split())}", file=sys.stderr)

@@ -409,7 +409,8 @@ def _range_callback(bounds: Bounds, then: Callable[..., Any] | None) -> Callable
     def check(ctx: Any, param: Any, value: Any) -> Any:
         if value is not None and not bounds.accepts(value):
             flag = max(param.opts, key=len)  # the long name, as the user reads it in --help
-            raise typer.BadParameter(f"{value} is not {bounds.describe()}", param_hint=flag)
+            # a GoatDNAError (the app prints it as one line): the house's "--flag value: must"
+            raise GoatDNAError(f"{flag} {value}: must be {bounds.describe()}")
         return then(ctx, param, value) if then is not None else value
 
     return check
