@@ -453,3 +453,25 @@ def test_a_bootstrap_of_hours_is_refused_before_any_resample() -> None:
     check_bootstrap_cost(EvalOptions(resamples=1000), 100_000, keys, "binary", True)  # minutes
     with pytest.raises(GoatDNAError, match=r"--bootstrap 100000: .* minutes; use at most"):
         check_bootstrap_cost(EvalOptions(resamples=100_000), 1_000_000, keys, "binary", True)
+
+
+def test_a_long_bootstrap_shows_progress_with_time_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A progress line on stderr every few seconds (0 here), counting every resample of every
+    metric; the numbers are those of a run without it."""
+    from goatdna.analysis.variant_eval import EvalOptions, evaluate_variants
+    from goatdna.cli import eval_variants as cli
+
+    frame = pd.read_csv(_scores(tmp_path), sep="\t")
+    seen: list[tuple[int, int]] = []
+    options = EvalOptions(resamples=40, subsets=("subset",))
+    shown = evaluate_variants(frame, options, lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (40 * 2 * 3, 40 * 2 * 3)  # 2 metrics x (all, x, y)
+    assert [d for d, _ in seen] == list(range(1, 241))
+    assert shown.metrics == evaluate_variants(frame, options).metrics
+    monkeypatch.setattr(cli._ProgressLine, "EVERY_S", 0.0)
+    res = runner.invoke(app, ["eval-variants", "--scores", str(_scores(tmp_path)),
+                              "--bootstrap", "40"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "bootstrap: 1/80 resamples" in res.stderr and "s left" in res.stderr

@@ -290,7 +290,7 @@ Metric = Callable[[np.ndarray, np.ndarray], float]
 
 
 def _metrics_of(labels, scores, groups, kind: str, options: EvalOptions, column: str,
-                subset: str) -> list[MetricRow]:  # fmt: skip
+                subset: str, tick: Callable[[], None] | None = None) -> list[MetricRow]:  # fmt: skip
     rows = []
     binary: tuple[tuple[str, Metric], ...] = (("auroc", vm.auroc), ("auprc", vm.average_precision))
     continuous: tuple[tuple[str, Metric], ...] = (
@@ -302,14 +302,14 @@ def _metrics_of(labels, scores, groups, kind: str, options: EvalOptions, column:
         n_pos = int(labels.sum())
         for name, metric in binary:
             e = vm.bootstrap_binary(
-                metric, labels, scores, options.resamples, options.seed, options.level
+                metric, labels, scores, options.resamples, options.seed, options.level, tick
             )
             rows.append(MetricRow(column, subset, name, e.value, e.low, e.high, n, n_pos))
         if groups is not None:
             grouped = np.asarray([g is not None for g in groups], dtype=bool)
             e = vm.bootstrap_grouped(
                 labels[grouped], scores[grouped], groups[grouped].astype(str),
-                options.resamples, options.seed, options.level,
+                options.resamples, options.seed, options.level, tick,
             )  # fmt: skip
             rows.append(
                 MetricRow(
@@ -326,14 +326,17 @@ def _metrics_of(labels, scores, groups, kind: str, options: EvalOptions, column:
     else:
         for name, metric in continuous:
             e = vm.bootstrap_paired(
-                metric, scores, labels, options.resamples, options.seed, options.level
+                metric, scores, labels, options.resamples, options.seed, options.level, tick
             )
             rows.append(MetricRow(column, subset, name, e.value, e.low, e.high, n, None))
     return rows
 
 
-def evaluate_variants(frame: pd.DataFrame, options: EvalOptions) -> VariantEvaluation:
-    """Metrics of ``frame`` (scores with the label, subset and match-group columns joined)."""
+def evaluate_variants(
+    frame: pd.DataFrame, options: EvalOptions, progress: Callable[[int, int], None] | None = None
+) -> VariantEvaluation:
+    """Metrics of ``frame`` (scores with the label, subset and match-group columns joined);
+    ``progress(done, total)`` after each bootstrap resample, for a progress line."""
     import pandas as pd
 
     for column in (
@@ -384,14 +387,24 @@ def evaluate_variants(frame: pd.DataFrame, options: EvalOptions) -> VariantEvalu
     subset_keys = {column: _cells(frame, column)[use] for column in options.subsets}
     check_bootstrap_cost(options, int(use.sum()), subset_keys, kind, groups is not None)
     result.labels, result.scores = labels, scores
-    result.metrics += _metrics_of(labels, scores, groups, kind, options, "all", "all")
+    sets = 1 + sum(len({k for k in keys if k is not None}) for keys in subset_keys.values())
+    total = options.resamples * sets * (2 + (kind == "binary" and groups is not None))
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    result.metrics += _metrics_of(labels, scores, groups, kind, options, "all", "all", tick)
     for column, keys in subset_keys.items():
         result.subset_values[column] = keys
         for value in sorted({k for k in keys if k is not None}):
             member = keys == value
             result.metrics += _metrics_of(labels[member], scores[member],
                                           None if groups is None else groups[member], kind,
-                                          options, column, value)  # fmt: skip
+                                          options, column, value, tick)  # fmt: skip
     return result
 
 
