@@ -171,3 +171,15 @@ def test_unbounded_sizes_and_bad_thresholds_are_refused_before_work(
         assert result.exit_code == 2, (extra, result.output)
         assert "error:" in result.output and words in result.output, (extra, result.output)
         assert "never-read" not in result.output, result.output
+
+
+def test_progress_counts_both_passes_of_every_window(
+    ckpt: Path, fasta: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from goatdna.cli.common import ProgressLine
+
+    monkeypatch.setattr(ProgressLine, "EVERY_S", 0.0)
+    result = check(ckpt, fasta, "--batch-size", "1")  # 4 windows, one per pass
+    assert result.exit_code == 0, result.output
+    assert "check-precision: 1/8 window passes" in result.stderr
+    assert "check-precision: 7/8 window passes" in result.stderr and "s left" in result.stderr

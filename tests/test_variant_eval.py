@@ -461,7 +461,7 @@ def test_a_long_bootstrap_shows_progress_with_time_left(
     """A progress line on stderr every few seconds (0 here), counting every resample of every
     metric; the numbers are those of a run without it."""
     from goatdna.analysis.variant_eval import EvalOptions, evaluate_variants
-    from goatdna.cli import eval_variants as cli
+    from goatdna.cli.common import ProgressLine
 
     frame = pd.read_csv(_scores(tmp_path), sep="\t")
     seen: list[tuple[int, int]] = []
@@ -470,7 +470,7 @@ def test_a_long_bootstrap_shows_progress_with_time_left(
     assert seen[-1] == (40 * 2 * 3, 40 * 2 * 3)  # 2 metrics x (all, x, y)
     assert [d for d, _ in seen] == list(range(1, 241))
     assert shown.metrics == evaluate_variants(frame, options).metrics
-    monkeypatch.setattr(cli._ProgressLine, "EVERY_S", 0.0)
+    monkeypatch.setattr(ProgressLine, "EVERY_S", 0.0)
     res = runner.invoke(app, ["eval-variants", "--scores", str(_scores(tmp_path)),
                               "--bootstrap", "40"])  # fmt: skip
     assert res.exit_code == 0, res.output

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from goatdna.cli.common import AcceleratorOpt, CheckpointOpt, OneDeviceOpt, option
+from goatdna.cli.common import AcceleratorOpt, CheckpointOpt, OneDeviceOpt, ProgressLine, option
 from goatdna.errors import GoatDNAError
 
 FAILED_EXIT = 1
@@ -112,6 +112,7 @@ def check_precision(
             device=device, reference_dtype=reference, windows=windows, length=window,
             batch_size=batch_size, thresholds=Thresholds(max_nll_diff, max_logprob_error,
                                                          min_spearman),
+            progress=ProgressLine("check-precision", "window passes"),
         )  # fmt: skip
     for line in report_lines(report):
         typer.echo(line)

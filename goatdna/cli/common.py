@@ -221,6 +221,33 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+class ProgressLine:
+    """``LABEL: done/total UNIT, rate, about N s left`` on stderr every few seconds, once a step
+    has run that long (a short one prints nothing; a plain line, so it reads in a log file too).
+    Called as ``progress(done, total)``."""
+
+    EVERY_S = 5.0
+
+    def __init__(self, label: str, unit: str) -> None:
+        import time
+
+        self.label, self.unit, self.clock = label, unit, time.monotonic
+        self.start = self.last = self.clock()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if now - self.last < self.EVERY_S or done >= total:
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        left = (total - done) / rate
+        print(
+            f"{self.label}: {done:,}/{total:,} {self.unit}, {rate:,.1f}/s, about {left:,.0f} s left",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 # ----------------------------------------------------------------------------- tables
 
 

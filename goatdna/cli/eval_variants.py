@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from goatdna.analysis.variant_eval import EvalOptions
-from goatdna.cli.common import SeedOpt, default_of, option
+from goatdna.cli.common import ProgressLine, SeedOpt, default_of, option
 from goatdna.inference.variant_io import TABLE_SUFFIXES  # the same table names score-variants reads
 
 
@@ -194,7 +194,7 @@ def _evaluate_and_write(
             table = read_info_labels(labels, label)
         extra = [*options.subsets, *([match_group] if match_group else [])]
         frame = join_labels(frame, table, label, source, extra)
-    evaluation = evaluate_variants(frame, options, _ProgressLine())
+    evaluation = evaluate_variants(frame, options, ProgressLine("bootstrap", "resamples"))
     for note in evaluation.notes:
         typer.echo(f"note: {note}", err=True)
     if plots is not None:
@@ -210,31 +210,6 @@ def _evaluate_and_write(
 
         for path in plot_evaluation(evaluation, plots):
             typer.echo(f"wrote {path}")
-
-
-class _ProgressLine:
-    """``bootstrap: done/total resamples, rate, time left`` on stderr every few seconds, once a
-    bootstrap has run for a few seconds (a short one prints nothing; works in a log file too)."""
-
-    EVERY_S = 5.0
-
-    def __init__(self) -> None:
-        import time
-
-        self.clock = time.monotonic
-        self.start = self.last = self.clock()
-
-    def __call__(self, done: int, total: int) -> None:
-        now = self.clock()
-        if now - self.last < self.EVERY_S or done >= total:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        left = (total - done) / rate
-        typer.echo(
-            f"bootstrap: {done:,}/{total:,} resamples, {rate:,.0f}/s, about {left:,.0f} s left",
-            err=True,
-        )
 
 
 def _print(evaluation) -> None:

@@ -214,7 +214,8 @@ def tested_model(model: DNADecoder, precision: str, attention: str, device: str)
     return tested
 
 
-def _log_probs(model: DNADecoder, windows: np.ndarray, batch: int, context: Callable[[], Any]):
+def _log_probs(model: DNADecoder, windows: np.ndarray, batch: int, context: Callable[[], Any],
+               done: Callable[[int], None] = lambda n: None):  # fmt: skip
     """Log-softmax over A/C/G/T of every position, float64 numpy (n, L - 1, 4), and the
     next-base log-probabilities (n, L - 1) (`scoring.target_log_probs`)."""
     import torch
@@ -231,6 +232,7 @@ def _log_probs(model: DNADecoder, windows: np.ndarray, batch: int, context: Call
             logits = logits.double()
             all_lp.append(torch.log_softmax(logits, dim=-1)[..., :4].cpu().numpy())
             picked.append(target_log_probs(logits, tokens[:, 1:]).double().cpu().numpy())
+            done(len(tokens))
     return np.concatenate(all_lp), np.concatenate(picked)
 
 
@@ -257,9 +259,11 @@ def check_precision(
     length: int = 512,
     batch_size: int = 4,
     thresholds: Thresholds | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PrecisionReport:
     """Measure ``model`` under ``precision``/``attention`` on ``device`` against the CPU
-    reference; ``alleles`` None: three SNVs at each window's centre."""
+    reference; ``alleles`` None: three SNVs at each window's centre. ``progress(done, total)``
+    after each batch of windows (each window is run twice: reference, then tested)."""
     import torch
 
     from goatdna.metrics import spearman
@@ -275,8 +279,16 @@ def check_precision(
     backend = resolve_backend(attention)
     context = precision_context(precision, torch.device(device))
 
-    ref_lp, ref_next = _log_probs(ref_model, tokens, batch_size, _nothing)
-    test_lp, test_next = _log_probs(tested, tokens, batch_size, context)
+    passed = 0
+
+    def done(n: int) -> None:
+        nonlocal passed
+        passed += n
+        if progress is not None:
+            progress(passed, 2 * len(tokens))
+
+    ref_lp, ref_next = _log_probs(ref_model, tokens, batch_size, _nothing, done)
+    test_lp, test_next = _log_probs(tested, tokens, batch_size, context, done)
     counted = tokens[:, 1:] <= 3
     nll_ref = float(-ref_next[counted].mean())
     nll_test = float(-test_next[counted].mean())
