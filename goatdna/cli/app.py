@@ -71,8 +71,10 @@ class OneLineErrors(TyperGroup):
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        # typer ships its own copy of Click; its exceptions are public only there
-        from typer._click.exceptions import ClickException, UsageError
+        try:  # typer >= 0.29 ships its own copy of Click, whose exceptions it raises
+            from typer._click.exceptions import ClickException, UsageError
+        except ImportError:  # pragma: no cover - older typer raises Click's own
+            from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
         try:
             status = super().main(args, prog_name, complete_var, False, **extra)

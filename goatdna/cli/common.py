@@ -433,7 +433,7 @@ _TYPE_NAMES = {int: "int", float: "float", str: "text", Path: "path", bool: ""}
 
 
 def _range_callback(bounds: Bounds, then: Callable[..., Any] | None) -> Callable[..., Any]:
-    def check(ctx: Any, param: Any, value: Any) -> Any:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
         if value is not None and not bounds.accepts(value):
             flag = max(param.opts, key=len)  # the long name, as the user reads it in --help
             # a GoatDNAError (the app prints it as one line): the house's "--flag value: must"
