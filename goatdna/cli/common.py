@@ -490,7 +490,12 @@ def with_declared_ranges(func: Callable[P, R]) -> Callable[P, R]:
         if info is not None:
             plain = next((a for a in typing.get_args(base) if a is not type(None)), base)
             if plain in (int, float) and typing.get_origin(base) is not list:
-                bounds = COMMAND_RANGES.get((command, param.name)) or NUMERIC_RANGES[param.name]
+                bounds = COMMAND_RANGES.get((command, param.name)) or NUMERIC_RANGES.get(param.name)
+                if bounds is None:
+                    raise KeyError(
+                        f"goatdna {command}: numeric option {param.name!r} has no declared range; "
+                        "add it to NUMERIC_RANGES (or COMMAND_RANGES) in goatdna/cli/common.py"
+                    )
                 info.callback = _range_callback(bounds, info.callback)
                 info.help = f"{info.help or ''} [{bounds.describe()}]".strip()
             if info.metavar is None and isinstance(info, typer.models.OptionInfo):
