@@ -209,6 +209,14 @@ def test_cli_stdout_json_fasta_and_region(checkpoint: Path, tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     doc = json.loads(out_json.read_text())
     assert doc["samples"] == api and doc["sampling"]["seed"] == 3
+    # an existing --out is replaced only with --force, as by every other command
+    again = [*args, "--prompt", "ACGT", "--out", str(out_json)]
+    kept = runner.invoke(app, again)
+    assert kept.exit_code == 2 and "--force" in kept.output, kept.output
+    assert json.loads(out_json.read_text()) == doc
+    replaced = runner.invoke(app, [*again, "--force"])
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads(out_json.read_text()) != doc
 
     fasta = tmp_path / "in.fa"
     fasta.write_text(">chrA\nTTTTTTTTTT\nacgtACGTAC\nGGGG\n>chrB\nAAAA\n")

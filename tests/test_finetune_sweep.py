@@ -290,3 +290,29 @@ def test_layer_lists_need_probe_mode(small_task: Path, tiny_runs: dict[str, Path
     bad = runner.invoke(app, finetune_args(small_task, backbone, tmp_path / "y", "--layer", "9"))
     assert bad.exit_code == 2 and "--layer 9: the backbone has" in bad.output
     assert not (tmp_path / "y" / "config.yaml").exists()
+
+
+def test_the_same_sweep_command_is_not_a_different_config_and_the_lock_comes_first(
+    sweep_run: Path, small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path,
+    one_thread: None,
+) -> None:  # fmt: skip
+    """Rerun over a finished sweep: told it holds a run (not "head.layer is 2 there, 1 now": the
+    stored choice is compared, not the option's first pair); and a folder another run holds is
+    refused before the features are computed or the sweep runs."""
+    import shutil
+
+    from goatdna.locking import folder_lock
+
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    run = tmp_path / "run"
+    shutil.copytree(sweep_run, run)
+    args = finetune_args(small_task, backbone, run, "--layer", "all", "--pool", "mean,last")
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2, again.output
+    assert "different config" not in again.output and "already holds a run" in again.output
+    for extra in (["--resume"], ["--force"]):
+        with folder_lock(run, "--out"):
+            held = runner.invoke(app, [*args, *extra])
+        assert held.exit_code == 2 and "is in use" in held.output, held.output
+        assert "probe sweep" not in held.output
+    assert chosen_row(run) == chosen_row(sweep_run)  # nothing was touched

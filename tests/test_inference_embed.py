@@ -236,7 +236,8 @@ def test_cli_bad_inputs(checkpoint: Path, reference: Path, tmp_path: Path) -> No
     out = tmp_path / "o" / "emb.npz"
     base = ["embed", "-c", str(checkpoint), "--out", str(out)]
     _bad([*base, "--sequences", str(good), "--layer", "3"], "--layer 3: the model has 2", out)
-    _bad([*base, "--sequences", str(good), "--layer", "0"], "choose 1..2", out)
+    _bad([*base, "--sequences", str(good), "--layer", "0"], "--layer 0: must be >= 1", out)
+    _bad([*base, "--sequences", str(good), "--layer", "3"], "choose 1..2", out)
     parquet = tmp_path / "o" / "emb.parquet"
     _bad(["embed", "-c", str(checkpoint), "--sequences", str(good), "--pool", "none",
           "--out", str(parquet)], "parquet row cannot hold", parquet)  # fmt: skip

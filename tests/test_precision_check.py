@@ -151,3 +151,35 @@ def test_bad_input_exits_2(ckpt: Path, fasta: Path, tmp_path: Path) -> None:
         result = check(ckpt, fasta, *extra)
         assert result.exit_code == 2, (extra, result.output)
         assert "error:" in result.output and words in result.output, (extra, result.output)
+
+
+def test_unbounded_sizes_and_bad_thresholds_are_refused_before_work(
+    ckpt: Path, fasta: Path, tmp_path: Path
+) -> None:
+    """Each refused in one line with exit 2 before the FASTA is read (a missing FASTA is not
+    reached): the thresholds are bad input, not a failed check (exit 1)."""
+    missing = tmp_path / "never-read.fa"
+    for extra, words in ((["--max-nll-diff", "nan"], "--max-nll-diff"),
+                         (["--max-nll-diff", "-1"], "--max-nll-diff"),
+                         (["--max-logprob-error", "-0.5"], "--max-logprob-error"),
+                         (["--min-spearman", "2"], "--min-spearman"),
+                         (["--batch-size", "0"], "--batch-size"),
+                         (["--batch-size", "-2"], "--batch-size"),
+                         (["--windows", "100000"], "positions, above"),
+                         (["--length", "40000", "--batch-size", "1"], "GiB")):  # fmt: skip
+        result = check(ckpt, missing, *extra)
+        assert result.exit_code == 2, (extra, result.output)
+        assert "error:" in result.output and words in result.output, (extra, result.output)
+        assert "never-read" not in result.output, result.output
+
+
+def test_progress_counts_both_passes_of_every_window(
+    ckpt: Path, fasta: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from goatdna.cli.common import ProgressLine
+
+    monkeypatch.setattr(ProgressLine, "EVERY_S", 0.0)
+    result = check(ckpt, fasta, "--batch-size", "1")  # 4 windows, one per pass
+    assert result.exit_code == 0, result.output
+    assert "check-precision: 1/8 window passes" in result.stderr
+    assert "check-precision: 7/8 window passes" in result.stderr and "s left" in result.stderr

@@ -85,6 +85,7 @@ def test_bootstrap_intervals_are_seeded_and_cover_the_value() -> None:
 # ---------------------------------------------------------------- the CLI: joins, counts, outputs
 
 import json  # noqa: E402
+import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pandas as pd  # noqa: E402
@@ -156,7 +157,7 @@ def test_eval_cli_counts_every_row_and_equals_sklearn(tmp_path: Path) -> None:
     auroc_llr = metrics[metrics.metric == "auroc"].value.iloc[0]
     assert auroc_llr == pytest.approx(1 - by["all", "auroc"]["value"], abs=1e-6)
     # continuous label: Spearman and Pearson against scipy
-    cont = _invoke("--scores", str(scores), "--label", "effect", "--bootstrap", "20",
+    cont = _invoke("--scores", str(scores), "--label", "effect", "--bootstrap", "50",
                    "--out", str(tmp_path / "c.json"))  # fmt: skip
     assert "continuous" in cont.stdout
     c = {m["metric"]: m for m in json.loads((tmp_path / "c.json").read_text())["metrics"]}
@@ -267,6 +268,12 @@ def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shar
     )
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "is a file, so the file cannot be written below it" in res.stderr
+    from goatdna.locking import folder_lock
+
+    held = tmp_path / "held.tsv"  # another run writes it: refused at once, nothing written
+    with folder_lock(held, "--out"):
+        res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(held)])
+    assert res.exit_code == 2 and "is in use" in res.stderr and not held.exists()
 
 
 def test_demo_models_separate_the_synthetic_truth(
@@ -362,3 +369,131 @@ def test_variant_task_warns_without_planted_truth_and_when_short(synthetic_shard
     res = runner.invoke(app, ["make-variant-task", "--fasta", str(synthetic_shards / "synthetic.fa"),
                               "--out", str(synthetic), "--positives", "20"])  # fmt: skip
     assert res.exit_code == 0 and "warning" not in res.stderr, res.stderr
+
+
+# ----------------------------------------------------------------------------- refused inputs
+
+
+def _fail(*args: str) -> str:
+    res = runner.invoke(app, ["eval-variants", *args])
+    assert res.exit_code == 2, res.output + repr(res.exception)
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
+    return lines[0]
+
+
+def _variant_table(tmp_path: Path, **columns) -> Path:
+    frame = pd.read_csv(_scores(tmp_path), sep="\t")
+    for name, values in columns.items():
+        frame[name] = values
+    path = tmp_path / "edited.tsv"
+    frame.to_csv(path, sep="\t", index=False)
+    return path
+
+
+def test_ambiguous_labels_scores_and_groups_are_refused_in_one_line(tmp_path: Path) -> None:
+    n = 40
+    effect = np.random.default_rng(0).normal(size=n)
+    stray = (np.arange(n) % 3 == 0).astype(int)
+    stray[5] = 2
+    table = _variant_table(tmp_path, effect=effect, signed=np.where(np.arange(n) % 3, -1, 1),
+                           stray=stray, gene=["BRCA1"] * n)  # fmt: skip
+    s = ["--scores", str(table), "--bootstrap", "0"]
+    # a continuous label has no pairs to compare within a match group
+    assert "--match-group 'group'" in _fail(*s, "--label", "effect", "--match-group", "group")
+    # -1/1: two values, but which is positive is the user's to say
+    line = _fail(*s, "--label", "signed")
+    assert "two values (-1, 1)" in line and "--positive 1" in line
+    # a text column as the score is not n/a with exit 0
+    assert "column 'gene' holds text ('BRCA1' in row 1)" in _fail(*s, "--score", "gene")
+    # one resample: an "interval" that need not contain the estimate
+    assert "at least 40" in _fail("--scores", str(table), "--bootstrap", "1")
+    assert "at least 40" in _fail("--scores", str(table), "--bootstrap", "39")
+    # --seed -1 and an out-of-range --bootstrap are refused by the shared range check
+    assert "--seed" in _fail(*s, "--seed", "-1")
+    assert "--bootstrap" in _fail("--scores", str(table), "--bootstrap", "100000000")
+    # a 0/1 label with a stray 2 is not silently read as continuous: a note says so
+    res = runner.invoke(app, ["eval-variants", *s, "--label", "stray"])
+    assert res.exit_code == 0, res.output
+    assert "note: --label 'stray' takes 3 values (0, 1, 2)" in res.output
+    assert "continuous" in res.output
+
+
+def test_empty_subset_and_group_cells_count_in_all_only(tmp_path: Path) -> None:
+    frame = pd.read_csv(_scores(tmp_path), sep="\t")
+    frame.loc[[0, 1, 2, 4], "group"] = None  # g0 keeps only row 3 (no pair left in it)
+    frame.loc[[5, 6], "subset"] = None
+    path = tmp_path / "holes.tsv"
+    frame.to_csv(path, sep="\t", index=False)
+    out = tmp_path / "m.json"
+    _invoke("--scores", str(path), "--subset", "subset", "--match-group", "group",
+            "--bootstrap", "0", "--out", str(out))  # fmt: skip
+    metrics = json.loads(out.read_text())["metrics"]
+    by = {(m["subset"], m["metric"]): m for m in metrics}
+    ok = frame[frame.status == "ok"]
+    assert by["all", "auroc"]["n"] == len(ok)  # empty cells still count in "all"
+    assert by["x", "auroc"]["n"] + by["y", "auroc"]["n"] == len(ok) - 2
+    assert by["all", "pairwise_accuracy"]["n"] == int(ok.group.notna().sum())
+    assert {m["subset"] for m in metrics} == {"all", "x", "y"}
+
+
+def test_plots_are_checked_before_any_work(tmp_path: Path) -> None:
+    scores = _scores(tmp_path)
+    a_file = tmp_path / "plots.png"
+    a_file.write_text("not a folder")
+    line = _fail("--scores", str(scores), "--bootstrap", "0", "--plots", str(a_file))
+    assert "--plots" in line and "is a file" in line
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root writes anywhere: nothing to prove here
+            return
+        res = runner.invoke(app, ["eval-variants", "--scores", str(scores), "--bootstrap", "0",
+                                  "--plots", str(locked / "plots")])  # fmt: skip
+        assert res.exit_code == 2 and "--plots" in res.output, res.output
+        assert "auroc" not in res.output  # refused before the metrics were computed
+    finally:
+        locked.chmod(0o700)
+
+
+def test_eval_variants_takes_the_out_lock(tmp_path: Path) -> None:
+    from goatdna.locking import folder_lock
+
+    scores, out = _scores(tmp_path), tmp_path / "m.tsv"
+    with folder_lock(out, "--out"):
+        line = _fail("--scores", str(scores), "--bootstrap", "0", "--out", str(out))
+    assert "--out" in line
+    assert not out.exists()
+
+
+def test_a_bootstrap_of_hours_is_refused_before_any_resample() -> None:
+    from goatdna.analysis.variant_eval import EvalOptions, check_bootstrap_cost
+    from goatdna.errors import GoatDNAError
+
+    keys = {"subset": np.array(["x", "y"])}
+    check_bootstrap_cost(EvalOptions(resamples=1000), 100_000, keys, "binary", True)  # minutes
+    with pytest.raises(GoatDNAError, match=r"--bootstrap 100000: .* minutes; use at most"):
+        check_bootstrap_cost(EvalOptions(resamples=100_000), 1_000_000, keys, "binary", True)
+
+
+def test_a_long_bootstrap_shows_progress_with_time_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A progress line on stderr every few seconds (0 here), counting every resample of every
+    metric; the numbers are those of a run without it."""
+    from goatdna.analysis.variant_eval import EvalOptions, evaluate_variants
+    from goatdna.cli.common import ProgressLine
+
+    frame = pd.read_csv(_scores(tmp_path), sep="\t")
+    seen: list[tuple[int, int]] = []
+    options = EvalOptions(resamples=40, subsets=("subset",))
+    shown = evaluate_variants(frame, options, lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (40 * 2 * 3, 40 * 2 * 3)  # 2 metrics x (all, x, y)
+    assert [d for d, _ in seen] == list(range(1, 241))
+    assert shown.metrics == evaluate_variants(frame, options).metrics
+    monkeypatch.setattr(ProgressLine, "EVERY_S", 0.0)
+    res = runner.invoke(app, ["eval-variants", "--scores", str(_scores(tmp_path)),
+                              "--bootstrap", "40"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "bootstrap: 1/80 resamples" in res.stderr and "s left" in res.stderr

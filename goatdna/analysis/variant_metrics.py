@@ -125,6 +125,7 @@ def bootstrap_binary(
     resamples: int,
     seed: int,
     level: float = 0.95,
+    on_resample: Callable[[], None] | None = None,
 ) -> Estimate:
     """``metric(labels, scores)`` with a stratified percentile bootstrap interval."""
     labels = np.asarray(labels, dtype=bool)
@@ -138,6 +139,8 @@ def bootstrap_binary(
     for _ in range(resamples):
         rows = np.r_[rng.choice(pos, pos.size), rng.choice(neg, neg.size)]
         values.append(metric(labels[rows], scores[rows]))
+        if on_resample is not None:
+            on_resample()
     return Estimate(value, *_interval(values, level))
 
 
@@ -148,6 +151,7 @@ def bootstrap_paired(
     resamples: int,
     seed: int,
     level: float = 0.95,
+    on_resample: Callable[[], None] | None = None,
 ) -> Estimate:
     """``metric(x, y)`` with a percentile bootstrap interval over resampled rows."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
@@ -159,6 +163,8 @@ def bootstrap_paired(
     for _ in range(resamples):
         rows = rng.integers(0, x.size, x.size)
         values.append(metric(x[rows], y[rows]))
+        if on_resample is not None:
+            on_resample()
     return Estimate(value, *_interval(values, level))
 
 
@@ -169,6 +175,7 @@ def bootstrap_grouped(
     resamples: int,
     seed: int,
     level: float = 0.95,
+    on_resample: Callable[[], None] | None = None,
 ) -> Estimate:
     """Pairwise accuracy with a percentile interval over resampled match groups."""
     labels = np.asarray(labels, dtype=bool)
@@ -185,4 +192,6 @@ def bootstrap_grouped(
         rows = np.concatenate([members[g] for g in picked])
         relabelled = np.repeat(np.arange(names.size), [members[g].size for g in picked])
         values.append(pairwise_accuracy(labels[rows], scores[rows], relabelled))
+        if on_resample is not None:
+            on_resample()
     return Estimate(value, *_interval(values, level))

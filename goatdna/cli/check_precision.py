@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from goatdna.cli.common import AcceleratorOpt, CheckpointOpt, OneDeviceOpt, option
+from goatdna.cli.common import AcceleratorOpt, CheckpointOpt, OneDeviceOpt, ProgressLine, option
 from goatdna.errors import GoatDNAError
 
 FAILED_EXIT = 1
@@ -80,7 +80,12 @@ def check_precision(
     """
     from goatdna.atomic import atomic_path, check_output_file
     from goatdna.checkpoint import load_checkpoint
-    from goatdna.inference.precision_check import Thresholds, check_options, report_lines
+    from goatdna.inference.precision_check import (
+        Thresholds,
+        check_options,
+        check_size,
+        report_lines,
+    )
     from goatdna.runtime import single_device
 
     if out is not None:
@@ -94,6 +99,7 @@ def check_precision(
     loaded = load_checkpoint(checkpoint, "cpu")
     window = length if length is not None else loaded.train_length
     check_options(precision, reference, windows, window)
+    check_size(windows, window, batch_size, loaded.model_config)  # before the FASTA is read
     if attention not in ("auto", "sdpa", "flash", "explicit"):
         raise GoatDNAError(f"--attention {attention!r}: choose auto, sdpa, flash or explicit")
     from goatdna.inference.precision_check import check_precision as run_check
@@ -106,6 +112,7 @@ def check_precision(
             device=device, reference_dtype=reference, windows=windows, length=window,
             batch_size=batch_size, thresholds=Thresholds(max_nll_diff, max_logprob_error,
                                                          min_spearman),
+            progress=ProgressLine("check-precision", "window passes"),
         )  # fmt: skip
     for line in report_lines(report):
         typer.echo(line)

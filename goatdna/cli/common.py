@@ -102,9 +102,10 @@ OPTION_HELP: dict[str, str] = {
 
 
 class OptionExtras(TypedDict, total=False):
-    """What a command may add to a shared option (forwarded to `typer.Option`)."""
+    """What a command may add to a shared option (forwarded to `typer.Option`). Not a range:
+    ranges are declared once, in NUMERIC_RANGES below."""
 
-    min: int
+    show_default: bool
 
 
 def option(concept: str, help: str | None = None, **kwargs: Unpack[OptionExtras]) -> object:
@@ -132,7 +133,7 @@ NumSamplesOpt = Annotated[int, option("num_samples")]
 PromptsOpt = Annotated[int, option("prompts")]
 TemperatureOpt = Annotated[float, option("temperature")]
 TopKOpt = Annotated[int | None, option("top_k")]
-ThreadsOpt = Annotated[int | None, option("threads", min=1)]
+ThreadsOpt = Annotated[int | None, option("threads")]
 # the resumable-work pair of the commands whose work is kept in a work folder (embed, predict)
 WorkResumeOpt = Annotated[
     bool, option("resume", "Continue an interrupted run with the same inputs and options.")
@@ -220,6 +221,33 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+class ProgressLine:
+    """``LABEL: done/total UNIT, rate, about N s left`` on stderr every few seconds, once a step
+    has run that long (a short one prints nothing; a plain line, so it reads in a log file too).
+    Called as ``progress(done, total)``."""
+
+    EVERY_S = 5.0
+
+    def __init__(self, label: str, unit: str) -> None:
+        import time
+
+        self.label, self.unit, self.clock = label, unit, time.monotonic
+        self.start = self.last = self.clock()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if now - self.last < self.EVERY_S or done >= total:
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        left = (total - done) / rate
+        print(
+            f"{self.label}: {done:,}/{total:,} {self.unit}, {rate:,.1f}/s, about {left:,.0f} s left",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 # ----------------------------------------------------------------------------- tables
 
 
@@ -271,3 +299,222 @@ def print_frame(
         if needed > console.width:  # rich caps print(width=) at the console's own width
             console = Console(file=console.file, width=needed)
     console.print(table)
+
+
+# ----------------------------------------------------------------------------- numeric ranges
+
+# The largest integer any option accepts: exact in float64 and far inside int64, so no value a
+# user types can wrap around in numpy or torch (1e20 was written as -9223372036854775808).
+MAX_INT = 2**53
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The values a numeric option accepts: ``low``..``high`` (each inclusive unless ``*_open``);
+    a float must be finite (NaN passes every comparison, so it is refused on its own)."""
+
+    low: float | None
+    high: float | None
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        def number(x: float) -> str:
+            return f"{x:,}" if float(x).is_integer() and abs(x) >= 1000 else f"{x:g}"
+
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {number(self.low)}")
+        if self.high is not None and self.high < MAX_INT:
+            parts.append(f"{'<' if self.high_open else '<='} {number(self.high)}")
+        return " and ".join(parts) or "finite"
+
+    def accepts(self, value: float) -> bool:
+        import math
+
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+
+SEED = Bounds(0, 2**32 - 1)  # what numpy, torch and Python's random all accept
+COUNT = Bounds(1, MAX_INT)  # sizes, counts, lengths, steps: at least one
+COUNT_OR_ZERO = Bounds(0, MAX_INT)  # where 0 has a documented meaning (none, all, auto)
+NON_NEGATIVE = Bounds(0, None)  # finite floats >= 0 (thresholds, temperature)
+POSITIVE = Bounds(0, None, low_open=True)
+FRACTION = Bounds(0, 1, high_open=True)
+OPEN_FRACTION = Bounds(0, 1, low_open=True, high_open=True)
+
+# Every int/float option of every command, by parameter name; `(command, name)` where one
+# command gives the name another meaning. `with_declared_ranges` refuses a command whose numeric
+# option is in neither table, so a new option cannot go unchecked.
+NUMERIC_RANGES: dict[str, Bounds] = {
+    "seed": SEED,
+    "steps": COUNT,
+    "genome_length": COUNT,
+    "prompts": COUNT,
+    "num_samples": COUNT,
+    "max_eval_tokens": COUNT_OR_ZERO,  # 0 = the whole split
+    "threads": COUNT,
+    "synthetic_length": COUNT,
+    "synthetic_contigs": COUNT,
+    "min_contig_length": COUNT_OR_ZERO,
+    "workers": COUNT,
+    "max_records": COUNT_OR_ZERO,
+    "seq_len": COUNT,
+    "max_steps": COUNT,
+    "num_nodes": COUNT,
+    "max_new_tokens": COUNT,
+    "top_k": Bounds(1, 4),
+    "batch_tokens": COUNT,
+    "prior_layer": COUNT_OR_ZERO,  # 0-based, as the report's figure names it
+    "recall_trials": COUNT_OR_ZERO,  # 0 = skip the probe
+    "layer": COUNT,  # 1-based block
+    "max_length": COUNT,
+    "batch_size": COUNT,
+    "segment": COUNT,
+    "trials": COUNT,
+    "window": COUNT,
+    "chunk_size": COUNT,
+    "null_size": COUNT,
+    "bootstrap": Bounds(0, 100_000),  # 0 = no intervals; the minimum is EvalOptions' rule
+    "context": COUNT,
+    "stride": COUNT,
+    "zoom_levels": Bounds(0, 10),
+    "windows": COUNT,
+    "length": COUNT,
+    "max_variants": COUNT,
+    "epochs": COUNT,
+    "positives": COUNT,
+    "max_train": COUNT,
+    "max_eval": COUNT,
+    "bed_label_column": Bounds(4, MAX_INT),  # columns 1-3 are chrom, start, end
+    "val_fraction": FRACTION,
+    "test_fraction": FRACTION,
+    "held_out": Bounds(0, 1, low_open=True),  # (0, 1]: 1 = the whole contig
+    "temperature": NON_NEGATIVE,  # 0 = greedy
+    "level": OPEN_FRACTION,
+    "lr": POSITIVE,
+    "backbone_lr": NON_NEGATIVE,
+    "max_nll_diff": NON_NEGATIVE,
+    "max_logprob_error": NON_NEGATIVE,
+    "min_spearman": Bounds(-1, 1),
+    "lora_rank": COUNT,
+    "lora_alpha": POSITIVE,  # updates are scaled by alpha / rank
+    "lora_dropout": FRACTION,
+}
+COMMAND_RANGES: dict[tuple[str, str], Bounds] = {
+    ("score-track", "batch_size"): COUNT_OR_ZERO,  # 0 = batch tokens // context
+    ("attention", "layer"): COUNT_OR_ZERO,  # 0-based block, as the figure names it
+    ("attention", "head"): COUNT_OR_ZERO,  # 0-based head
+}
+
+# Options that take one of a fixed set of words: shown as <a|b|c> in --help (the library checks
+# them and names the choices in its error).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "strands": ("both", "forward"),
+    "accelerator": ("auto", "cpu", "cuda", "gpu", "mps"),
+    "strategy": ("auto", "ddp", "fsdp"),
+    "precision": ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"),
+    "rope_extension": ("none", "linear", "ntk"),
+    "split": ("train", "val", "test"),
+    "kind": ("auto", "binary", "continuous"),
+    "task": ("auto", "classification", "regression"),
+    "attention": ("auto", "sdpa", "flash", "explicit"),
+    "reference": ("float64", "float32"),
+    "method": ("full", "local"),
+    "what": ("logp", "entropy"),
+}
+COMMAND_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("embed", "pool"): ("mean", "last", "none"),
+    ("make-task", "label"): ("repeat", "gc"),
+    ("finetune", "strategy"): ("auto", "ddp"),
+    ("check-precision", "precision"): ("bf16-mixed", "16-mixed", "bf16-true", "32-true"),
+}
+
+_TYPE_NAMES = {int: "int", float: "float", str: "text", Path: "path", bool: ""}
+
+
+def _range_callback(bounds: Bounds, then: Callable[..., Any] | None) -> Callable[..., Any]:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None and not bounds.accepts(value):
+            flag = max(param.opts, key=len)  # the long name, as the user reads it in --help
+            # a GoatDNAError (the app prints it as one line): the house's "--flag value: must"
+            raise GoatDNAError(f"{flag} {value}: must be {bounds.describe()}")
+        return then(ctx, param, value) if then is not None else value
+
+    return check
+
+
+def metavar_of(command: str, name: str, annotation: Any) -> str:
+    """What --help shows after a flag: nothing for a switch, the choices, or a plain type name."""
+    import typing
+
+    choices = COMMAND_CHOICES.get((command, name), CHOICES.get(name))
+    if choices:
+        return "<" + "|".join(choices) + ">"
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is list:  # a repeatable option: one value per flag
+        return metavar_of(command, "", args[0]) if args else "<text>"
+    if args and typing.get_origin(annotation) is not typing.Annotated:  # X | None
+        return metavar_of(command, name, args[0])
+    base = _TYPE_NAMES.get(annotation, getattr(annotation, "__name__", "value"))
+    return f"<{base}>" if base else ""
+
+
+def with_declared_ranges(func: Callable[P, R]) -> Callable[P, R]:
+    """``func`` with the range check of NUMERIC_RANGES on each numeric option, and --help's
+    metavars (no ``<bool>`` on a switch, choices instead of ``<str>``, no Python types).
+
+    Applied by the app to every command, so a command never declares a range itself; a numeric
+    option missing from the tables is a KeyError when the app is built, so it cannot be forgotten.
+    """
+    import copy
+    import typing
+
+    command = func.__name__.replace("_", "-")
+    hints = typing.get_type_hints(func, include_extras=True)
+    parameters = []
+    for param in inspect.signature(func).parameters.values():
+        hint = hints.get(param.name, param.annotation)
+        base, infos = hint, []
+        if typing.get_origin(hint) is typing.Annotated:
+            base, *infos = typing.get_args(hint)
+        default = param.default
+        info: typer.models.ParameterInfo | None
+        if isinstance(default, typer.models.ParameterInfo):  # the `= typer.Option(...)` style
+            default = copy.copy(default)
+            info = default
+        else:
+            infos = [
+                copy.copy(i) if isinstance(i, typer.models.ParameterInfo) else i for i in infos
+            ]
+            info = next((i for i in infos if isinstance(i, typer.models.ParameterInfo)), None)
+        if info is not None:
+            plain = next((a for a in typing.get_args(base) if a is not type(None)), base)
+            if plain in (int, float) and typing.get_origin(base) is not list:
+                bounds = COMMAND_RANGES.get((command, param.name)) or NUMERIC_RANGES.get(param.name)
+                if bounds is None:
+                    raise KeyError(
+                        f"goatdna {command}: numeric option {param.name!r} has no declared range; "
+                        "add it to NUMERIC_RANGES (or COMMAND_RANGES) in goatdna/cli/common.py"
+                    )
+                info.callback = _range_callback(bounds, info.callback)
+                info.help = f"{info.help or ''} [{bounds.describe()}]".strip()
+            if info.metavar is None and isinstance(info, typer.models.OptionInfo):
+                info.metavar = metavar_of(command, param.name, base)
+            elif info.metavar is None:  # an argument: its name, as Click writes it in usage
+                info.metavar = param.name.upper()
+        metadata = (base, *infos)
+        annotation = typing.Annotated[metadata] if infos else base
+        parameters.append(param.replace(annotation=annotation, default=default))
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        return func(*args, **kwargs)
+
+    wrapper.__signature__ = inspect.signature(func).replace(parameters=parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    return wrapper

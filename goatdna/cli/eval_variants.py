@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from goatdna.analysis.variant_eval import EvalOptions
-from goatdna.cli.common import SeedOpt, default_of, option
+from goatdna.cli.common import ProgressLine, SeedOpt, default_of, option
 from goatdna.inference.variant_io import TABLE_SUFFIXES  # the same table names score-variants reads
 
 
@@ -140,20 +140,47 @@ def eval_variants(
 ) -> None:
     """AUROC/AUPRC (binary labels) or Spearman/Pearson (continuous) of variant scores, with
     bootstrap intervals, per subset and within match groups."""
-    from goatdna.analysis.variant_eval import evaluate_variants, join_labels, plot_paths
+    from contextlib import ExitStack
+
     from goatdna.atomic import check_output_file
+    from goatdna.errors import GoatDNAError
     from goatdna.formats import output_format
-    from goatdna.workdir import claim_output
+    from goatdna.workdir import output_lock
 
     if out is not None:  # the one suffix rule, and a file we can write, before any work
         output_format(out, (".tsv", ".json"))
         check_output_file(out, "--out")
+    if plots is not None:  # a folder we can write into, before any work
+        if plots.exists() and not plots.is_dir():
+            raise GoatDNAError(f"--plots {plots} is a file; give a folder for the plots")
+        check_output_file(plots / "roc.png", "--plots")
     options = EvalOptions(
         label=label, score=score, kind=kind, positive=_csv(positive), negative=_csv(negative),
         subsets=tuple(subset or ()), match_group=match_group, resamples=bootstrap, seed=seed,
         level=level,
     )  # fmt: skip
+    with ExitStack() as locks:  # one writer per output, held from before the first read
+        if out is not None:
+            locks.enter_context(output_lock(out, True))
+        if plots is not None:
+            locks.enter_context(output_lock(plots, True, "--plots"))
+        _evaluate_and_write(scores, labels, label, options, out, plots, force)
+
+
+def _evaluate_and_write(
+    scores: Path,
+    labels: Path | None,
+    label: str,
+    options: EvalOptions,
+    out: Path | None,
+    plots: Path | None,
+    force: bool,
+) -> None:
+    from goatdna.analysis.variant_eval import evaluate_variants, join_labels, plot_paths
+    from goatdna.workdir import claim_output
+
     inputs = [scores, labels]
+    match_group = options.match_group
     if out is not None:
         claim_output([out], force, inputs=inputs)
     frame = _read_scores(scores)
@@ -167,7 +194,9 @@ def eval_variants(
             table = read_info_labels(labels, label)
         extra = [*options.subsets, *([match_group] if match_group else [])]
         frame = join_labels(frame, table, label, source, extra)
-    evaluation = evaluate_variants(frame, options)
+    evaluation = evaluate_variants(frame, options, ProgressLine("bootstrap", "resamples"))
+    for note in evaluation.notes:
+        typer.echo(f"note: {note}", err=True)
     if plots is not None:
         claim_output(plot_paths(evaluation.kind, plots), force, option="--plots", inputs=inputs)
     _print(evaluation)

@@ -92,6 +92,7 @@ def generate(
             "--with-prompt", help="Write prompt + continuation instead of the continuation only."
         ),
     ] = False,
+    force: Annotated[bool, option("force", "Replace an existing --out.")] = False,
     accelerator: AcceleratorOpt = "cpu",
     devices: OneDeviceOpt = "1",
     rope_extension: RopeExtensionOpt = None,
@@ -119,8 +120,11 @@ def generate(
     parse_prompt(text)  # fail on a bad prompt before loading the checkpoint
     device = single_device(accelerator, devices)
     fmt = output_format(out)
-    if out is not None:
-        check_output_file(out, "--out")  # before the checkpoint is loaded and decoding starts
+    if out is not None:  # before the checkpoint is loaded and decoding starts
+        from goatdna.workdir import claim_output
+
+        check_output_file(out, "--out")
+        claim_output([out], force, inputs=[checkpoint, prompt_fasta])
     options = SamplingOptions(
         max_new_tokens=max_new_tokens,
         temperature=temperature,

@@ -39,12 +39,10 @@ def make_variant_task(
     force: Annotated[bool, option("force", "Replace an existing --out.")] = False,
 ) -> None:
     """SNVs that break what the synthetic generator planted (label 1) and background SNVs (0)."""
-    from goatdna.atomic import atomic_path, check_output_file
-    from goatdna.data_prep.variant_task import CONTROLS, has_planted_truth
-    from goatdna.data_prep.variant_task import make_variant_task as build
+    from goatdna.atomic import check_output_file
     from goatdna.errors import GoatDNAError
     from goatdna.formats import output_format
-    from goatdna.workdir import claim_output
+    from goatdna.workdir import output_lock
 
     kind = output_format(out, (".tsv", ".parquet")).kind  # the one suffix rule
     check_output_file(out, "--out")  # a file we can write, before any work
@@ -54,8 +52,21 @@ def make_variant_task(
         raise GoatDNAError(f"--held-out {held_out}: must be in (0, 1]")
     if not fasta.is_file():
         raise GoatDNAError(f"--fasta {fasta}: file not found")
+    with output_lock(out, True):  # one writer of --out, from before the FASTA is read
+        _build_and_write(fasta, out, kind, VariantTaskOptions(positives, held_out, seed), force)
+
+
+def _build_and_write(
+    fasta: Path, out: Path, kind: str, options: VariantTaskOptions, force: bool
+) -> None:
+    from goatdna.atomic import atomic_path
+    from goatdna.data_prep.variant_task import CONTROLS, has_planted_truth
+    from goatdna.data_prep.variant_task import make_variant_task as build
+    from goatdna.errors import GoatDNAError
+    from goatdna.workdir import claim_output
+
     claim_output([out], force, inputs=[fasta])
-    frame = build(fasta, VariantTaskOptions(positives, held_out, seed))
+    frame = build(fasta, options)
     if frame.empty:
         raise GoatDNAError(
             f"--fasta {fasta}: no soft-masked homopolymer runs nor background bases found; pass "
@@ -73,7 +84,7 @@ def make_variant_task(
             "carry no planted truth here",
             err=True,
         )
-    made = int(frame.label.sum())
+    made, positives, held_out = int(frame.label.sum()), options.positives, options.held_out
     negatives = len(frame) - made
     if made < positives or negatives < CONTROLS * positives:
         typer.echo(

@@ -29,8 +29,8 @@ def train(
         Path | None,
         option(
             "config",
-            "Run config YAML (configs/goat-tiny.yaml ...). With --resume it defaults to the run "
-            "directory's config.yaml.",
+            "Run config YAML (configs/goat-tiny.yaml ...): required for a new run; with --resume "
+            "it defaults to the run directory's config.yaml.",
         ),
     ] = None,
     max_steps: Annotated[
@@ -49,7 +49,7 @@ def train(
     resume_mode: Annotated[
         str | None,
         typer.Argument(
-            metavar="[auto]", help="Only after --resume: `--resume auto`.", show_default=False
+            metavar="auto", help="Only after --resume: `--resume auto`.", show_default=False
         ),
     ] = None,
     force: Annotated[

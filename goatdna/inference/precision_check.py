@@ -33,13 +33,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from goatdna.errors import GoatDNAError
-from goatdna.inference.variants import Allele, VariantOptions, score_alleles
+from goatdna.inference.variants import (
+    MEMORY_BOUND_BYTES,
+    Allele,
+    VariantOptions,
+    position_bytes,
+    score_alleles,
+)
 
 if TYPE_CHECKING:
     import torch
 
     from goatdna.inference.reference import Reference
-    from goatdna.model import DNADecoder
+    from goatdna.model import DNADecoder, ModelConfig
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 REFERENCE_DTYPES = ("float64", "float32")
@@ -103,6 +109,34 @@ def check_options(precision: str, reference: str, windows: int, length: int) -> 
         raise GoatDNAError(f"--windows {windows}: must be >= 1")
     if length < 2:
         raise GoatDNAError(f"--length {length}: must be >= 2 (a base and its prediction)")
+
+
+MAX_CHECK_POSITIONS = 2**22
+"""Positions (--windows x --length) one check may score: a precision check compares a sample
+(the default is 8 windows), and each position runs twice, once in float64."""
+
+
+def check_size(windows: int, length: int, batch_size: int, config: ModelConfig) -> None:
+    """Refuse, before any work, a check whose one pass would not fit `MEMORY_BOUND_BYTES` (the
+    bound score-variants keeps for ``--window``, by the same `position_bytes` estimate, doubled
+    for the float64 reference; and the (batch, heads, L, L) attention scores the SDPA math
+    kernel holds) or whose whole run exceeds `MAX_CHECK_POSITIONS`."""
+    gib = MEMORY_BOUND_BYTES // 2**30
+    activations = 2 * batch_size * length * position_bytes(config)
+    scores = 8 * batch_size * config.n_heads * length * length
+    if max(activations, scores) > MEMORY_BOUND_BYTES:
+        need = max(activations, scores) / 2**30
+        raise GoatDNAError(
+            f"--length {length} x --batch-size {batch_size}: one float64 pass would hold about "
+            f"{need:,.1f} GiB (attention scores and activations), above the {gib} GiB bound "
+            "(docs/variants.md); lower --length or --batch-size"
+        )
+    if windows * length > MAX_CHECK_POSITIONS:
+        raise GoatDNAError(
+            f"--windows {windows} x --length {length} = {windows * length:,} positions, above "
+            f"the check's {MAX_CHECK_POSITIONS:,}: a precision check compares a sample; lower "
+            "--windows (default 8) or --length"
+        )
 
 
 def reference_windows(reference: Reference, n: int, length: int) -> tuple[np.ndarray, list]:
@@ -180,7 +214,8 @@ def tested_model(model: DNADecoder, precision: str, attention: str, device: str)
     return tested
 
 
-def _log_probs(model: DNADecoder, windows: np.ndarray, batch: int, context: Callable[[], Any]):
+def _log_probs(model: DNADecoder, windows: np.ndarray, batch: int, context: Callable[[], Any],
+               done: Callable[[int], None] = lambda n: None):  # fmt: skip
     """Log-softmax over A/C/G/T of every position, float64 numpy (n, L - 1, 4), and the
     next-base log-probabilities (n, L - 1) (`scoring.target_log_probs`)."""
     import torch
@@ -197,6 +232,7 @@ def _log_probs(model: DNADecoder, windows: np.ndarray, batch: int, context: Call
             logits = logits.double()
             all_lp.append(torch.log_softmax(logits, dim=-1)[..., :4].cpu().numpy())
             picked.append(target_log_probs(logits, tokens[:, 1:]).double().cpu().numpy())
+            done(len(tokens))
     return np.concatenate(all_lp), np.concatenate(picked)
 
 
@@ -223,15 +259,18 @@ def check_precision(
     length: int = 512,
     batch_size: int = 4,
     thresholds: Thresholds | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PrecisionReport:
     """Measure ``model`` under ``precision``/``attention`` on ``device`` against the CPU
-    reference; ``alleles`` None: three SNVs at each window's centre."""
+    reference; ``alleles`` None: three SNVs at each window's centre. ``progress(done, total)``
+    after each batch of windows (each window is run twice: reference, then tested)."""
     import torch
 
     from goatdna.metrics import spearman
     from goatdna.model.attention import resolve_backend
 
     check_options(precision, reference_dtype, windows, length)
+    check_size(windows, length, batch_size, model.config)
     limits = thresholds or Thresholds()
     tokens, places = reference_windows(reference, windows, length)
     snvs = window_snvs(places, tokens) if alleles is None else alleles
@@ -240,8 +279,16 @@ def check_precision(
     backend = resolve_backend(attention)
     context = precision_context(precision, torch.device(device))
 
-    ref_lp, ref_next = _log_probs(ref_model, tokens, batch_size, _nothing)
-    test_lp, test_next = _log_probs(tested, tokens, batch_size, context)
+    passed = 0
+
+    def done(n: int) -> None:
+        nonlocal passed
+        passed += n
+        if progress is not None:
+            progress(passed, 2 * len(tokens))
+
+    ref_lp, ref_next = _log_probs(ref_model, tokens, batch_size, _nothing, done)
+    test_lp, test_next = _log_probs(tested, tokens, batch_size, context, done)
     counted = tokens[:, 1:] <= 3
     nll_ref = float(-ref_next[counted].mean())
     nll_test = float(-test_next[counted].mean())

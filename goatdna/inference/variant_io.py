@@ -94,7 +94,7 @@ def _plain_gzip(path: Path) -> bool:
     return not (has_extra and head[12:14] == b"BC")
 
 
-def open_vcf(path: Path, option: str = "--vcf"):
+def open_vcf(path: Path, option: str = "--variants"):
     """A pysam VariantFile, or a one-line user error naming the file (as ``option`` gave it).
 
     htslib's own log lines (``[E::vcf_parse] ...``, ``[W::...]``) are silenced: goatdna says
@@ -131,7 +131,7 @@ def _records(handle, path: Path) -> Iterator:
             return
         except (ValueError, OSError) as err:
             raise GoatDNAError(
-                f"--vcf {path}: record {index + 1} cannot be parsed "
+                f"--variants {path}: record {index + 1} cannot be parsed "
                 f"({_diagnose(path, index) or err}); fix or drop it"
             ) from None
         index += 1
@@ -197,7 +197,7 @@ def check_sorted_for_index(vcf: VcfAlleles, out: Path) -> None:
     """A tabix index needs a position-sorted VCF: refuse early, before any scoring."""
     if not vcf.sorted:
         raise GoatDNAError(
-            f"--vcf {vcf.path}: records are not sorted by position (first out of order: "
+            f"--variants {vcf.path}: records are not sorted by position (first out of order: "
             f"{vcf.first_unsorted}), so {out.name} cannot be tabix-indexed; sort it first "
             "(bcftools sort) or write .tsv/.parquet"
         )
@@ -263,7 +263,7 @@ def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path, then: str = RESUME_TH
             header = source.header.copy()
             replacing = INFO_ID in header.info
             if replacing:  # e.g. another model's scores: replaced, and said so
-                print(f"note: --vcf {vcf.path} already has INFO/{INFO_ID}; {out.name} holds "
+                print(f"note: --variants {vcf.path} already has INFO/{INFO_ID}; {out.name} holds "
                       "this model's values in its place (compare models in .tsv outputs)",
                       file=sys.stderr)  # fmt: skip
                 declared = header.info[INFO_ID]

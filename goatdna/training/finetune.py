@@ -25,10 +25,11 @@ adapters from it (merged), so a task costs megabytes, not a copy of the backbone
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,7 @@ from goatdna.adapters import (
     split_targets,
 )
 from goatdna.checkpoint import load_checkpoint, task_head
-from goatdna.configfile import from_dict, to_dict
+from goatdna.configfile import from_dict, load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
@@ -63,7 +64,15 @@ from goatdna.training.finetune_data import (
     load_task,
     print_warnings,
 )
-from goatdna.training.loop import Due, LoopSpec, Trainable, claimed_run_dir, fit, resolve_precision
+from goatdna.training.loop import (
+    Due,
+    LoopSpec,
+    Trainable,
+    claimed_run_dir,
+    fit,
+    resolve_precision,
+    run_dir_lock,
+)
 from goatdna.training.metrics import (
     CLASSIFICATION_METRICS,
     HIGHER_IS_BETTER,
@@ -313,10 +322,7 @@ def finetune(
     the summary (also written to summary.json). Raises GoatDNAError for user errors, and
     `Interrupted` after Ctrl-C/SIGTERM (last.ckpt then holds the step it stopped at)."""
     wall_start = time.perf_counter()
-    if not config.backbone.checkpoint:
-        raise GoatDNAError("--checkpoint is required (a pretrained .ckpt)")
-    if config.backbone.adapters:
-        require_peft()
+    _check_backbone_options(config)
     run = RunDir(Path(run_dir))
     run.refuse_foreign(_input_paths(config), own=(FEATURE_CACHE.parts[0],))  # before any work
     backbone, backbone_config = load_backbone(config.backbone.checkpoint)
@@ -337,13 +343,18 @@ def finetune(
     # is refused before its work, a resumed one is compared with the choice)
     start_plan = None
     if len(choices) == 1 or resume is False:
-        start_plan = run.check(resolved_for(choices[0]), resume=resume, force=force)
+        start_plan = run.check(resolved_for(stored_choice(run, choices, resolved_for)),
+                               resume=resume, force=force)  # fmt: skip
     print_warnings(task)
     tr = config.trainer
     precision = resolve_precision(tr.precision, tr.accelerator)
     runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
-    with preflight.reported_stops(run.root, f"goatdna finetune --out {run.root} --resume"):
+    with (
+        preflight.reported_stops(run.root, f"goatdna finetune --out {run.root} --resume"),
+        contextlib.ExitStack() as locks,
+    ):
         fabric = runtime.fabric(tr.strategy)
+        locks.enter_context(run_dir_lock(fabric, run))  # at once: before features and sweep
         sweep: ProbeSweep | None = None
         features: ProbeFeatures | None = None
         if config.backbone.mode == "probe":  # every rank, as the features were computed before
@@ -358,7 +369,7 @@ def finetune(
             start_plan = run.check(resolved_for(chosen), resume=resume, force=force)
         resolved = resolved_for(chosen)
         assert start_plan is not None
-        with claimed_run_dir(fabric, run, resolved, start_plan):
+        with claimed_run_dir(fabric, run, resolved, start_plan, locked=True):
             if fabric.is_global_zero and features is not None:
                 features.save(run.root)
                 if sweep is not None:
@@ -374,6 +385,29 @@ def finetune(
             if fabric.is_global_zero:
                 run.write_summary(summary)
             return summary
+
+
+def _check_backbone_options(config: FinetuneConfig) -> None:
+    """A backbone checkpoint is given, and peft is importable when adapters are asked for."""
+    if not config.backbone.checkpoint:
+        raise GoatDNAError("--checkpoint is required (a pretrained .ckpt)")
+    if config.backbone.adapters:
+        require_peft()
+
+
+def stored_choice(
+    run: RunDir, choices: list[ProbeChoice], resolved_for: Callable[[ProbeChoice], dict[str, Any]]
+) -> ProbeChoice:
+    """The choice to compare with a stored run before a sweep: the stored run's own when it is
+    one of ``choices`` (a sweep decides head.layer and head.pool, so the same command must not
+    read as "a different config: head.layer is 2 there, 1 now"), else the first."""
+    if len(choices) > 1 and run.config_yaml.is_file():
+        stored = load_yaml(run.config_yaml).get("head") or {}
+        for choice in choices:
+            head = resolved_for(choice)["head"]
+            if (head["layer"], head["pool"]) == (stored.get("layer"), stored.get("pool")):
+                return choice
+    return choices[0]
 
 
 def _task_module(resolved: dict[str, Any], seed: int) -> SequenceTaskModule:

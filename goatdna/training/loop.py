@@ -38,7 +38,7 @@ from goatdna.checkpoint import (
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.locking import folder_lock
-from goatdna.runtime import runs_on_cuda
+from goatdna.runtime import on_rank_zero, runs_on_cuda
 from goatdna.training.preflight import TrainingInterrupted
 from goatdna.training.run import RESUME_HINT, RunDir, StartPlan
 
@@ -360,19 +360,25 @@ class Checkpoints:
 # -------------------------------------------------------------------------- the run directory
 @contextlib.contextmanager
 def claimed_run_dir(
-    fabric: Fabric, run: RunDir, resolved: dict[str, object], plan: StartPlan
+    fabric: Fabric,
+    run: RunDir,
+    resolved: dict[str, object],
+    plan: StartPlan,
+    locked: bool = False,
 ) -> Iterator[None]:
     """Once the process group is up: global rank 0 (Fabric's rank, right for torchrun, SLURM and
     its own launcher alike) takes the run directory's lock and sets it up; every rank waits at a
     barrier until it is done. Every rank has already run the same read-only `RunDir.check`, so
     all agree on the directory. A lock held by another run is broadcast, so every rank stops
     with the same one-line error instead of waiting at the barrier. The lock is held until the
-    block ends."""
+    block ends. ``locked``: the caller took it already (`run_dir_lock`, before work that comes
+    ahead of the set-up, such as finetune's probe sweep)."""
     with contextlib.ExitStack() as lock:
         error = None
         if fabric.is_global_zero:
             try:
-                lock.enter_context(folder_lock(run.root, "--out"))
+                if not locked:
+                    lock.enter_context(folder_lock(run.root, "--out"))
                 run.start(resolved, plan)
             except GoatDNAError as err:
                 error = str(err)
@@ -380,6 +386,19 @@ def claimed_run_dir(
         if error:
             raise GoatDNAError(error)
         fabric.barrier()
+        yield
+
+
+@contextlib.contextmanager
+def run_dir_lock(fabric: Fabric, run: RunDir) -> Iterator[None]:
+    """The run directory's lock on global rank 0 from now on (every rank raises the refusal
+    at once), for a run with work before `claimed_run_dir` (then passed ``locked=True``)."""
+    with contextlib.ExitStack() as held:
+
+        def take() -> None:
+            held.enter_context(folder_lock(run.root, "--out"))
+
+        on_rank_zero(fabric, take)
         yield
 
 

@@ -1,0 +1,164 @@
+"""Every numeric option of every command has one declared range (cli/common.py), and a command
+line mistake is one ``error:`` line with exit 2: no traceback, no Click box. --help shows what
+each flag takes: nothing after a switch, the choices of a fixed set, never a Python type."""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from goatdna.cli.app import app
+from goatdna.cli.common import COMMAND_RANGES, NUMERIC_RANGES, Bounds, with_declared_ranges
+
+CLICK_APP = typer.main.get_command(app)
+HUGE = {int: "1" + "0" * 30, float: "1e400"}  # past int64; float overflow reads as inf
+
+
+def _numeric_options() -> list[tuple[str, str, type]]:
+    found = []
+    for name, command in CLICK_APP.commands.items():
+        for param in command.params:
+            annotation = param.type_descriptor.annotation
+            if param.param_type_name == "option" and annotation in (int, float):
+                found.append((name, max(param.opts, key=len), annotation))
+    return found
+
+
+def _no_traceback(result) -> None:
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code in (0, 1, 2), result.output
+    if result.exit_code:
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert lines and lines[-1].startswith("error: "), result.output
+        assert "╭" not in result.output and "Traceback" not in result.output, result.output
+
+
+def test_every_numeric_option_sweeps_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0, -1 and a huge value for each numeric option of each command (~90 options): refused in
+    one line before any work where out of range; in range, the command meets its missing inputs
+    (demo: configs that do not exist) and stops with its own one line."""
+    options = _numeric_options()
+    assert len(options) > 80
+    missing = str(tmp_path / "nope")
+    # the click command built once, not per run: ~330 runs in seconds
+    monkeypatch.setattr("typer.testing._get_command", lambda _: CLICK_APP)
+    runner = CliRunner()
+    for command, flag, kind in options:
+        base = [command]
+        if command == "demo":
+            base += ["--goat-config", missing, "--rope-config", missing, "-o", str(tmp_path)]
+        for value in ("0", "-1", HUGE[kind], "nan"):
+            if kind is int and value == "nan":
+                continue
+            result = runner.invoke(app, [*base, flag, value])
+            _no_traceback(result)
+            assert result.exit_code == 2, (command, flag, value, result.output)
+            if value in (HUGE[kind], "nan"):  # never in range
+                assert f"error: {flag} " in result.output, result.output
+                assert ": must be " in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["eval-variants", "--scores", "x.tsv", "--seed", "-1"], "--seed"),
+        (["make-variant-task", "-f", "x.fa", "-o", "t.tsv", "--seed", "-1"], "--seed"),
+        (["check-precision", "-c", "x", "-f", "x.fa", "--batch-size", "0"], "--batch-size"),
+        (["check-precision", "-c", "x", "-f", "x.fa", "--batch-size", "-2"], "--batch-size"),
+        (["check-precision", "-c", "x", "-f", "x.fa", "--max-nll-diff", "nan"], "--max-nll-diff"),
+        (["check-precision", "-c", "x", "-f", "x.fa", "--max-nll-diff", "-1"], "--max-nll-diff"),
+        (["check-precision", "-c", "x", "-f", "x.fa", "--min-spearman", "2"], "--min-spearman"),
+        (["train", "-d", "x"], "'--out'"),  # a missing required option: one line too
+        (["train", "-d", "x", "-o", "y", "--no-such-flag"], "--no-such-flag"),
+    ],
+)
+def test_command_line_mistakes_are_one_line(args: list[str], names: str) -> None:
+    result = CliRunner().invoke(app, args)
+    _no_traceback(result)
+    assert result.exit_code == 2 and names in result.output, result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+
+
+def test_a_numeric_option_without_a_declared_range_is_refused() -> None:
+    def new_command(frobs: typing.Annotated[int, typer.Option("--frobs")] = 1) -> None:
+        """A command whose author forgot the range."""
+
+    with pytest.raises(KeyError, match="frobs"):
+        with_declared_ranges(new_command)
+    assert all(isinstance(b, Bounds) for b in (*NUMERIC_RANGES.values(), *COMMAND_RANGES.values()))
+
+
+def test_bounds_refuse_nan_inf_and_respect_open_ends() -> None:
+    fraction = Bounds(0, 1, low_open=True, high_open=True)
+    assert fraction.accepts(0.5) and not fraction.accepts(0.0) and not fraction.accepts(1.0)
+    assert not Bounds(0, None).accepts(float("nan")) and not Bounds(None, None).accepts(math_inf())
+    assert Bounds(1, 4).accepts(4) and not Bounds(1, 4).accepts(5)
+
+
+def math_inf() -> float:
+    return float("inf")
+
+
+@pytest.mark.parametrize("command", sorted(CLICK_APP.commands))
+def test_help_shows_what_each_flag_takes(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "<bool>" not in text and "list[" not in text and "<str>" not in text, text
+    assert "[[" not in text, text
+    for param in CLICK_APP.commands[command].params:
+        if param.param_type_name != "option" or param.hidden:
+            continue
+        row = next(line for line in text.splitlines() if re.search(rf"{param.opts[0]}\b", line))
+        if param.is_flag:
+            assert "<" not in row.split(param.opts[0])[1].split("  ")[1:3], row
+
+
+def test_choices_are_shown_and_required_config_is_said() -> None:
+    text = CliRunner().invoke(app, ["score-variants", "--help"], env={"COLUMNS": "250"}).output
+    assert "<both|forward>" in text and "<auto|cpu|cuda|gpu|mps>" in text
+    train = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "250"}).output
+    assert "required for a new run" in train and "[auto]" in train
+
+
+def test_the_cli_reference_gives_every_summary_whole() -> None:
+    """docs/hooks/cli_reference.py lists each command with its docstring's first paragraph (Click
+    cut each to ~45 characters with "...")."""
+    pytest.importorskip("mkdocs")
+    import importlib.util
+
+    from goatdna.cli.app import summary
+    from goatdna.cli.commands import COMMANDS
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "hooks" / "cli_reference.py"
+    spec = importlib.util.spec_from_file_location("cli_reference", path)
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = hook.cli_reference_markdown()
+    listing = page[page.index("**Commands**") :].split("\n\n")[1].splitlines()
+    assert len(listing) == len(COMMANDS)
+    for command, line in zip(COMMANDS, listing, strict=True):
+        name = command.__name__.replace("_", "-")
+        assert line == f"* `{name}`: {summary(command)}", line
+        assert len(summary(command)) > 45 and "..." not in line, line
+
+
+def test_score_variants_names_the_flag_the_user_typed(
+    tiny_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    fasta = tmp_path / "ref.fa"
+    fasta.write_text(">chrA\n" + "ACGT" * 50 + "\n")
+    ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    missing = tmp_path / "nope.vcf"
+    args = ["score-variants", "-c", str(ckpt), "-f", str(fasta), "--variants", str(missing),
+            "-o", str(tmp_path / "o.tsv"), "--accelerator", "cpu"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and f"--variants {missing}: file not found" in result.output
