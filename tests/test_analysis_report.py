@@ -331,7 +331,7 @@ def test_report_shows_every_run(many_runs_report: tuple[Path, dict[str, set[str]
     assert headings[0] == "Warnings" and "run alibi was trained on shards" in md
     assert "Ours: `rope` (RoPE) -> `goat` (GOAT)" in md  # the paper table: plain RoPE vs GOAT
     assert "`rope-ntk` = rope+ntk" in md
-    columns = " | ".join(f"{name} nll | {name} bits/base" for name in MANY)
+    columns = " | ".join(f"{name} nll | {name} nll 95% CI | {name} bits/base" for name in MANY)
     assert md.count(f"| context_length | x_train_length | {columns} |") == 1
     for name in MANY:
         assert md.count(f"\n| {name} | {name.split('-')[0]} | ") == 1, name  # summary row

@@ -32,6 +32,7 @@ from goatdna.analysis.report_frames import (
     SUMMARY_COLUMNS,
     evaluation_frame,
     recall_table,
+    summary_differences,
     summary_frame,
 )
 from goatdna.analysis.report_options import ReportOptions
@@ -127,6 +128,8 @@ class ReportResult:
     summary: pd.DataFrame  # SUMMARY_COLUMNS
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # each run's val_nll against the first run's, inside or outside the noise (report_frames)
+    differences: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -269,6 +272,7 @@ def _write_report(
     recall_summaries, recall_summary = _recall_probe(options, recall, runs, genome, out, say)
     summary = summary_frame(runs, gc_summaries)
     out.result.summary = summary
+    out.result.differences = summary_differences(runs)
     out.csv("summary.csv", summary)
     say("drawing plots")
     images = draw_figures(options, runs, gc_rows, recall_summaries, out.out_dir)

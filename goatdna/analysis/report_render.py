@@ -33,9 +33,12 @@ from goatdna.analysis.report_frames import (
     SUMMARY_FORMATS,
     extrapolation_frame,
     formatted,
+    nll_difference,
     paper_frame,
     paper_pair,
     repeat_frame,
+    summary_differences,
+    validation_result,
 )
 from goatdna.analysis.report_options import ReportOptions
 from goatdna.analysis.report_runs import RunData
@@ -142,7 +145,9 @@ def _paper_section(doc: ReportDocument) -> list[str]:
     if pair is None:
         return []
     goat, rope = pair
-    table = formatted(paper_frame(doc.summary, goat, rope), {})
+    runs = {run.name: run for run in doc.runs}
+    change = nll_difference(validation_result(runs[goat]), validation_result(runs[rope]))
+    table = formatted(paper_frame(doc.summary, goat, rope, change), {})
     return [fill("paper.md", goat=code(goat), rope=code(rope), table=markdown_table(table))]
 
 
@@ -203,6 +208,8 @@ def sections(doc: ReportDocument) -> list[str]:
             "summary.md",
             split=code(options.split),
             table=markdown_table(formatted(doc.summary, SUMMARY_FORMATS)),
+            differences="\n\n".join(markdown_escape(line) for line in summary_differences(doc.runs))
+            or "One model: nothing to compare.",
         )
     )
     out += _paper_section(doc)
