@@ -23,7 +23,6 @@ how the report tells a difference from noise.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -295,35 +294,24 @@ def evaluate_model(
     device = model_device(model)
     if hasattr(model, "eval"):
         model.eval()
-    results = []
-    if show_progress:
-        from rich.progress import Progress
+    from goatdna.progress import progress_bar
 
-        with Progress(transient=True) as bar:
-            for L in context_lengths:
-                n = window_starts(
-                    records, L, None if max_tokens is None else max(1, max_tokens // L)
-                ).size
-                task = bar.add_task(f"{label} {split} L={L}", total=n)
-                results.append(
-                    evaluate_context(
-                        model,
-                        tokens,
-                        records,
-                        L,
-                        train_length,
-                        max_tokens,
-                        batch_tokens,
-                        device,
-                        progress=functools.partial(bar.advance, task),
-                    )
-                )
-    else:
-        for L in context_lengths:
+    results = []
+    for L in context_lengths:
+        n = window_starts(records, L, None if max_tokens is None else max(1, max_tokens // L)).size
+        with progress_bar(f"{label} {split} L={L}".strip(), n, "windows", show_progress) as bar:
             results.append(
                 evaluate_context(
-                    model, tokens, records, L, train_length, max_tokens, batch_tokens, device
-                )
+                    model,
+                    tokens,
+                    records,
+                    L,
+                    train_length,
+                    max_tokens,
+                    batch_tokens,
+                    device,
+                    progress=bar,
+                )  # fmt: skip
             )
     return results
 

@@ -307,18 +307,13 @@ def _probe_recall(
     model, train_length = loaded.model, loaded.train_length
     tokens = genome.tokens(split)
 
-    total = len(trials) * len(distances)
-    if show_progress:
-        from rich.progress import Progress
+    from goatdna.progress import progress_bar
 
-        with Progress(transient=True) as bar:
-            task = bar.add_task("recall probe", total=total)
-            rows = score_recall(
-                model, tokens, trials, distances, segment_length, batch_tokens,
-                progress=lambda n: bar.advance(task, n),
-            )  # fmt: skip
-    else:
-        rows = score_recall(model, tokens, trials, distances, segment_length, batch_tokens)
+    total = len(trials) * len(distances)
+    with progress_bar("recall probe", total, "trials", show_progress) as bar:
+        rows = score_recall(
+            model, tokens, trials, distances, segment_length, batch_tokens, progress=bar
+        )
     frame = recall_frame(rows)
     summary = summarize_recall(frame, train_length, segment_length)
     name = str(loaded.model_config.positional)

@@ -210,8 +210,13 @@ def plan_recall(
 # ----------------------------------------------------------------------------- the pipeline
 
 
-def build_report(options: ReportOptions, log: Callable[[str], None] | None = None) -> ReportResult:
+def build_report(
+    options: ReportOptions, log: Callable[[str], None] | None = None, progress: bool = False
+) -> ReportResult:
     """Run the whole comparison and write the report directory.
+
+    ``progress``: each stage (evaluation, GC study, recall probe) shows its progress with the
+    time left, as a bar on a terminal or timed lines in a log (`goatdna.progress`).
 
     Every option, the runs and the output location are checked before any work; the report is
     written into a staging folder and swapped in whole, under the output folder's lock.
@@ -234,7 +239,8 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
             writer = _Writer(out_dir, result)
             inputs = json.dumps(report_inputs(options), indent=1, sort_keys=True) + "\n"
             writer.text(INPUTS_FILE, inputs)
-            _write_report(options, genome, runs, writer, log or (lambda _msg: None), recall)
+            say = log or (lambda _msg: None)
+            _write_report(options, genome, runs, writer, say, recall, progress)
     result.files = [final_dir / path.name for path in result.files]
     return result
 
@@ -264,12 +270,15 @@ def _write_report(
     out: _Writer,
     say: Callable[[str], None],
     recall: RecallPlan | None,
+    progress: bool = False,
 ) -> None:
     """Evaluate, run the GC study and the recall probe, draw and write everything into ``out``."""
     out.result.warnings.extend(manifest_warnings(runs, genome.manifest_sha256, options.data_dir))
-    _evaluate(options, genome, runs, out, say)
-    gc_rows, gc_table, gc_summaries = _gc_study(options, genome, runs, out, say)
-    recall_summaries, recall_summary = _recall_probe(options, recall, runs, genome, out, say)
+    _evaluate(options, genome, runs, out, say, progress)
+    gc_rows, gc_table, gc_summaries = _gc_study(options, genome, runs, out, say, progress)
+    recall_summaries, recall_summary = _recall_probe(
+        options, recall, runs, genome, out, say, progress
+    )
     summary = summary_frame(runs, gc_summaries)
     out.result.summary = summary
     out.result.differences = summary_differences(runs)
@@ -301,6 +310,7 @@ def _evaluate(
     runs: Sequence[RunData],
     out: _Writer,
     say: Callable[[str], None],
+    progress: bool = False,
 ) -> None:
     """NLL per context length on the evaluation split; evaluation.csv / evaluation.json."""
     lengths = set(options.context_lengths or default_context_lengths(runs[0].train_length))
@@ -316,8 +326,10 @@ def _evaluate(
             run.train_length,
             options.max_eval_tokens,
             options.batch_tokens,
+            show_progress=progress,
+            label=run.name,
         )
-        run.validation = validation_nll(run, genome, options.split, options.batch_tokens)
+        run.validation = validation_nll(run, genome, options.split, options.batch_tokens, progress)
         run.evaluation = Evaluation(
             checkpoint=str(run.checkpoint),
             data=str(options.data_dir),
@@ -339,6 +351,7 @@ def _gc_study(
     runs: Sequence[RunData],
     out: _Writer,
     say: Callable[[str], None],
+    progress: bool = False,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """GC% continuation study on the same prompts for every model: (rows, table, summaries)."""
     from goatdna.analysis.gc_study import run_gc_study, summary_frame
@@ -360,6 +373,7 @@ def _gc_study(
         options.seed,
         options.temperature,
         options.top_k,
+        progress,
     )
     out.csv("gc_continuations.csv", rows)
     table = summary_frame(summaries)
@@ -374,6 +388,7 @@ def _recall_probe(
     genome: ShardedGenome,
     out: _Writer,
     say: Callable[[str], None],
+    progress: bool = False,
 ) -> tuple[dict[str, Any], Any | None]:
     """Score every run on the same recall trials; write recall_trials.csv / recall_summary.csv.
 
@@ -382,17 +397,20 @@ def _recall_probe(
     import pandas as pd
 
     from goatdna.analysis.recall import recall_frame, score_recall, summarize_recall
+    from goatdna.progress import progress_bar
 
     if plan is None:
         return {}, None
     say(f"recall probe: {len(plan.trials)} trials at distances {plan.distances}")
     tokens = genome.tokens(options.gc_split)
     frames, summaries = [], {}
+    total = len(plan.trials) * len(plan.distances)
     for run in runs:
-        rows = score_recall(
-            run.model, tokens, plan.trials, plan.distances, options.recall_segment,
-            options.batch_tokens,
-        )  # fmt: skip
+        with progress_bar(f"recall {run.name}", total, "trials", progress) as bar:
+            rows = score_recall(
+                run.model, tokens, plan.trials, plan.distances, options.recall_segment,
+                options.batch_tokens, progress=bar,
+            )  # fmt: skip
         frame = recall_frame(rows)
         summaries[run.name] = summarize_recall(frame, run.train_length, options.recall_segment)
         frames.append(frame.assign(model=run.name))

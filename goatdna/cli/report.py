@@ -138,7 +138,9 @@ def report(
     )
     with torch_threads(threads):
         result = build_report(
-            options, log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}")
+            options,
+            log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}"),
+            progress=True,
         )
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
