@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
 from train_bench import make_step  # the one training step the training benchmark times
 
 from goatdna.analysis.generate import sample_batch

@@ -2,7 +2,7 @@
 
 On a terminal each loop draws its own rich bar (with the time left). When stderr is not a
 terminal (a log file, a pipe, a CI job) a bar draws nothing until it ends, so a step of minutes
-looked dead; there `ProgressLines` prints one plain line every `INTERVAL_S` seconds instead::
+looked dead; there `ProgressLines` prints one plain line every `INTERVAL_S` seconds instead:
 
     train: 120/200 steps (60%), 2.1 steps/s, 57 s elapsed, ~38 s left  loss 1.234
 
