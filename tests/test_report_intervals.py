@@ -140,3 +140,44 @@ def test_differences_inside_the_noise_are_marked_and_throughput_is_caveated() ->
     assert table["validation NLL (nats/base)"].endswith("(inside the noise)")
     far_table = paper_frame(summary, "goat", "rope", outside).set_index("metric")
     assert "noise" not in far_table.loc["validation NLL (nats/base)", "ours GOAT vs RoPE"]
+
+
+def test_gc_summary_intervals_are_the_continuation_bootstrap() -> None:
+    from goatdna.analysis.gc import SampleStats, summarize_samples
+
+    rng = np.random.default_rng(3)
+    stats = [
+        SampleStats(0.4, 0.4 + 0.05 * rng.standard_normal(), float(rng.uniform(-0.5, 0.9)),
+                    float(rng.uniform(0.2, 0.5)))
+        for _ in range(30)
+    ]  # fmt: skip
+    seqs = ["ACGTACGTAC"] * 30
+    summary = summarize_samples(stats, seqs, seqs, ks=(1,))
+    err = np.array([s.gc_continuation - s.gc_reference for s in stats])
+
+    def brute(values: np.ndarray) -> tuple[float, float]:
+        draws = np.random.default_rng(0)
+        means = [values[draws.integers(0, values.size, values.size)].mean() for _ in range(1000)]
+        return tuple(np.quantile(means, [0.025, 0.975]))
+
+    assert (summary.gc_mae_low, summary.gc_mae_high) == pytest.approx(brute(np.abs(err)))
+    low, high = brute(err**2)
+    assert (summary.gc_rmse_low, summary.gc_rmse_high) == pytest.approx((low**0.5, high**0.5))
+    accuracy = np.array([s.base_accuracy for s in stats])
+    assert (summary.base_accuracy_low, summary.base_accuracy_high) == pytest.approx(brute(accuracy))
+    for name in ("gc_mae", "gc_rmse", "gc_pearson", "base_accuracy"):
+        low, high = getattr(summary, f"{name}_low"), getattr(summary, f"{name}_high")
+        assert low < getattr(summary, name) < high, name
+
+
+def test_tables_show_each_estimate_with_its_interval() -> None:
+    from goatdna.analysis.report_frames import SUMMARY_FORMATS, interval_text, with_intervals
+
+    frame = pd.DataFrame({"model": ["goat"], "val_nll": [1.23456], "val_nll_low": [1.2],
+                          "val_nll_high": [1.3], "gc_pearson": [0.1], "gc_pearson_low": [-0.2],
+                          "gc_pearson_high": [0.4]})  # fmt: skip
+    shown = with_intervals(frame, SUMMARY_FORMATS)
+    assert list(shown.columns) == ["model", "val_nll", "gc_pearson"]
+    assert shown.loc[0, "val_nll"] == "1.2346 (1.2000-1.3000)"
+    assert shown.loc[0, "gc_pearson"] == "0.100 (-0.200 to 0.400)"
+    assert interval_text(math.nan, 1.0) == "n/a"

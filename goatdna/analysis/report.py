@@ -11,9 +11,9 @@ folder's lock and swap it in whole. The tables are computed in `report_frames`, 
 rendered in `report_render` (report.md from templates, report.html converted from it).
 
 Output directory:
-``summary.csv`` (one row per model: model, positional, params, val_nll with its 95% bootstrap
-interval val_nll_low/val_nll_high, bits_per_base,
-tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy), ``evaluation.csv`` /
+``summary.csv`` (one row per model: model, positional, params, val_nll, bits_per_base,
+tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy; val_nll and the GC
+numbers with their 95% bootstrap intervals as ``_low``/``_high`` columns), ``evaluation.csv`` /
 ``evaluation.json`` (every context length, repeat/non-repeat split), ``gc_continuations.csv``,
 ``gc_summary.csv``, ``recall_trials.csv``, ``recall_summary.csv``, ``*.png``, ``report.md`` and
 ``report.html`` (self-contained: plots embedded as base64 PNG).

@@ -31,9 +31,17 @@ SUMMARY_COLUMNS = [
     "tokens_per_s",
     "peak_memory_gb",
     "gc_mae",
+    "gc_mae_low",
+    "gc_mae_high",
     "gc_rmse",
+    "gc_rmse_low",
+    "gc_rmse_high",
     "gc_pearson",
+    "gc_pearson_low",
+    "gc_pearson_high",
     "base_accuracy",
+    "base_accuracy_low",
+    "base_accuracy_high",
 ]
 SUMMARY_FORMATS = {
     "params": ",d",
@@ -48,6 +56,13 @@ SUMMARY_FORMATS = {
     "gc_pearson": ".3f",
     "base_accuracy": ".3f",
 }
+SUMMARY_FORMATS.update(  # an interval's bounds read like its estimate
+    {
+        f"{column}{end}": SUMMARY_FORMATS[column]
+        for column in ("val_nll", "gc_mae", "gc_rmse", "gc_pearson", "base_accuracy")
+        for end in ("_low", "_high")
+    }
+)
 EXTRAPOLATION_FORMATS = {"context_length": "d"}
 REPEAT_FORMATS = {
     "context_length": "d",
@@ -135,6 +150,28 @@ def formatted(
     return [header, *body]
 
 
+def with_intervals(
+    frame: pd.DataFrame, formats: Mapping[str, str], default: str = ".4g"
+) -> pd.DataFrame:
+    """``frame`` for reading: each column ``x`` that has ``x_low`` and ``x_high`` becomes one
+    cell ``value (low-high)``, formatted with ``formats[x]`` (the ``_low``/``_high`` columns go);
+    the other columns stay as they are. summary.csv keeps the three numbers apart."""
+    out = frame.copy()
+    for column in frame.columns:
+        low, high = f"{column}_low", f"{column}_high"
+        if low not in frame or high not in frame:
+            continue
+        spec = formats.get(column)
+        out[column] = [
+            f"{fmt(v, spec, default)} ({interval_text(lo, hi, spec or default)})"
+            if math.isfinite(float(lo)) and math.isfinite(float(hi))
+            else fmt(v, spec, default)
+            for v, lo, hi in zip(frame[column], frame[low], frame[high], strict=True)
+        ]
+        out = out.drop(columns=[low, high])
+    return out
+
+
 def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> pd.DataFrame:
     """The summary table: one row per model (SUMMARY_COLUMNS)."""
     import pandas as pd
@@ -157,10 +194,11 @@ def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> p
                 "bits_per_base": at_train.bits_per_base,
                 "tokens_per_s": _num(run.summary.get("tokens_per_s")),
                 "peak_memory_gb": _num(run.summary.get("peak_memory_bytes")) / BYTES_PER_GB,
-                "gc_mae": gc.gc_mae,
-                "gc_rmse": gc.gc_rmse,
-                "gc_pearson": gc.gc_pearson,
-                "base_accuracy": gc.base_accuracy,
+                **{
+                    f"{column}{end}": getattr(gc, f"{column}{end}")
+                    for column in ("gc_mae", "gc_rmse", "gc_pearson", "base_accuracy")
+                    for end in ("", "_low", "_high")
+                },
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -245,10 +283,12 @@ def paper_pair(runs: Sequence[RunData]) -> tuple[str, str] | None:
 
 
 def interval_text(low: float, high: float, spec: str = ".4f") -> str:
-    """An interval as the tables write it: ``1.2345-1.2456`` (n/a when undefined)."""
+    """An interval as the tables write it: ``1.2345-1.2456``, or ``-0.0120 to 0.0031`` when a
+    bound is negative (a dash would read as a minus); n/a when undefined."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "n/a"
-    return f"{fmt(low, spec)}-{fmt(high, spec)}"
+    sep = " to " if low < 0 or high < 0 else "-"
+    return f"{fmt(low, spec)}{sep}{fmt(high, spec)}"
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from goatdna.analysis.report_frames import (
     repeat_frame,
     summary_differences,
     validation_result,
+    with_intervals,
 )
 from goatdna.analysis.report_options import ReportOptions
 from goatdna.analysis.report_runs import RunData
@@ -163,7 +164,9 @@ def _gc_section(doc: ReportDocument) -> str:
         continuation_length=options.continuation_length,
         temperature=f"{options.temperature:g}",
         top_k=options.top_k or "off",
-        table=markdown_table(formatted(doc.gc_table, GC_FORMATS, ".4f")),
+        table=markdown_table(
+            formatted(with_intervals(doc.gc_table, GC_FORMATS, ".4f"), GC_FORMATS, ".4f")
+        ),
         image=doc.images["gc"].name,
     )
 
@@ -178,7 +181,13 @@ def _recall_section(doc: ReportDocument) -> list[str]:
             trials=options.recall_trials,
             segment=options.recall_segment,
             split=code(options.gc_split),
-            table=markdown_table(formatted(doc.recall[RECALL_COLUMNS], RECALL_FORMATS, ".4f")),
+            table=markdown_table(
+                formatted(
+                    with_intervals(doc.recall[RECALL_COLUMNS], RECALL_FORMATS, ".4f"),
+                    RECALL_FORMATS,
+                    ".4f",
+                )
+            ),
             image=doc.images["recall"].name,
         )
     ]
@@ -207,7 +216,7 @@ def sections(doc: ReportDocument) -> list[str]:
         fill(
             "summary.md",
             split=code(options.split),
-            table=markdown_table(formatted(doc.summary, SUMMARY_FORMATS)),
+            table=markdown_table(formatted(with_intervals(doc.summary, SUMMARY_FORMATS), {})),
             differences="\n\n".join(markdown_escape(line) for line in summary_differences(doc.runs))
             or "One model: nothing to compare.",
         )

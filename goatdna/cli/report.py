@@ -34,9 +34,14 @@ def print_summary(result: ReportResult, console: Console | None = None) -> None:
     """The report's summary table (one row per model) as a rich table, formatted as in report.md."""
     from rich.console import Console
 
-    from goatdna.analysis.report_frames import SUMMARY_FORMATS
+    from goatdna.analysis.report_frames import SUMMARY_FORMATS, with_intervals
 
-    print_frame(result.summary, "summary (NLL in nats/base)", SUMMARY_FORMATS, console)
+    print_frame(
+        with_intervals(result.summary, SUMMARY_FORMATS),
+        "summary (NLL in nats/base; in brackets: 95% bootstrap intervals)",
+        SUMMARY_FORMATS,
+        console,
+    )
     out = console or Console()
     for line in result.differences:  # so a difference inside the noise is not read as a result
         out.print(line, markup=False, highlight=False, soft_wrap=True)
