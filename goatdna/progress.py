@@ -143,16 +143,25 @@ def progress_bar(
         BarColumn,
         MofNCompleteColumn,
         Progress,
+        ProgressColumn,
+        Task,
         TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
+    from rich.text import Text
+
+    class Rate(ProgressColumn):  # units per second, as the log lines give it
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f} {unit}/s" if speed else "")
 
     with Progress(
-        TextColumn(f"[bold]{label}"),
+        TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn(unit),
+        Rate(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
