@@ -365,6 +365,7 @@ def on_rank_zero(fabric: Fabric, action: Callable[[], T]) -> T:
 # ----------------------------------------------------------------------------- CPU threads
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # torch sizes its CPU pool from these
+_applied: ThreadChoice | None = None  # the last choice `apply_cpu_threads` made in this process
 
 
 @dataclass(frozen=True)
@@ -393,7 +394,10 @@ def choose_cpu_threads(
         if requested < 1:
             raise GoatDNAError(f"--threads must be >= 1, got {requested}")
         return ThreadChoice(requested, f"{requested} (--threads)")
-    environ = dict(os.environ) if environ is None else environ
+    if environ is None:
+        environ = dict(os.environ)
+        if _applied is not None and environ.get("OMP_NUM_THREADS") == str(_applied.threads):
+            return _applied  # the variable is ours (the CLI's choice): say why it was made
     for name in THREAD_ENV:
         if environ.get(name, "").strip():
             return ThreadChoice(None, f"torch's setting ({name}={environ[name].strip()})")
@@ -440,8 +444,10 @@ def apply_cpu_threads(choice: ThreadChoice) -> None:
     start, and workers that Lightning launches inherit it), so the CLI pays no torch import for
     it; after, it also calls ``torch.set_num_threads``.
     """
+    global _applied
     if choice.threads is None:
         return
+    _applied = choice
     os.environ["OMP_NUM_THREADS"] = str(choice.threads)
     torch_module = sys.modules.get("torch")
     if torch_module is not None:

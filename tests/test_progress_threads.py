@@ -130,6 +130,8 @@ def test_every_command_runs_on_the_threads_the_load_leaves(
     result = CliRunner().invoke(app, ["model-info", str(tmp_path / "nope.ckpt")])
     assert result.exit_code == 2  # the command itself: a missing checkpoint
     assert os.environ["OMP_NUM_THREADS"] == "1" and torch.get_num_threads() == 1
+    # a command asking later (the demo, to say it) gets the CLI's reason, not "OMP_NUM_THREADS=1"
+    assert choose_cpu_threads().reason.startswith("1 (load 5.0 on 2 cores")
 
 
 def test_using_cpu_threads_restores_the_callers_setting(no_thread_env: None) -> None:
