@@ -68,6 +68,7 @@ class ProgressLines:
         self._began = clock()
         self._last = self._began
         self._closed = False
+        self._printed: int | None = None  # completed units at the last line printed
         self.info = ""
 
     def line(self) -> str:
@@ -103,12 +104,15 @@ class ProgressLines:
         self.update(self.completed + n)
 
     def close(self) -> None:
-        """The last line (once), so a log says how the work ended and how long it took."""
+        """The last line (once, and not when the last update printed it already), so a log says
+        how the work ended and how long it took."""
         if not self._closed:
             self._closed = True
-            self._print()
+            if self._printed != self.completed:
+                self._print()
 
     def _print(self) -> None:
+        self._printed = self.completed
         self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
 
 

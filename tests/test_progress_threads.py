@@ -50,6 +50,13 @@ def test_progress_lines_print_rate_and_time_left_every_interval() -> None:
     assert last == ["train: 55/100 steps (55%), 0.347 steps/s, 1 min 41 s elapsed, ~2 min 10 s left"
                     "  loss 1.2"]  # fmt: skip
     assert duration(7300) == "2 h 01 min"
+    done = ProgressLines("eval", 8, "windows", console, interval=5.0, clock=clock)
+    clock.now += 6
+    done.update(8)  # all of it in one update that printed: close does not repeat the line
+    done.close()
+    assert [line for line in text.getvalue().splitlines() if line.startswith("eval")] == [
+        "eval: 8/8 windows (100%), 1.33 windows/s, 6 s elapsed"
+    ]
 
 
 def test_progress_bar_in_a_log_prints_lines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,11 +66,11 @@ def test_progress_bar_in_a_log_prints_lines(monkeypatch: pytest.MonkeyPatch) -> 
         for _ in range(4):
             advance(1)
     got = text.getvalue().splitlines()
-    assert len(got) == 5 and got[0].startswith("score: 1/4 windows (25%), ")
+    assert len(got) == 4 and got[0].startswith("score: 1/4 windows (25%), ")
     assert all("left" in line for line in got[:3]) and got[-1].startswith("score: 4/4 windows")
     with progress_bar("off", 4, "windows", enabled=False, console=console) as advance:
         advance(4)
-    assert len(text.getvalue().splitlines()) == 5
+    assert len(text.getvalue().splitlines()) == 4  # the last update's line is not repeated
 
 
 def test_training_and_inference_loops_print_lines_in_a_log(
@@ -87,7 +94,7 @@ def test_training_and_inference_loops_print_lines_in_a_log(
 
     with rank_zero_progress(Rank(1), 3, "score", "variants") as advance:  # type: ignore[arg-type]
         advance(3)
-    assert len(text.getvalue().splitlines()) == 2  # other ranks say nothing
+    assert len(text.getvalue().splitlines()) == 1  # other ranks say nothing
     with rank_zero_progress(Rank(0), 3, "score", "variants") as advance:  # type: ignore[arg-type]
         advance(2)
     assert "score: 2/3 variants (67%)" in text.getvalue() and "left" in text.getvalue()
