@@ -328,8 +328,8 @@ def difference_text(diff: Difference) -> str:
     )
     how = "paired bootstrap over the same windows" if diff.paired else "bootstrap"
     return (
-        f"{fmt(diff.value, '+.4f')} nats/base (95% {how} interval "
-        f"{interval_text(diff.low, diff.high, '+.4f')}), {verdict}"
+        f"{fmt(diff.value, '+.4f')} nats/base (95% interval "
+        f"{interval_text(diff.low, diff.high, '+.4f')}, {how}), {verdict}"
     )
 
 
