@@ -4,7 +4,7 @@ Each case runs forward + backward of one attention layer's core (batch 1, 12 hea
 GOAT's q/k carry d_c = 46 content dims and its prior, ALiBi-initialised with every other term
 switched on, packs the other 18) through the model's own code (``GoatPrior.pack``,
 ``RotaryEmbedding``, ``attention.attend``, ``attention.explicit_attention``) at L = 1K, 4K, 8K, all
-in one run, and prints times and peak memory with ratios to plain SDPA. Goals (issue 3): GOAT
+in one run, and prints times and peak memory with ratios to plain SDPA. Goals: GOAT
 packed <= 1.10x RoPE's time and <= 1.05x its peak memory at every L; the explicit bias shows its
 O(L^2) memory.
 

@@ -10,7 +10,12 @@ as the model captured local sequence structure.
         --fasta ../shared/data/grch37_chr20_1000001-2000000.fa.gz
 
 ``--checkpoint`` may also be a `goatdna export` folder. Plain or gzipped FASTA; the first record
-is used.
+is used. ``../shared/data`` (the real chr20 piece) is there only in this project's own checkout;
+without it, run the demo first and use its synthetic genome and model:
+
+    goatdna demo --out demo
+    python examples/embeddings_logistic_regression.py \
+        --checkpoint demo/runs/goat/checkpoints/best.ckpt --fasta demo/shards/synthetic.fa
 """
 
 from __future__ import annotations

@@ -57,3 +57,50 @@ def pearson(x: np.ndarray, y: np.ndarray) -> float:
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman rho: Pearson r of the mid-ranks (ties handled as scipy does)."""
     return pearson(midranks(x), midranks(y))
+
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_LEVEL = 0.95
+_DRAW_CHUNK = 1 << 22  # indices drawn per block: memory stays bounded for any number of units
+
+
+def resampled_ratios(
+    numerators: np.ndarray,
+    denominators: np.ndarray,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> np.ndarray:
+    """``sum(num[idx]) / sum(den[idx])`` for ``resamples`` draws of ``idx`` (units taken with
+    replacement), as float64 of shape (resamples,).
+
+    The draws depend only on (number of units, resamples, seed), so two estimates over the same
+    units (two models scored on the same held-out windows) are resampled alike, and the
+    differences of their resampled ratios bootstrap their paired difference.
+    """
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.asarray(denominators, dtype=np.float64)
+    n = num.size
+    if n == 0 or resamples < 1:
+        return np.full(max(resamples, 0), math.nan)
+    rng = np.random.default_rng(seed)
+    per_block = max(1, _DRAW_CHUNK // n)
+    out = np.empty(resamples, dtype=np.float64)
+    for first in range(0, resamples, per_block):
+        rows = min(per_block, resamples - first)
+        idx = rng.integers(0, n, size=(rows, n))  # (rows, n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[first : first + rows] = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    return out
+
+
+def percentile_interval(
+    resampled: np.ndarray, level: float = BOOTSTRAP_LEVEL
+) -> tuple[float, float]:
+    """The central ``level`` percentile interval of bootstrap values (NaN ones left out)."""
+    values = np.asarray(resampled, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return math.nan, math.nan
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(values, [alpha, 1.0 - alpha])
+    return float(low), float(high)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
@@ -360,3 +360,95 @@ def on_rank_zero(fabric: Fabric, action: Callable[[], T]) -> T:
     if error is not None:
         raise GoatDNAError(error)
     return result  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- CPU threads
+
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # torch sizes its CPU pool from these
+_applied: ThreadChoice | None = None  # the last choice `apply_cpu_threads` made in this process
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """How many torch CPU threads a command uses, and why (said by the demo)."""
+
+    threads: int | None  # None: torch's own setting (the environment chose it)
+    reason: str
+
+
+def choose_cpu_threads(
+    requested: int | None = None,
+    environ: dict[str, str] | None = None,
+    cores: int | None = None,
+    load: float | None = None,
+) -> ThreadChoice:
+    """``--threads`` if given; else ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` if set (torch reads
+    them); else the cores the 1-minute load average leaves free, at least 1.
+
+    Why not torch's default (one thread per core): on a machine that other work keeps busy,
+    OpenMP threads of one process wait on each other at every operation, and demo-like work ran
+    4-10x slower on 2 threads than on 1 at load ~3-5 on 2 cores (benchmarks/threads_bench.py,
+    benchmarks/README.md); on an idle machine every core is free and all are used.
+    """
+    if requested is not None:
+        if requested < 1:
+            raise GoatDNAError(f"--threads must be >= 1, got {requested}")
+        return ThreadChoice(requested, f"{requested} (--threads)")
+    if environ is None:
+        environ = dict(os.environ)
+        if _applied is not None and environ.get("OMP_NUM_THREADS") == str(_applied.threads):
+            return _applied  # the variable is ours (the CLI's choice): say why it was made
+    for name in THREAD_ENV:
+        if environ.get(name, "").strip():
+            return ThreadChoice(None, f"torch's setting ({name}={environ[name].strip()})")
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # no load average here: assume an idle machine
+            load = 0.0
+    free = max(1, min(cores, round(cores - load)))
+    return ThreadChoice(
+        free,
+        f"{free} (load {load:.1f} on {cores} cores; --threads N or OMP_NUM_THREADS=N to choose)",
+    )
+
+
+@contextlib.contextmanager
+def using_cpu_threads(choice: ThreadChoice) -> Iterator[None]:
+    """`apply_cpu_threads` for a block; the caller's environment and torch setting come back."""
+    before_env = os.environ.get("OMP_NUM_THREADS")
+    torch_module = sys.modules.get("torch")
+    before = torch_module.get_num_threads() if torch_module is not None else None
+    apply_cpu_threads(choice)
+    try:
+        yield
+    finally:
+        if before_env is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = before_env
+        torch_module = sys.modules.get("torch")
+        if torch_module is not None:
+            torch_module.set_num_threads(before or torch_module.get_num_threads())
+
+
+def apply_cpu_threads(choice: ThreadChoice) -> None:
+    """Make ``choice`` torch's thread count for this process and the processes it starts.
+
+    Before torch is imported this sets ``OMP_NUM_THREADS`` (torch sizes its pool from it at
+    start, and workers that Lightning launches inherit it), so the CLI pays no torch import for
+    it; after, it also calls ``torch.set_num_threads``.
+    """
+    global _applied
+    if choice.threads is None:
+        return
+    _applied = choice
+    os.environ["OMP_NUM_THREADS"] = str(choice.threads)
+    torch_module = sys.modules.get("torch")
+    if torch_module is not None:
+        torch_module.set_num_threads(choice.threads)

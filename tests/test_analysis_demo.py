@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -20,17 +21,37 @@ REDUCED = [
     "--set", "model.train_length=32", "--set", "data.seq_len=32",
     "--set", "data.micro_batch_size=4", "--set", "data.val_max_windows=4",
     "--set", "optim.warmup_steps=1", "--set", "trainer.eval_every=3", "--set", "trainer.ckpt_every=3",
-    "--set", "trainer.progress_bar=false",
 ]  # fmt: skip
 
 runner = CliRunner()
 
 
 @pytest.mark.slow
-def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(tmp_path: Path) -> None:
+def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import goatdna.progress
+
+    monkeypatch.setattr(goatdna.progress, "INTERVAL_S", 0.0)  # a line at every update
     out = tmp_path / "demo"
     first = runner.invoke(app, ["demo", "--out", str(out), *REDUCED])
     assert first.exit_code == 0, first.output
+    # not a terminal: every step of the demo says its progress and time left in plain lines
+    log = first.stderr
+    assert "torch CPU threads: 1 (--threads)" in log
+    for stage in ("contig(s)", "train: 3/3 steps", "goat val L=32", "goat validation",
+                  "GC study goat", "recall rope"):  # fmt: skip
+        assert any(stage in line and "elapsed" in line for line in log.splitlines()), (stage, log)
+    unfinished = [
+        line for line in log.splitlines()
+        if "elapsed" in line and (m := re.search(r"([\d,]+)/([\d,]+) ", line))
+        and 0 < int(m[1].replace(",", ""))
+        < int(m[2].replace(",", ""))
+    ]  # fmt: skip
+    assert any(line.startswith("train: 1/3 steps") for line in unfinished), log
+    assert all("/s" in line and "left" in line for line in unfinished), [
+        line for line in unfinished if not ("/s" in line and "left" in line)
+    ]
     report = out / "report"
     for name in ("report.html", "report.md", "summary.csv", "gc_continuations.csv",
                  "nll_vs_context.png", "training_curves.png", "gc_trajectories.png",

@@ -103,6 +103,53 @@ def test_nll_of_a_known_distribution_is_analytic() -> None:
         assert res.extrapolation == (L > 16)
 
 
+def _window_nlls(tokens: np.ndarray, records: list[Rec], L: int, table: np.ndarray):
+    """float64 reference per window (in window order): its NLL sum and its scored bases."""
+    logp = table - np.log(np.exp(table).sum(axis=1, keepdims=True))  # (5, 5)
+    sums, counts = [], []
+    for r in records:
+        for w in range((r.length - 1) // L):
+            first = r.offset + w * L + 1
+            kept = [p for p in range(first, first + L) if tokens[p] & 0x7F != 4]
+            sums.append(sum(-logp[tokens[p - 1] & 0x7F, tokens[p] & 0x7F] for p in kept))
+            counts.append(len(kept))
+    return np.array(sums), np.array(counts)
+
+
+def test_nll_interval_is_the_window_bootstrap() -> None:
+    """The NLL's interval is a percentile bootstrap over whole windows: it holds the estimate,
+    and matches an independent bootstrap (scipy, same resample count) to Monte Carlo error."""
+    from scipy.stats import bootstrap
+
+    from goatdna.metrics import BOOTSTRAP_RESAMPLES
+
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 4, size=2000).astype(np.uint8)
+    tokens[rng.random(2000) < 0.05] = 4
+    records = [Rec(0, 1200), Rec(1200, 800)]
+    table = rng.normal(size=(5, 5)) * 2
+    res = evaluate_context(BigramLM(table), tokens, records, 16, train_length=16, batch_tokens=50)
+    sums, counts = _window_nlls(tokens, records, 16, table)
+    assert res.windows == sums.size
+    assert res.nll == pytest.approx(sums.sum() / counts.sum(), rel=1e-6)
+    assert res.nll_low < res.nll < res.nll_high
+    assert res.resampled_nll is not None and res.resampled_nll.size == BOOTSTRAP_RESAMPLES
+    reference = bootstrap(
+        (sums, counts), lambda a, b: a.sum() / b.sum(), paired=True, vectorized=False,
+        n_resamples=20_000, method="percentile", random_state=0,
+    ).confidence_interval  # fmt: skip
+    width = reference.high - reference.low
+    assert res.nll_low == pytest.approx(reference.low, abs=0.1 * width)
+    assert res.nll_high == pytest.approx(reference.high, abs=0.1 * width)
+    # the same windows, another model: resampled alike (the draws depend only on the windows)
+    other = evaluate_context(BigramLM(table * 0.5), tokens, records, 16, 16, batch_tokens=50)
+    sums_b, _ = _window_nlls(tokens, records, 16, table * 0.5)
+    diff = other.resampled_nll - res.resampled_nll
+    assert diff.std() < np.hypot(other.resampled_nll.std(), res.resampled_nll.std())
+    assert "resampled_nll" not in other.public() and other.public()["nll_low"] == other.nll_low
+    assert sums_b.sum() / counts.sum() == pytest.approx(other.nll, rel=1e-6)
+
+
 def test_uniform_model_scores_ln5_and_too_long_contexts_fail() -> None:
     tokens = np.zeros(100, dtype=np.uint8)
     model = BigramLM(np.zeros((5, 5)))

@@ -93,6 +93,12 @@ def test_report_files_tables_and_numbers(
         assert row.val_nll == pytest.approx(run_summary["best_val_loss"], abs=1e-5)
         mine = evaluation[evaluation["model"] == row.model].reset_index(drop=True)
         np.testing.assert_allclose(mine["nll"], alone["nll"], rtol=1e-12)
+        # the same windows resampled alike: the same intervals, each holding its estimate
+        np.testing.assert_allclose(mine[["nll_low", "nll_high"]], alone[["nll_low", "nll_high"]])
+        assert (mine["nll_low"] <= mine["nll"]).all() and (mine["nll"] <= mine["nll_high"]).all()
+        for column in ("val_nll", "gc_mae", "gc_rmse", "base_accuracy"):
+            low, high = getattr(row, f"{column}_low"), getattr(row, f"{column}_high")
+            assert low <= getattr(row, column) <= high, column
 
     # Trained models beat the unigram-ish 2 bits/base of random DNA on this genome.
     assert (summary["bits_per_base"] < 2.0).all()
@@ -331,7 +337,7 @@ def test_report_shows_every_run(many_runs_report: tuple[Path, dict[str, set[str]
     assert headings[0] == "Warnings" and "run alibi was trained on shards" in md
     assert "Ours: `rope` (RoPE) -> `goat` (GOAT)" in md  # the paper table: plain RoPE vs GOAT
     assert "`rope-ntk` = rope+ntk" in md
-    columns = " | ".join(f"{name} nll | {name} bits/base" for name in MANY)
+    columns = " | ".join(f"{name} nll | {name} nll 95% CI | {name} bits/base" for name in MANY)
     assert md.count(f"| context_length | x_train_length | {columns} |") == 1
     for name in MANY:
         assert md.count(f"\n| {name} | {name.split('-')[0]} | ") == 1, name  # summary row

@@ -133,7 +133,8 @@ def test_evaluate_footnotes_on_data_without_soft_masking(tiny_runs, tmp_path):
     assert "nan" not in result.output
 
 
-def test_long_generation_reports_progress(tiny_runs):
+def test_long_generation_reports_progress(tiny_runs, monkeypatch, capsys):
+    import goatdna.progress
     from goatdna.analysis.generate import SamplingOptions, generate_continuations
     from goatdna.checkpoint import load_checkpoint
     from goatdna.cli.generate import LONG_JOB_STEPS, decoding_progress
@@ -145,8 +146,15 @@ def test_long_generation_reports_progress(tiny_runs):
     assert calls.count(0) == 2 and sum(calls) == 2 * 7  # two batches: prefill, then 7 bases
     with decoding_progress(10, 10) as on_step:
         assert on_step is None  # short jobs stay quiet
+    monkeypatch.setattr(goatdna.progress, "INTERVAL_S", 0.0)
+    capsys.readouterr()
     with decoding_progress(LONG_JOB_STEPS, 3) as on_step:
         on_step(0), on_step(1)
+    # stderr is no terminal here: timed lines with the rate and the time left, as in a log
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("generate after a 20,000-base prompt: 0/3 bases (0%)")
+    assert lines[1].startswith("generate after a 20,000-base prompt: 1/3 bases (33%), ")
+    assert "bases/s" in lines[1] and "left" in lines[1]
 
 
 @pytest.mark.parametrize(

@@ -13,15 +13,20 @@ Per-position log-probabilities come from the one scoring primitive,
 `goatdna.model.scoring.target_log_probs` (the full 5-class log-softmax; N targets excluded), as
 in the training loss. bits/base = NLL / ln 2 and perplexity = exp(NLL). Sums are accumulated in
 float64.
+
+Each NLL carries a 95% percentile bootstrap interval over the held-out windows (`nll_low`,
+`nll_high`; `goatdna.metrics.resampled_ratios`, seed 0): a window is resampled whole, so the
+interval says how much the number would move on another draw of windows of the same split. Two
+models scored on the same windows are resampled alike (`ContextResult.resampled_nll`), which is
+how the report tells a difference from noise.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +36,7 @@ from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
+from goatdna.metrics import percentile_interval, resampled_ratios
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,6 +72,15 @@ class ContextResult:
     nonrepeat_bases: int
     nonrepeat_nll: float
     nonrepeat_bits_per_base: float
+    nll_low: float = math.nan  # 95% bootstrap interval over the windows (nats/base)
+    nll_high: float = math.nan
+    # the NLL of each bootstrap resample of the windows (not written to files): the same draws
+    # for every model scored on the same windows, so their differences are paired
+    resampled_nll: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def public(self) -> dict[str, Any]:
+        """The fields written to evaluation.json/.csv (every one but ``resampled_nll``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "resampled_nll"}
 
 
 def window_starts(
@@ -92,10 +107,12 @@ def score_windows(
     batch_size: int,
     device: torch.device | str = "cpu",
     progress: Callable[[int], object] | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Sum NLL (float64) over the windows, separately for repeat and non-repeat targets.
 
-    ``model(idx)`` maps (B, L) token ids to (B, L, V) logits. Returns sums and counts.
+    ``model(idx)`` maps (B, L) token ids to (B, L, V) logits. Returns sums and counts, and per
+    window (in ``starts`` order) its NLL sum (``window_sums``) and scored bases
+    (``window_counts``) for the bootstrap interval.
     """
     import torch
 
@@ -103,6 +120,8 @@ def score_windows(
 
     sums = {"repeat": 0.0, "nonrepeat": 0.0}
     counts = {"repeat": 0, "nonrepeat": 0}
+    window_sums = np.zeros(starts.size, dtype=np.float64)
+    window_counts = np.zeros(starts.size, dtype=np.int64)
     offsets = np.arange(context_length + 1, dtype=np.int64)
     with torch.inference_mode():
         for b in range(0, starts.size, batch_size):
@@ -116,6 +135,9 @@ def score_windows(
             for name, mask in (("repeat", scored & repeat), ("nonrepeat", scored & ~repeat)):
                 sums[name] += float(nll[mask].double().sum())
                 counts[name] += int(mask.sum())
+            end = b + len(batch_starts)
+            window_sums[b:end] = (nll.double() * scored).sum(-1).cpu().numpy()
+            window_counts[b:end] = scored.sum(-1).cpu().numpy()
             if progress is not None:
                 progress(len(batch_starts))
     return {
@@ -123,6 +145,8 @@ def score_windows(
         "repeat_count": counts["repeat"],
         "nonrepeat_sum": sums["nonrepeat"],
         "nonrepeat_count": counts["nonrepeat"],
+        "window_sums": window_sums,
+        "window_counts": window_counts,
     }
 
 
@@ -156,6 +180,8 @@ def evaluate_context(
     nll = _mean(s["repeat_sum"] + s["nonrepeat_sum"], total_n)
     rep = _mean(s["repeat_sum"], rep_n)
     non = _mean(s["nonrepeat_sum"], non_n)
+    resampled = resampled_ratios(s["window_sums"], s["window_counts"])
+    low, high = percentile_interval(resampled)
     return ContextResult(
         context_length=context_length,
         extrapolation=context_length > train_length,
@@ -170,6 +196,9 @@ def evaluate_context(
         nonrepeat_bases=non_n,
         nonrepeat_nll=non,
         nonrepeat_bits_per_base=bits_per_base(non),
+        nll_low=low,
+        nll_high=high,
+        resampled_nll=resampled,
     )
 
 
@@ -187,11 +216,11 @@ class Evaluation:
     results: list[ContextResult]
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
         out["results"] = [
             {
                 k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in asdict(r).items()
+                for k, v in r.public().items()
             }
             for r in self.results
         ]  # strict JSON: undefined means (no repeat bases, say) become null
@@ -202,7 +231,7 @@ class Evaluation:
         import pandas as pd
 
         rows = [
-            {"positional": self.positional, "split": self.split, **asdict(r)} for r in self.results
+            {"positional": self.positional, "split": self.split, **r.public()} for r in self.results
         ]
         return pd.DataFrame(rows)
 
@@ -265,35 +294,24 @@ def evaluate_model(
     device = model_device(model)
     if hasattr(model, "eval"):
         model.eval()
-    results = []
-    if show_progress:
-        from rich.progress import Progress
+    from goatdna.progress import progress_bar
 
-        with Progress(transient=True) as bar:
-            for L in context_lengths:
-                n = window_starts(
-                    records, L, None if max_tokens is None else max(1, max_tokens // L)
-                ).size
-                task = bar.add_task(f"{label} {split} L={L}", total=n)
-                results.append(
-                    evaluate_context(
-                        model,
-                        tokens,
-                        records,
-                        L,
-                        train_length,
-                        max_tokens,
-                        batch_tokens,
-                        device,
-                        progress=functools.partial(bar.advance, task),
-                    )
-                )
-    else:
-        for L in context_lengths:
+    results = []
+    for L in context_lengths:
+        n = window_starts(records, L, None if max_tokens is None else max(1, max_tokens // L)).size
+        with progress_bar(f"{label} {split} L={L}".strip(), n, "windows", show_progress) as bar:
             results.append(
                 evaluate_context(
-                    model, tokens, records, L, train_length, max_tokens, batch_tokens, device
-                )
+                    model,
+                    tokens,
+                    records,
+                    L,
+                    train_length,
+                    max_tokens,
+                    batch_tokens,
+                    device,
+                    progress=bar,
+                )  # fmt: skip
             )
     return results
 

@@ -182,6 +182,15 @@ class ModelGCSummary:
     pearson_undefined: int
     base_accuracy: float
     kmer_js: dict[int, float] = field(default_factory=dict)
+    # 95% percentile bootstrap intervals over the continuations (`goatdna.metrics`, seed 0)
+    gc_mae_low: float = math.nan
+    gc_mae_high: float = math.nan
+    gc_rmse_low: float = math.nan
+    gc_rmse_high: float = math.nan
+    gc_pearson_low: float = math.nan
+    gc_pearson_high: float = math.nan
+    base_accuracy_low: float = math.nan
+    base_accuracy_high: float = math.nan
 
 
 def summarize_samples(
@@ -191,12 +200,26 @@ def summarize_samples(
     ks: Iterable[int] = KMER_SIZES,
 ) -> ModelGCSummary:
     """MAE/RMSE of GC fraction, mean defined Pearson r (with the exclusion count), mean accuracy,
-    and k-mer JS divergences between the generated set and the reference set."""
+    and k-mer JS divergences between the generated set and the reference set.
+
+    The means carry 95% percentile bootstrap intervals over the continuations (RMSE: the square
+    root of the interval of the mean squared error; Pearson r: over the samples where it is
+    defined), so a GC difference between two models can be read against its noise."""
+    from goatdna.metrics import percentile_interval, resampled_ratios
+
+    def interval(values: np.ndarray) -> tuple[float, float]:
+        return percentile_interval(resampled_ratios(values, np.ones(values.size)))
+
     if not stats:
         raise GoatDNAError("GC study: no samples to summarize")
     gc_err = np.array([s.gc_continuation - s.gc_reference for s in stats], dtype=np.float64)
     rs = np.array([s.gc_traj_pearson for s in stats], dtype=np.float64)
     defined = np.isfinite(rs)
+    accuracy = np.array([s.base_accuracy for s in stats], dtype=np.float64)
+    mae = interval(np.abs(gc_err))
+    mse = interval(gc_err**2)
+    pearson = interval(rs[defined]) if defined.any() else (math.nan, math.nan)
+    acc = interval(accuracy)
     return ModelGCSummary(
         n_samples=len(stats),
         gc_mae=float(np.abs(gc_err).mean()),
@@ -204,6 +227,14 @@ def summarize_samples(
         gc_pearson=float(rs[defined].mean()) if defined.any() else math.nan,
         pearson_defined=int(defined.sum()),
         pearson_undefined=int((~defined).sum()),
-        base_accuracy=float(np.mean([s.base_accuracy for s in stats])),
+        base_accuracy=float(accuracy.mean()),
         kmer_js=kmer_js_divergences(continuations, references, ks),
+        gc_mae_low=mae[0],
+        gc_mae_high=mae[1],
+        gc_rmse_low=math.sqrt(mse[0]),
+        gc_rmse_high=math.sqrt(mse[1]),
+        gc_pearson_low=pearson[0],
+        gc_pearson_high=pearson[1],
+        base_accuracy_low=acc[0],
+        base_accuracy_high=acc[1],
     )

@@ -9,7 +9,8 @@ trajectory), and such samples are excluded from the mean and counted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -44,8 +45,10 @@ def continue_prompts(
     seed: int = 0,
     temperature: float = 1.0,
     top_k: int | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Generate ``samples_per_prompt`` continuations per prompt and score each one."""
+    """Generate ``samples_per_prompt`` continuations per prompt and score each one (``on_step``:
+    `generate.generate_continuations`'s, for a progress bar)."""
     length = len(prompts[0].reference)
     if any(len(p.reference) != length for p in prompts):
         raise ValueError("all reference continuations must have the same length")
@@ -56,7 +59,7 @@ def continue_prompts(
         num_samples=samples_per_prompt,
         seed=seed,
     )
-    generated = generate_continuations(model, [p.prompt for p in prompts], options)
+    generated = generate_continuations(model, [p.prompt for p in prompts], options, on_step)
     rows = []
     for i, (prompt, samples) in enumerate(zip(prompts, generated, strict=True)):
         for s, continuation in enumerate(samples):
@@ -104,15 +107,25 @@ def run_gc_study(
     seed: int = 0,
     temperature: float = 1.0,
     top_k: int | None = None,
+    progress: bool = False,
 ) -> tuple[Any, dict[str, ModelGCSummary]]:
-    """Run every model on the same prompts: (gc_continuations DataFrame, per-model summaries)."""
+    """Run every model on the same prompts: (gc_continuations DataFrame, per-model summaries).
+
+    ``progress``: a bar (or, in a log, timed lines) over each model's decoding steps."""
     import pandas as pd
 
+    from goatdna.progress import progress_bar
+
     rows: list[dict[str, Any]] = []
+    batches = math.ceil(len(prompts) * samples_per_prompt / SamplingOptions.batch_size)
+    steps = batches * (len(prompts[0].reference) if prompts else 0)
     for name, model in models.items():
-        rows.extend(
-            continue_prompts(model, name, prompts, samples_per_prompt, seed, temperature, top_k)
-        )
+        with progress_bar(f"GC study {name}", steps, "decoding steps", progress) as bar:
+            rows.extend(
+                continue_prompts(
+                    model, name, prompts, samples_per_prompt, seed, temperature, top_k, bar
+                )
+            )
     frame = pd.DataFrame(rows, columns=GC_COLUMNS)
     return frame, summarize_rows(frame)
 

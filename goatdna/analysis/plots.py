@@ -89,16 +89,22 @@ def _save(fig: Figure, path: Path) -> Path:
 def plot_nll_vs_context(
     evaluations: Mapping[str, Any], train_lengths: Mapping[str, int], path: Path
 ) -> Path:
-    """NLL (nats/base, left axis; bits/base on the right) against context length per model.
+    """NLL (nats/base, left axis; bits/base on the right) against context length per model, with
+    each point's 95% bootstrap interval over the windows as an error bar.
 
-    ``evaluations[name]`` is a DataFrame with ``context_length`` and ``nll`` columns.
+    ``evaluations[name]`` is a DataFrame with ``context_length`` and ``nll`` columns (and
+    ``nll_low``/``nll_high``, `evaluate.ContextResult`'s interval, where known). The bars keep the
+    axis from magnifying noise: a difference smaller than them is not a result.
     """
     colors = model_colors(list(evaluations))
     fig = new_figure(figsize=(6.4, 4.0))
     ax = fig.subplots()
     for name, frame in evaluations.items():
         frame = frame.sort_values("context_length")
-        ax.plot(frame["context_length"], frame["nll"], "o-", color=colors[name], label=name, lw=2)
+        ax.errorbar(
+            frame["context_length"], frame["nll"], yerr=nll_error_bars(frame), fmt="o-",
+            color=colors[name], label=name, lw=2, capsize=3,
+        )  # fmt: skip
     for i, length in enumerate(sorted(set(train_lengths.values()))):
         ax.axvline(length, color="0.5", ls="--", lw=1, label="training length" if i == 0 else None)
     ax.set_xscale("log", base=2)
@@ -107,7 +113,7 @@ def plot_nll_vs_context(
     ax.set_xticklabels([f"{x:,}" for x in all_lengths])
     ax.minorticks_off()
     ax.set_xlabel("evaluation context length (bases)")
-    ax.set_ylabel("NLL (nats / base)")
+    ax.set_ylabel("NLL (nats / base; bars: 95% bootstrap interval)")
     lo, hi = ax.get_ylim()
     right = ax.twinx()
     right.set_ylim(lo / math.log(2), hi / math.log(2))
@@ -119,43 +125,89 @@ def plot_nll_vs_context(
     return _save(fig, path)
 
 
+def nll_error_bars(frame: Any) -> np.ndarray | None:
+    """(2, n) distances from each NLL down to ``nll_low`` and up to ``nll_high`` (None without
+    interval columns), for ``errorbar``'s ``yerr``."""
+    if "nll_low" not in frame or "nll_high" not in frame:
+        return None
+    nll = frame["nll"].to_numpy(dtype=float)
+    low = frame["nll_low"].to_numpy(dtype=float)
+    high = frame["nll_high"].to_numpy(dtype=float)
+    return np.nan_to_num(np.stack([nll - low, high - nll]).clip(min=0.0))
+
+
+def recall_probe_length(distance: Any, segment_length: int) -> Any:
+    """Inputs the model reads for a recall probe at filler ``distance``: 2S + d - 1 (the probe
+    is S + d + S bases; the last predicts nothing), the length compared with training's."""
+    return 2 * segment_length + distance - 1
+
+
 @styled
 def plot_recall(
     summaries: Mapping[str, Any], train_lengths: Mapping[str, int], segment_length: int, path: Path
 ) -> Path:
-    """Recall gain (nats/base, +- 1 s.e.) and greedy copy accuracy against distance per model.
+    """Recall gain (nats/base) and greedy copy accuracy per model, with 95% bootstrap intervals
+    over the trials, against the probe's length.
 
-    ``summaries[name]`` is `recall.summarize_recall`'s frame. The dashed line marks the distance
-    at which the probe sequence (2S + d - 1 inputs) outgrows the training length.
+    ``summaries[name]`` is `recall.summarize_recall`'s frame. The x axis is the number of inputs
+    the model reads, 2S + d - 1 (`recall_probe_length`; tick labels give the filler distance d),
+    so the dashed line stands at the training length itself and the points right of it are
+    extrapolation, as the summary's ``extrapolation`` column says. The dotted line of each model
+    is its ceiling: the gain of a perfect copier, which predicts the second copy at no cost, is
+    the NLL of the first copy (``nll_first``), not ln 4.
     """
     colors = model_colors(list(summaries))
     fig = new_figure(figsize=(10.0, 3.8))
     gain_ax, acc_ax = fig.subplots(1, 2)
+    ticks: set[tuple[int, int]] = set()  # (probe length, filler distance)
     for name, frame in summaries.items():
         frame = frame.sort_values("distance")
-        x = frame["distance"].clip(lower=1)
+        x = recall_probe_length(frame["distance"], segment_length)
+        ticks.update(zip(x.astype(int), frame["distance"].astype(int), strict=True))
         gain_ax.errorbar(
-            x, frame["recall_gain"], yerr=frame["recall_gain_se"], fmt="o-", lw=2,
+            x, frame["recall_gain"], yerr=_interval_bars(frame, "recall_gain"), fmt="o-", lw=2,
             color=colors[name], label=name, capsize=3,
         )  # fmt: skip
-        acc_ax.plot(x, frame["copy_accuracy"], "o-", lw=2, color=colors[name], label=name)
+        acc_ax.errorbar(
+            x, frame["copy_accuracy"], yerr=_interval_bars(frame, "copy_accuracy"), fmt="o-",
+            lw=2, color=colors[name], label=name, capsize=3,
+        )  # fmt: skip
+        if "nll_first" in frame:
+            gain_ax.axhline(
+                float(frame["nll_first"].mean()), color=colors[name], ls=":", lw=1.2,
+                label=f"{name} perfect copy (= NLL of the first copy)",
+            )  # fmt: skip
     for i, length in enumerate(sorted(set(train_lengths.values()))):
-        edge = max(1, length + 1 - 2 * segment_length)
         for ax in (gain_ax, acc_ax):
             ax.axvline(
-                edge, color="0.5", ls="--", lw=1, label="training length" if i == 0 else None
+                length, color="0.5", ls="--", lw=1, label="training length" if i == 0 else None
             )
-    gain_ax.axhline(math.log(4), color=REFERENCE_COLOR, ls=":", lw=1, label="perfect copy (ln 4)")
     gain_ax.axhline(0, color="0.7", lw=0.8)
     for ax, label in ((gain_ax, "recall gain (nats / base)"), (acc_ax, "greedy copy accuracy")):
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("distance between the copies (bases of filler)")
-        ax.set_ylabel(label)
+        ax.set_xticks(sorted(t for t, _ in ticks))
+        ax.set_xticklabels([f"{t:,}\nd={d:,}" for t, d in sorted(ticks)])
+        ax.minorticks_off()
+        ax.set_xlabel(f"probe length 2S + d - 1 (bases; S = {segment_length}, d = filler)")
+        ax.set_ylabel(label + " (bars: 95% interval)")
         ax.grid(True, alpha=0.3)
     acc_ax.axhline(0.25, color="0.7", lw=0.8)
-    gain_ax.legend(loc="best")
+    # below the axes: the ceilings run across the top of the gain panel
+    gain_ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.3), ncol=2, frameon=False)
     fig.suptitle(f"Recall of a {segment_length}-base segment across real DNA filler")
     return _save(fig, path)
+
+
+def _interval_bars(frame: Any, column: str) -> np.ndarray | None:
+    """``yerr`` for ``column`` from its ``_low``/``_high`` interval (else +- its ``_se``)."""
+    low, high = f"{column}_low", f"{column}_high"
+    value = frame[column].to_numpy(dtype=float)
+    if low in frame and high in frame:
+        bars = np.stack([value - frame[low].to_numpy(float), frame[high].to_numpy(float) - value])
+        return np.nan_to_num(bars.clip(min=0.0))
+    if f"{column}_se" in frame:
+        return frame[f"{column}_se"].to_numpy(dtype=float)
+    return None
 
 
 @styled

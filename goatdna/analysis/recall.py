@@ -11,8 +11,12 @@ so the only thing that helps the model on the second copy of the segment is reca
   A/C/G/T) gets right.
 
 The recall gain is ``nll_first - nll_second``: near zero for a model that cannot see or use the
-first copy, up to ``ln 4 = 1.386`` nats/base for one that copies perfectly from a uniform start.
-Distances for which ``2S + d - 1`` exceeds the training length measure length extrapolation.
+first copy, and at most ``nll_first`` for one that copies perfectly (the second copy then costs
+nothing). That ceiling is the model's own NLL of the first copy, below ``ln 4 = 1.386`` nats/base
+for any model that predicts DNA better than uniformly. Distances for which the probe's
+``2S + d - 1`` inputs exceed the training length measure length extrapolation. Every mean in the
+summary carries a 95% percentile bootstrap interval over the trials
+(`goatdna.metrics.resampled_ratios`, seed 0).
 
 Trials are a pure function of (shards, split, seed, segment length, longest distance, number of
 trials), never of the model, so every model is probed on the same sequences; a trial's
@@ -214,7 +218,11 @@ def recall_frame(rows: Sequence[RecallRow]) -> pd.DataFrame:
 
 
 def summarize_recall(frame: pd.DataFrame, train_length: int, segment_length: int) -> pd.DataFrame:
-    """Per distance: trials, mean NLLs, recall gain (mean and standard error), copy accuracy."""
+    """Per distance: trials, mean NLLs, recall gain (mean, standard error and 95% bootstrap
+    interval over the trials), copy accuracy (mean and interval), and whether the probe's
+    ``2S + d - 1`` inputs outgrow the training length (``extrapolation``)."""
+    from goatdna.metrics import percentile_interval, resampled_ratios
+
     grouped = frame.groupby("distance", sort=True)
     summary = grouped.agg(
         trials=("trial", "size"),
@@ -224,6 +232,13 @@ def summarize_recall(frame: pd.DataFrame, train_length: int, segment_length: int
         recall_gain_se=("recall_gain", lambda g: float(g.std(ddof=1) / math.sqrt(len(g)))),
         copy_accuracy=("copy_accuracy", "mean"),
     ).reset_index()
+    for column in ("recall_gain", "copy_accuracy"):
+        bounds = [
+            percentile_interval(resampled_ratios(group.to_numpy(), np.ones(len(group))))
+            for _, group in grouped[column]
+        ]
+        summary[f"{column}_low"] = [low for low, _ in bounds]
+        summary[f"{column}_high"] = [high for _, high in bounds]
     summary["extrapolation"] = (2 * segment_length + summary["distance"] - 1) > train_length
     return summary
 
@@ -292,18 +307,13 @@ def _probe_recall(
     model, train_length = loaded.model, loaded.train_length
     tokens = genome.tokens(split)
 
-    total = len(trials) * len(distances)
-    if show_progress:
-        from rich.progress import Progress
+    from goatdna.progress import progress_bar
 
-        with Progress(transient=True) as bar:
-            task = bar.add_task("recall probe", total=total)
-            rows = score_recall(
-                model, tokens, trials, distances, segment_length, batch_tokens,
-                progress=lambda n: bar.advance(task, n),
-            )  # fmt: skip
-    else:
-        rows = score_recall(model, tokens, trials, distances, segment_length, batch_tokens)
+    total = len(trials) * len(distances)
+    with progress_bar("recall probe", total, "trials", show_progress) as bar:
+        rows = score_recall(
+            model, tokens, trials, distances, segment_length, batch_tokens, progress=bar
+        )
     frame = recall_frame(rows)
     summary = summarize_recall(frame, train_length, segment_length)
     name = str(loaded.model_config.positional)

@@ -12,7 +12,8 @@ rendered in `report_render` (report.md from templates, report.html converted fro
 
 Output directory:
 ``summary.csv`` (one row per model: model, positional, params, val_nll, bits_per_base,
-tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy), ``evaluation.csv`` /
+tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy; val_nll and the GC
+numbers with their 95% bootstrap intervals as ``_low``/``_high`` columns), ``evaluation.csv`` /
 ``evaluation.json`` (every context length, repeat/non-repeat split), ``gc_continuations.csv``,
 ``gc_summary.csv``, ``recall_trials.csv``, ``recall_summary.csv``, ``*.png``, ``report.md`` and
 ``report.html`` (self-contained: plots embedded as base64 PNG).
@@ -32,6 +33,7 @@ from goatdna.analysis.report_frames import (
     SUMMARY_COLUMNS,
     evaluation_frame,
     recall_table,
+    summary_differences,
     summary_frame,
 )
 from goatdna.analysis.report_options import ReportOptions
@@ -127,6 +129,8 @@ class ReportResult:
     summary: pd.DataFrame  # SUMMARY_COLUMNS
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # each run's val_nll against the first run's, inside or outside the noise (report_frames)
+    differences: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -207,8 +211,13 @@ def plan_recall(
 # ----------------------------------------------------------------------------- the pipeline
 
 
-def build_report(options: ReportOptions, log: Callable[[str], None] | None = None) -> ReportResult:
+def build_report(
+    options: ReportOptions, log: Callable[[str], None] | None = None, progress: bool = False
+) -> ReportResult:
     """Run the whole comparison and write the report directory.
+
+    ``progress``: each stage (evaluation, GC study, recall probe) shows its progress with the
+    time left, as a bar on a terminal or timed lines in a log (`goatdna.progress`).
 
     Every option, the runs and the output location are checked before any work; the report is
     written into a staging folder and swapped in whole, under the output folder's lock.
@@ -231,7 +240,8 @@ def build_report(options: ReportOptions, log: Callable[[str], None] | None = Non
             writer = _Writer(out_dir, result)
             inputs = json.dumps(report_inputs(options), indent=1, sort_keys=True) + "\n"
             writer.text(INPUTS_FILE, inputs)
-            _write_report(options, genome, runs, writer, log or (lambda _msg: None), recall)
+            say = log or (lambda _msg: None)
+            _write_report(options, genome, runs, writer, say, recall, progress)
     result.files = [final_dir / path.name for path in result.files]
     return result
 
@@ -261,14 +271,18 @@ def _write_report(
     out: _Writer,
     say: Callable[[str], None],
     recall: RecallPlan | None,
+    progress: bool = False,
 ) -> None:
     """Evaluate, run the GC study and the recall probe, draw and write everything into ``out``."""
     out.result.warnings.extend(manifest_warnings(runs, genome.manifest_sha256, options.data_dir))
-    _evaluate(options, genome, runs, out, say)
-    gc_rows, gc_table, gc_summaries = _gc_study(options, genome, runs, out, say)
-    recall_summaries, recall_summary = _recall_probe(options, recall, runs, genome, out, say)
+    _evaluate(options, genome, runs, out, say, progress)
+    gc_rows, gc_table, gc_summaries = _gc_study(options, genome, runs, out, say, progress)
+    recall_summaries, recall_summary = _recall_probe(
+        options, recall, runs, genome, out, say, progress
+    )
     summary = summary_frame(runs, gc_summaries)
     out.result.summary = summary
+    out.result.differences = summary_differences(runs)
     out.csv("summary.csv", summary)
     say("drawing plots")
     images = draw_figures(options, runs, gc_rows, recall_summaries, out.out_dir)
@@ -297,6 +311,7 @@ def _evaluate(
     runs: Sequence[RunData],
     out: _Writer,
     say: Callable[[str], None],
+    progress: bool = False,
 ) -> None:
     """NLL per context length on the evaluation split; evaluation.csv / evaluation.json."""
     lengths = set(options.context_lengths or default_context_lengths(runs[0].train_length))
@@ -312,8 +327,10 @@ def _evaluate(
             run.train_length,
             options.max_eval_tokens,
             options.batch_tokens,
+            show_progress=progress,
+            label=run.name,
         )
-        run.validation = validation_nll(run, genome, options.split, options.batch_tokens)
+        run.validation = validation_nll(run, genome, options.split, options.batch_tokens, progress)
         run.evaluation = Evaluation(
             checkpoint=str(run.checkpoint),
             data=str(options.data_dir),
@@ -335,6 +352,7 @@ def _gc_study(
     runs: Sequence[RunData],
     out: _Writer,
     say: Callable[[str], None],
+    progress: bool = False,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """GC% continuation study on the same prompts for every model: (rows, table, summaries)."""
     from goatdna.analysis.gc_study import run_gc_study, summary_frame
@@ -356,6 +374,7 @@ def _gc_study(
         options.seed,
         options.temperature,
         options.top_k,
+        progress,
     )
     out.csv("gc_continuations.csv", rows)
     table = summary_frame(summaries)
@@ -370,6 +389,7 @@ def _recall_probe(
     genome: ShardedGenome,
     out: _Writer,
     say: Callable[[str], None],
+    progress: bool = False,
 ) -> tuple[dict[str, Any], Any | None]:
     """Score every run on the same recall trials; write recall_trials.csv / recall_summary.csv.
 
@@ -378,17 +398,20 @@ def _recall_probe(
     import pandas as pd
 
     from goatdna.analysis.recall import recall_frame, score_recall, summarize_recall
+    from goatdna.progress import progress_bar
 
     if plan is None:
         return {}, None
     say(f"recall probe: {len(plan.trials)} trials at distances {plan.distances}")
     tokens = genome.tokens(options.gc_split)
     frames, summaries = [], {}
+    total = len(plan.trials) * len(plan.distances)
     for run in runs:
-        rows = score_recall(
-            run.model, tokens, plan.trials, plan.distances, options.recall_segment,
-            options.batch_tokens,
-        )  # fmt: skip
+        with progress_bar(f"recall {run.name}", total, "trials", progress) as bar:
+            rows = score_recall(
+                run.model, tokens, plan.trials, plan.distances, options.recall_segment,
+                options.batch_tokens, progress=bar,
+            )  # fmt: skip
         frame = recall_frame(rows)
         summaries[run.name] = summarize_recall(frame, run.train_length, options.recall_segment)
         frames.append(frame.assign(model=run.name))

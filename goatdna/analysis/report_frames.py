@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, SupportsFloat
 
+from goatdna.analysis.evaluate import ContextResult
 from goatdna.analysis.report_runs import RunData
 
 if TYPE_CHECKING:
@@ -23,17 +25,29 @@ SUMMARY_COLUMNS = [
     "positional",
     "params",
     "val_nll",
+    "val_nll_low",
+    "val_nll_high",
     "bits_per_base",
     "tokens_per_s",
     "peak_memory_gb",
     "gc_mae",
+    "gc_mae_low",
+    "gc_mae_high",
     "gc_rmse",
+    "gc_rmse_low",
+    "gc_rmse_high",
     "gc_pearson",
+    "gc_pearson_low",
+    "gc_pearson_high",
     "base_accuracy",
+    "base_accuracy_low",
+    "base_accuracy_high",
 ]
 SUMMARY_FORMATS = {
     "params": ",d",
     "val_nll": ".4f",
+    "val_nll_low": ".4f",
+    "val_nll_high": ".4f",
     "bits_per_base": ".4f",
     "tokens_per_s": ",.0f",
     "peak_memory_gb": ".3f",
@@ -42,6 +56,13 @@ SUMMARY_FORMATS = {
     "gc_pearson": ".3f",
     "base_accuracy": ".3f",
 }
+SUMMARY_FORMATS.update(  # an interval's bounds read like its estimate
+    {
+        f"{column}{end}": SUMMARY_FORMATS[column]
+        for column in ("val_nll", "gc_mae", "gc_rmse", "gc_pearson", "base_accuracy")
+        for end in ("_low", "_high")
+    }
+)
 EXTRAPOLATION_FORMATS = {"context_length": "d"}
 REPEAT_FORMATS = {
     "context_length": "d",
@@ -57,8 +78,11 @@ RECALL_COLUMNS = [
     "nll_first",
     "nll_second",
     "recall_gain",
-    "recall_gain_se",
+    "recall_gain_low",
+    "recall_gain_high",
     "copy_accuracy",
+    "copy_accuracy_low",
+    "copy_accuracy_high",
     "extrapolation",
 ]
 
@@ -126,13 +150,35 @@ def formatted(
     return [header, *body]
 
 
+def with_intervals(
+    frame: pd.DataFrame, formats: Mapping[str, str], default: str = ".4g"
+) -> pd.DataFrame:
+    """``frame`` for reading: each column ``x`` that has ``x_low`` and ``x_high`` becomes one
+    cell ``value (low-high)``, formatted with ``formats[x]`` (the ``_low``/``_high`` columns go);
+    the other columns stay as they are. summary.csv keeps the three numbers apart."""
+    out = frame.copy()
+    for column in frame.columns:
+        low, high = f"{column}_low", f"{column}_high"
+        if low not in frame or high not in frame:
+            continue
+        spec = formats.get(column)
+        out[column] = [
+            f"{fmt(v, spec, default)} ({interval_text(lo, hi, spec or default)})"
+            if math.isfinite(float(lo)) and math.isfinite(float(hi))
+            else fmt(v, spec, default)
+            for v, lo, hi in zip(frame[column], frame[low], frame[high], strict=True)
+        ]
+        out = out.drop(columns=[low, high])
+    return out
+
+
 def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> pd.DataFrame:
     """The summary table: one row per model (SUMMARY_COLUMNS)."""
     import pandas as pd
 
     rows = []
     for run in runs:
-        at_train = run.validation or run.evaluated().at(run.train_length)
+        at_train = validation_result(run)
         gc = gc_summaries[run.name]
         params = run.summary.get("params")
         if not isinstance(params, int):
@@ -143,13 +189,16 @@ def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> p
                 "positional": run.positional,
                 "params": params,
                 "val_nll": at_train.nll,
+                "val_nll_low": at_train.nll_low,
+                "val_nll_high": at_train.nll_high,
                 "bits_per_base": at_train.bits_per_base,
                 "tokens_per_s": _num(run.summary.get("tokens_per_s")),
                 "peak_memory_gb": _num(run.summary.get("peak_memory_bytes")) / BYTES_PER_GB,
-                "gc_mae": gc.gc_mae,
-                "gc_rmse": gc.gc_rmse,
-                "gc_pearson": gc.gc_pearson,
-                "base_accuracy": gc.base_accuracy,
+                **{
+                    f"{column}{end}": getattr(gc, f"{column}{end}")
+                    for column in ("gc_mae", "gc_rmse", "gc_pearson", "base_accuracy")
+                    for end in ("", "_low", "_high")
+                },
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -181,9 +230,11 @@ def extrapolation_frame(runs: Sequence[RunData]) -> pd.DataFrame:
             try:
                 res = run.evaluated().at(length)
                 row[f"{run.name} nll"] = res.nll
+                row[f"{run.name} nll 95% CI"] = interval_text(res.nll_low, res.nll_high)
                 row[f"{run.name} bits/base"] = res.bits_per_base
             except KeyError:
                 row[f"{run.name} nll"] = math.nan
+                row[f"{run.name} nll 95% CI"] = "n/a"
                 row[f"{run.name} bits/base"] = math.nan
         rows.append(row)
     return pd.DataFrame(rows)
@@ -231,14 +282,98 @@ def paper_pair(runs: Sequence[RunData]) -> tuple[str, str] | None:
     return goat[0], rope[0]
 
 
+def interval_text(low: float, high: float, spec: str = ".4f") -> str:
+    """An interval as the tables write it: ``1.2345-1.2456``, or ``-0.0120 to 0.0031`` when a
+    bound is negative (a dash would read as a minus); n/a when undefined."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "n/a"
+    sep = " to " if low < 0 or high < 0 else "-"
+    return f"{fmt(low, spec)}{sep}{fmt(high, spec)}"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``a - b`` of two NLLs with a 95% bootstrap interval, and whether the interval holds 0."""
+
+    value: float
+    low: float
+    high: float
+    paired: bool  # both scored on the same windows, resampled alike
+
+    @property
+    def within_noise(self) -> bool:
+        """The interval holds zero (or is undefined): the difference is no result."""
+        return not (self.low > 0 or self.high < 0)
+
+
+def nll_difference(a: ContextResult, b: ContextResult) -> Difference:
+    """``a.nll - b.nll`` with the percentile interval of the differences of their resampled NLLs
+    (`evaluate.ContextResult.resampled_nll`): a paired bootstrap when both were scored on the
+    same windows (same context length, windows and bases), else one of two separate ones."""
+    from goatdna.metrics import percentile_interval
+
+    paired = (a.context_length, a.windows, a.bases) == (b.context_length, b.windows, b.bases)
+    if a.resampled_nll is None or b.resampled_nll is None:
+        return Difference(a.nll - b.nll, math.nan, math.nan, paired)
+    low, high = percentile_interval(a.resampled_nll - b.resampled_nll)
+    return Difference(a.nll - b.nll, low, high, paired)
+
+
+def difference_text(diff: Difference) -> str:
+    """One phrase for a reader: the difference, its interval, and inside/outside the noise."""
+    verdict = (
+        "inside the noise (the interval holds 0): no difference shown"
+        if diff.within_noise
+        else "outside the noise"
+    )
+    how = "paired bootstrap over the same windows" if diff.paired else "bootstrap"
+    return (
+        f"{fmt(diff.value, '+.4f')} nats/base (95% interval "
+        f"{interval_text(diff.low, diff.high, '+.4f')}, {how}), {verdict}"
+    )
+
+
+def validation_result(run: RunData) -> ContextResult:
+    """The run's NLL at its training length on its validation windows (the summary's val_nll)."""
+    return run.validation or run.evaluated().at(run.train_length)
+
+
+def summary_differences(runs: Sequence[RunData]) -> list[str]:
+    """For every run after the first: its val_nll minus the first run's, with the interval and
+    whether it is inside the noise (`difference_text`), one Markdown-free sentence each."""
+    if len(runs) < 2:
+        return []
+    first = runs[0]
+    return [
+        f"{run.name} - {first.name} val_nll: "
+        + difference_text(nll_difference(validation_result(run), validation_result(first)))
+        for run in runs[1:]
+    ]
+
+
 def _change(new: float, old: float) -> str:
     if not (old and math.isfinite(old) and math.isfinite(new)):
         return "n/a"
     return fmt(100 * (new - old) / old, "+.1f") + "%"
 
 
-def paper_frame(summary: pd.DataFrame, goat_name: str, rope_name: str) -> pd.DataFrame:
-    """The paper's DNA numbers beside ours for one GOAT and one RoPE model of ``summary``."""
+NOT_SIDE_BY_SIDE = " (separate runs, not measured side by side)"
+INSIDE_NOISE = " (inside the noise)"
+
+
+def paper_frame(
+    summary: pd.DataFrame,
+    goat_name: str,
+    rope_name: str,
+    nll_change: Difference | None = None,
+) -> pd.DataFrame:
+    """The paper's DNA numbers beside ours for one GOAT and one RoPE model of ``summary``.
+
+    Our throughput comes from each run's own summary.json, measured while that run trained: two
+    runs one after the other, on a machine whose load may have changed in between, so its change
+    says so (a fair comparison runs both side by side: benchmarks/). Our NLL change is marked
+    when ``nll_change`` (`nll_difference`, GOAT - RoPE) shows it inside the noise.
+    """
     import pandas as pd
 
     goat = summary[summary["model"] == goat_name].iloc[0]
@@ -247,6 +382,11 @@ def paper_frame(summary: pd.DataFrame, goat_name: str, rope_name: str) -> pd.Dat
     for label, paper_key, our_key, spec in PAPER_METRICS:
         p_rope, p_goat = float(PAPER_DNA["rope"][paper_key]), float(PAPER_DNA["goat"][paper_key])
         o_rope, o_goat = float(rope[our_key]), float(goat[our_key])
+        ours = _change(o_goat, o_rope)
+        if ours != "n/a" and our_key == "tokens_per_s":
+            ours += NOT_SIDE_BY_SIDE
+        if ours != "n/a" and our_key in ("val_nll", "bits_per_base") and nll_change is not None:
+            ours += INSIDE_NOISE if nll_change.within_noise else ""
         rows.append(
             {
                 "metric": label,
@@ -255,7 +395,7 @@ def paper_frame(summary: pd.DataFrame, goat_name: str, rope_name: str) -> pd.Dat
                 "paper GOAT vs RoPE": _change(p_goat, p_rope),
                 "ours RoPE": fmt(o_rope, spec),
                 "ours GOAT": fmt(o_goat, spec),
-                "ours GOAT vs RoPE": _change(o_goat, o_rope),
+                "ours GOAT vs RoPE": ours,
             }
         )
     return pd.DataFrame(rows)

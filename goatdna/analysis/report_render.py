@@ -33,9 +33,13 @@ from goatdna.analysis.report_frames import (
     SUMMARY_FORMATS,
     extrapolation_frame,
     formatted,
+    nll_difference,
     paper_frame,
     paper_pair,
     repeat_frame,
+    summary_differences,
+    validation_result,
+    with_intervals,
 )
 from goatdna.analysis.report_options import ReportOptions
 from goatdna.analysis.report_runs import RunData
@@ -142,7 +146,9 @@ def _paper_section(doc: ReportDocument) -> list[str]:
     if pair is None:
         return []
     goat, rope = pair
-    table = formatted(paper_frame(doc.summary, goat, rope), {})
+    runs = {run.name: run for run in doc.runs}
+    change = nll_difference(validation_result(runs[goat]), validation_result(runs[rope]))
+    table = formatted(paper_frame(doc.summary, goat, rope, change), {})
     return [fill("paper.md", goat=code(goat), rope=code(rope), table=markdown_table(table))]
 
 
@@ -158,7 +164,9 @@ def _gc_section(doc: ReportDocument) -> str:
         continuation_length=options.continuation_length,
         temperature=f"{options.temperature:g}",
         top_k=options.top_k or "off",
-        table=markdown_table(formatted(doc.gc_table, GC_FORMATS, ".4f")),
+        table=markdown_table(
+            formatted(with_intervals(doc.gc_table, GC_FORMATS, ".4f"), GC_FORMATS, ".4f")
+        ),
         image=doc.images["gc"].name,
     )
 
@@ -173,7 +181,13 @@ def _recall_section(doc: ReportDocument) -> list[str]:
             trials=options.recall_trials,
             segment=options.recall_segment,
             split=code(options.gc_split),
-            table=markdown_table(formatted(doc.recall[RECALL_COLUMNS], RECALL_FORMATS, ".4f")),
+            table=markdown_table(
+                formatted(
+                    with_intervals(doc.recall[RECALL_COLUMNS], RECALL_FORMATS, ".4f"),
+                    RECALL_FORMATS,
+                    ".4f",
+                )
+            ),
             image=doc.images["recall"].name,
         )
     ]
@@ -202,7 +216,9 @@ def sections(doc: ReportDocument) -> list[str]:
         fill(
             "summary.md",
             split=code(options.split),
-            table=markdown_table(formatted(doc.summary, SUMMARY_FORMATS)),
+            table=markdown_table(formatted(with_intervals(doc.summary, SUMMARY_FORMATS), {})),
+            differences="\n\n".join(markdown_escape(line) for line in summary_differences(doc.runs))
+            or "One model: nothing to compare.",
         )
     )
     out += _paper_section(doc)

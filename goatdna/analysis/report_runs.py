@@ -145,7 +145,11 @@ def manifest_warnings(runs: Sequence[RunData], manifest_sha256: str, data_dir: P
 
 
 def validation_nll(
-    run: RunData, genome: ShardedGenome, split: str, batch_tokens: int
+    run: RunData,
+    genome: ShardedGenome,
+    split: str,
+    batch_tokens: int,
+    progress: bool = False,
 ) -> ContextResult:
     """NLL at the training length over the run's validation windows of ``split``.
 
@@ -155,17 +159,27 @@ def validation_nll(
     """
     data = run.config.get("data") or {}
     cap = data.get("val_max_windows") if isinstance(data, dict) else None
+    from goatdna.analysis.evaluate import window_starts
+    from goatdna.progress import progress_bar
+
     length = run.train_length
-    return evaluate_context(
-        run.model,
-        genome.tokens(split),
-        genome.records(split),
-        length,
-        length,
-        max_tokens=cap * length if isinstance(cap, int) else None,
-        batch_tokens=batch_tokens,
-        device=model_device(run.model),
-    )
+    max_tokens = cap * length if isinstance(cap, int) else None
+    records = genome.records(split)
+    n = window_starts(
+        records, length, None if max_tokens is None else max(1, max_tokens // length)
+    ).size
+    with progress_bar(f"{run.name} validation", n, "windows", progress) as bar:
+        return evaluate_context(
+            run.model,
+            genome.tokens(split),
+            records,
+            length,
+            length,
+            max_tokens=max_tokens,
+            batch_tokens=batch_tokens,
+            device=model_device(run.model),
+            progress=bar,
+        )
 
 
 def prior_layer(layer: int | None, run: RunData) -> int:

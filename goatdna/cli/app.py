@@ -126,6 +126,11 @@ def _root(
     ),
 ) -> None:
     """Nucleotide-level language models of the human genome: GOAT attention priors vs RoPE."""
+    # every command's torch CPU threads: OMP_NUM_THREADS if set, else the cores the load leaves
+    # free (goatdna.runtime.choose_cpu_threads); a command's --threads still overrides it
+    from goatdna.runtime import apply_cpu_threads, choose_cpu_threads
+
+    apply_cpu_threads(choose_cpu_threads())
 
 
 def summary(command: Any) -> str:

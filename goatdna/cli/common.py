@@ -84,8 +84,8 @@ OPTION_HELP: dict[str, str] = {
     "temperature": "Softmax temperature of sampling; 0 = greedy.",
     "top_k": "Sample among the k most likely bases (1..4).",
     "seed": "Random seed; equal seeds give equal results.",
-    "threads": "torch CPU threads for scoring and decoding, restored afterwards (default: "
-    "torch's setting; 1 is often fastest for tiny models on a busy CPU).",
+    "threads": "torch CPU threads (default: OMP_NUM_THREADS if set, else the cores the load "
+    "average leaves free, at least 1: on a busy CPU more threads than free cores run slower).",
     "rope_extension": "RoPE models only: none, linear (position interpolation) or ntk (NTK-aware "
     "scaling) beyond the training length, applied at load (default: the checkpoint's own).",
     "accelerator": "auto | cpu | cuda (gpu) | mps.",

@@ -64,7 +64,7 @@ def _prepare(
     return prepare_synthetic(
         shards,
         SyntheticGenomeConfig(total_length=genome_length),
-        PrepareOptions(force=force, progress=False),
+        PrepareOptions(force=force, progress=True),
     )
 
 
@@ -165,11 +165,11 @@ def demo(
     from rich.console import Console
 
     from goatdna.analysis.evaluate import parse_context_lengths
-    from goatdna.analysis.generate import torch_threads
     from goatdna.analysis.report import build_report
     from goatdna.cli.common import eval_token_cap
     from goatdna.cli.report import print_summary
     from goatdna.errors import GoatDNAError
+    from goatdna.runtime import choose_cpu_threads, using_cpu_threads
     from goatdna.training import load_run_config
 
     if steps < 1 or prompts < 1 or num_samples < 1:
@@ -180,56 +180,57 @@ def demo(
     started = time.perf_counter()
     timings: dict[str, float] = {}
     out.mkdir(parents=True, exist_ok=True)
+    choice = choose_cpu_threads(threads)  # for every stage, training included
+    say(f"torch CPU threads: {choice.reason}")
+    with using_cpu_threads(choice):
+        configs_dir = None if goat_config and rope_config else _configs_dir()
+        paths = {
+            "goat": goat_config or configs_dir / "goat-tiny.yaml",  # type: ignore[operator]
+            "rope": rope_config or configs_dir / "rope-tiny.yaml",  # type: ignore[operator]
+        }
+        overrides = [*(overrides or []), f"trainer.max_steps={steps}"]
+        configs = {name: load_run_config(paths[name], overrides) for name in MODELS}
+        lengths = parse_context_lengths(context_lengths) if context_lengths else None
 
-    configs_dir = None if goat_config and rope_config else _configs_dir()
-    paths = {
-        "goat": goat_config or configs_dir / "goat-tiny.yaml",  # type: ignore[operator]
-        "rope": rope_config or configs_dir / "rope-tiny.yaml",  # type: ignore[operator]
-    }
-    overrides = [*(overrides or []), f"trainer.max_steps={steps}"]
-    configs = {name: load_run_config(paths[name], overrides) for name in MODELS}
-    lengths = parse_context_lengths(context_lengths) if context_lengths else None
+        t = time.perf_counter()
+        genome = _prepare(out, genome_length, force, say)
+        timings["prepare"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    genome = _prepare(out, genome_length, force, say)
-    timings["prepare"] = time.perf_counter() - t
+        t = time.perf_counter()
+        say(f"[bold]2/3 train[/bold] tiny GOAT and tiny RoPE ({steps} steps each)")
+        runs = []
+        for name in MODELS:
+            run_dir = out / "runs" / name
+            _train_one(name, configs[name], genome.root, run_dir, force, say)
+            runs.append(run_dir)
+        timings["train"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    say(f"[bold]2/3 train[/bold] tiny GOAT and tiny RoPE ({steps} steps each)")
-    runs = []
-    for name in MODELS:
-        run_dir = out / "runs" / name
-        _train_one(name, configs[name], genome.root, run_dir, force, say)
-        runs.append(run_dir)
-    timings["train"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    report_dir = out / "report"
-    options = ReportOptions(
-        runs=runs,
-        data_dir=genome.root,
-        out_dir=report_dir,
-        context_lengths=lengths,
-        max_eval_tokens=cap,
-        n_prompts=prompts,
-        samples_per_prompt=num_samples,
-    )
-    inputs = report_inputs(options) if (report_dir / "report.html").is_file() else None
-    current = (
-        not force
-        and inputs is not None
-        and _saved_inputs(report_dir / INPUTS_FILE, say) == json.loads(json.dumps(inputs))
-    )
-    say("[bold]3/3 report[/bold] evaluate, GC% study, plots -> " + str(report_dir))
-    if current:
-        say("  report is up to date with the checkpoints; kept")
-    else:
-        with torch_threads(threads):
-            result = build_report(options, log=lambda msg: say(f"  {msg}"))
-        print_summary(result, console)
-    timings["report"] = time.perf_counter() - t
-    total = time.perf_counter() - started
-    say(
-        f"done in {total:.0f} s (prepare {timings['prepare']:.0f} s, train {timings['train']:.0f} s, "
-        f"report {timings['report']:.0f} s): open {report_dir / 'report.html'}"
-    )
+        t = time.perf_counter()
+        report_dir = out / "report"
+        options = ReportOptions(
+            runs=runs,
+            data_dir=genome.root,
+            out_dir=report_dir,
+            context_lengths=lengths,
+            max_eval_tokens=cap,
+            n_prompts=prompts,
+            samples_per_prompt=num_samples,
+        )
+        inputs = report_inputs(options) if (report_dir / "report.html").is_file() else None
+        current = (
+            not force
+            and inputs is not None
+            and _saved_inputs(report_dir / INPUTS_FILE, say) == json.loads(json.dumps(inputs))
+        )
+        say("[bold]3/3 report[/bold] evaluate, GC% study, plots -> " + str(report_dir))
+        if current:
+            say("  report is up to date with the checkpoints; kept")
+        else:
+            result = build_report(options, log=lambda msg: say(f"  {msg}"), progress=True)
+            print_summary(result, console)
+        timings["report"] = time.perf_counter() - t
+        total = time.perf_counter() - started
+        say(
+            f"done in {total:.0f} s (prepare {timings['prepare']:.0f} s, train {timings['train']:.0f} s, "
+            f"report {timings['report']:.0f} s): open {report_dir / 'report.html'}"
+        )

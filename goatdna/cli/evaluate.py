@@ -76,13 +76,23 @@ def evaluate(
         title=f"{evaluation.positional} on {split} (training length {evaluation.train_length}; "
         "NLL in nats/base, b/b = bits/base)"
     )
-    for name in ("context", "bases", "NLL", "b/b", "perplexity", "repeat b/b", "non-repeat b/b"):
+    for name in (
+        "context",
+        "bases",
+        "NLL",
+        "NLL 95% CI",
+        "b/b",
+        "perplexity",
+        "repeat b/b",
+        "non-repeat b/b",
+    ):
         table.add_column(name, justify="right")
     for r in evaluation.results:
         table.add_row(
             f"{r.context_length:,}" + (" *" if r.extrapolation else ""),
             f"{r.bases:,}",
             f"{r.nll:.4f}",
+            f"{r.nll_low:.4f}-{r.nll_high:.4f}",
             f"{r.bits_per_base:.4f}",
             f"{r.perplexity:.4f}",
             _bits(r.repeat_bits_per_base),
@@ -92,6 +102,7 @@ def evaluate(
     console.print(table)
     if any(r.extrapolation for r in evaluation.results):
         console.print("* longer than the training length (extrapolation)")
+    console.print("NLL 95% CI: percentile bootstrap over the held-out windows")
     if all(math.isnan(r.repeat_bits_per_base) for r in evaluation.results):
         console.print("repeat b/b: no soft-masked bases among the scored targets")
     if all(math.isnan(r.nonrepeat_bits_per_base) for r in evaluation.results):

@@ -32,22 +32,16 @@ LONG_JOB_STEPS = 20_000
 
 @contextlib.contextmanager
 def decoding_progress(prompt_length: int, total_steps: int) -> Iterator[Any]:
-    """A rich bar on stderr for long jobs: the prompt's prefill first, then one tick per base."""
+    """Progress on stderr for long jobs (`goatdna.progress.progress_bar`: a bar on a terminal,
+    timed lines in a log): the prompt's prefill first, then one tick per base."""
     if max(prompt_length, total_steps) < LONG_JOB_STEPS:
         yield None
         return
-    from rich.console import Console
-    from rich.progress import Progress
+    from goatdna.progress import progress_bar
 
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task(f"reading the {prompt_length:,}-base prompt", total=total_steps)
-
-        def on_step(n: int) -> None:
-            if n == 0:
-                progress.update(task, description="generating")
-            progress.advance(task, n)
-
-        yield on_step
+    label = f"generate after a {prompt_length:,}-base prompt"
+    with progress_bar(label, total_steps, "bases") as advance:
+        yield advance
 
 
 def generate(

@@ -72,11 +72,12 @@ def probe_recall(
             f"{row.distance:,}" + (" *" if row.extrapolation else ""),
             f"{row.nll_first:.4f}",
             f"{row.nll_second:.4f}",
-            f"{row.recall_gain:.4f} ± {row.recall_gain_se:.4f}",
-            f"{row.copy_accuracy:.3f}",
+            f"{row.recall_gain:.4f} ({row.recall_gain_low:.4f}-{row.recall_gain_high:.4f})",
+            f"{row.copy_accuracy:.3f} ({row.copy_accuracy_low:.3f}-{row.copy_accuracy_high:.3f})",
         )
     console = Console()
     console.print(table)
     if summary["extrapolation"].any():
         console.print("* the probe sequence is longer than the training length (extrapolation)")
+    console.print("(in brackets: 95% bootstrap intervals over the trials)")
     console.print(f"wrote {out}/recall_trials.csv, recall_summary.csv, recall.png")

@@ -32,9 +32,21 @@ if TYPE_CHECKING:  # rich loads when a table is printed, not for `goatdna --help
 
 def print_summary(result: ReportResult, console: Console | None = None) -> None:
     """The report's summary table (one row per model) as a rich table, formatted as in report.md."""
-    from goatdna.analysis.report_frames import SUMMARY_FORMATS
+    from rich.console import Console
 
-    print_frame(result.summary, "summary (NLL in nats/base)", SUMMARY_FORMATS, console)
+    from goatdna.analysis.report_frames import SUMMARY_FORMATS, with_intervals
+
+    print_frame(
+        with_intervals(result.summary, SUMMARY_FORMATS),
+        "summary (NLL in nats/base; in brackets: 95% bootstrap intervals)",
+        SUMMARY_FORMATS,
+        console,
+    )
+    out = console or Console()
+    for line in result.differences:  # so a difference inside the noise is not read as a result
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    if len(result.summary) > 1:
+        out.print("tokens_per_s: each run's own training, not measured side by side", markup=False)
 
 
 def report(
@@ -131,7 +143,9 @@ def report(
     )
     with torch_threads(threads):
         result = build_report(
-            options, log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}")
+            options,
+            log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}"),
+            progress=True,
         )
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -18,10 +18,6 @@ from goatdna.cli.common import (
 )
 from goatdna.inference.tracks import DEFAULT_BATCH_TOKENS, DEFAULT_ZOOM_LEVELS, TrackOptions
 from goatdna.runtime import Runtime
-
-if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.progress import Progress
 
 
 def score_track(
@@ -134,6 +130,7 @@ def score_track(
     rank_zero = fabric.global_rank == 0  # rank 0 reports and writes; the others only score
     console = Console(stderr=True, quiet=not rank_zero)
     from goatdna.inference.loop import rank_zero_lock
+    from goatdna.progress import progress_bar
 
     with (
         rank_zero_lock(fabric, out),  # before anything is said: a refusal is the only line
@@ -154,7 +151,11 @@ def score_track(
         note = " (longer than training: extrapolation)" if train_length < C else ""
         total = sum(r.length for r in regions)
         display = ExitStack()
-        bar, advance = _bar(console, total, rank_zero)
+        bars: list[Callable[[int], None]] = []  # the bar's advance, once the run starts
+
+        def advance(bases: int) -> None:
+            for bar in bars:
+                bar(bases)
 
         def started() -> None:  # rank 0, once the work folder is open: the run really starts
             console.print(
@@ -162,7 +163,11 @@ def score_track(
                 f"stride {options.stride}, strands {strands}; {len(regions)} region(s), "
                 f"{total:,} bases"
             )
-            display.enter_context(bar)
+            bars.append(
+                display.enter_context(
+                    progress_bar("score-track", total, "bases", rank_zero, console)
+                )
+            )
 
         from goatdna.workdir import stops_with_resume_hint, work_dir_for
 
@@ -188,38 +193,3 @@ def score_track(
         return
     for quantity, path in result.paths.items():
         console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")
-
-
-def _bar(console: Console, total: int, enabled: bool) -> tuple[Progress, Callable[[int], None]]:
-    """The bases bar (with the rate) and its ``advance(bases)``; shown once entered."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    bar = Progress(
-        TextColumn("[bold]score-track"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("bases"),
-        TaskProgressColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not enabled,
-    )
-    task = bar.add_task("bases", total=total, rate="")
-
-    def advance(bases: int) -> None:
-        bar.advance(task, bases)
-        elapsed = bar.tasks[0].elapsed or 0.0
-        if elapsed > 0:
-            bar.update(task, rate=f"{bar.tasks[0].completed / elapsed:,.0f} bases/s")
-
-    return bar, advance

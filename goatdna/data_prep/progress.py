@@ -1,7 +1,8 @@
 """Console messages and rich progress bars for long data jobs (one bar per contig).
 
 Messages go to stderr so that stdout stays clean for tables and pipes. Bars only render on a
-terminal; in logs and tests the messages alone say what happened.
+terminal; in a log the same progress comes as a timed line with the rate and time left
+(`goatdna.progress.ProgressLines`, shared with training and inference).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from goatdna.progress import ProgressLines
+
 MAX_CONTIG_BARS = 40
 
 
@@ -28,6 +31,8 @@ class Reporter:
     def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
+        self.log_lines = enabled and not self.console.is_terminal  # a log: timed lines instead
+        self._lines: ProgressLines | None = None
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
         self._byte_bars: list[Progress] = []
@@ -42,6 +47,15 @@ class Reporter:
 
     def bytes_progress(self, label: str, total: int) -> Callable[[int], None]:
         """A one-off bar over ``total`` bytes; returns ``advance(n)``; closes when full."""
+        if self.log_lines:
+            lines = ProgressLines(label, total, "bytes", self.console)
+
+            def advance_lines(n: int) -> None:
+                lines.advance(n)
+                if lines.completed >= total:
+                    lines.close()
+
+            return advance_lines
         progress = self._new_progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -63,6 +77,12 @@ class Reporter:
         return advance
 
     def start_contigs(self, totals: dict[str, int], completed: dict[str, int]) -> None:
+        if self.log_lines:
+            self._lines = ProgressLines(
+                f"{len(totals)} contig(s)", sum(totals.values()), "bp", self.console,
+                start=sum(completed.values()),
+            )  # fmt: skip
+            return
         self._progress = self._new_progress(
             TextColumn("{task.description:>20}"),
             BarColumn(),
@@ -84,10 +104,15 @@ class Reporter:
             )
 
     def advance(self, name: str, n: int) -> None:
+        if self._lines is not None:
+            self._lines.advance(n)
         if self._progress is not None and name in self._tasks:
             self._progress.advance(self._tasks[name], n)
 
     def stop_contigs(self) -> None:
+        if self._lines is not None:
+            self._lines.close()
+            self._lines = None
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

@@ -2,7 +2,7 @@
 
 "Is an LLR of -2.3 extreme?" depends on the base and its neighbours: a model scores changes at
 CpG sites, in repeats or at A/T-rich stretches on different scales. The null answers it per
-context (shown on the docs page docs/variants.md):
+context:
 
 - the **context** of an SNV at 0-based ``p`` is the reference trinucleotide ``c[p-1] c[p] c[p+1]``,
   collapsed to a pyrimidine (C or T) centre by reverse-complementing when ``c[p]`` is A or G:

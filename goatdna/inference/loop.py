@@ -58,36 +58,16 @@ def rank_zero_lock(
 def rank_zero_progress(
     fabric: Fabric, total: int, label: str, unit: str, enabled: bool = True
 ) -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(n)`` for a rich bar over ``total`` items, shown on global rank 0 only.
+    """Yield ``advance(n)`` for a progress bar over ``total`` items, shown on global rank 0 only
+    (`goatdna.progress.progress_bar`: a rich bar on a terminal, timed lines in a log).
 
     Other ranks (and ``enabled=False``) get an ``advance`` that does nothing; rank 0 counts
     its own block, which the ranks' blocks all match in size to within one item.
     """
-    if not enabled or fabric.global_rank != 0:
-        yield lambda _n: None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from goatdna.progress import progress_bar
 
-    with Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
+    with progress_bar(label, total, unit, enabled and fabric.global_rank == 0) as advance:
+        yield advance
 
 
 def save_arrays(work: WorkDir, unit: int, arrays: Sequence[np.ndarray]) -> None:

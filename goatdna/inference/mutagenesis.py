@@ -1,11 +1,10 @@
 """In-silico mutagenesis: every position of a region x its 3 alternative bases, two ways.
 
 Both methods fill an array ``(n positions, 2 strands, 4 bases)`` (bases in A C G T order, the
-reference base's entry 0, NaN where the reference is N or a strand has no value); the docs page
-docs/mutagenesis.md shows this docstring. With ``F = W // 2`` (``W`` the window) and ``c`` the
-contig (0-based):
+reference base's entry 0, NaN where the reference is N or a strand has no value). With
+``F = W // 2`` (``W`` the window) and ``c`` the contig (0-based):
 
-``full`` -- the exact LLR of `goatdna score-variants` for the SNV ``c[p] -> b``::
+``full`` -- the exact LLR of `goatdna score-variants` for the SNV ``c[p] -> b``:
 
     s_b = c[p-F : p] + b + c[p+1 : p+1+F]          (clipped at the contig ends)
     full_fwd(p, b) = LL(s_b) - LL(s_ref)           full_rev: the same on reverse complements
@@ -18,7 +17,7 @@ contig (0-based):
   ``LL(s_b) - LL(s_ref)`` sums over the suffix positions only: the flank's own log-probabilities
   are identical in both and cancel, as they do in `score-variants`.
 
-``local`` -- an approximation: only the changed base's own probability, from one causal pass::
+``local`` -- an approximation: only the changed base's own probability, from one causal pass:
 
     local_fwd(p, b) = log p(b | ctx_fwd(p)) - log p(c[p] | ctx_fwd(p))
 

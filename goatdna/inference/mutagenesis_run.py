@@ -181,7 +181,7 @@ def _check_region(region: Region, reference: Reference) -> None:
 def _check_outputs(outs: tuple[Path, ...], region: Region, ref: np.ndarray) -> None:
     """Every output must be writable from this region's values, checked before the scan: a
     bigWig needs at least one value (an all-N region has none), and one output failing after
-    the others were written would leave a partial set (issue 27)."""
+    the others were written would leave a partial set."""
     from goatdna.inference.track_files import output_kind as track_kind
 
     has_value = bool((ref < 4).any())  # N positions have no alternative, so no value

@@ -1,6 +1,6 @@
 """Per-base likelihood tracks of a trained model along genomic regions (bigWig or bedGraph).
 
-The track, exactly (shown on the docs page docs/tracks.md). A region of ``n`` bases is cut into windows of ``C``
+The track, exactly. A region of ``n`` bases is cut into windows of ``C``
 bases (the context) that start at the region start + ``k * S`` (``S`` the stride, ``1 <= S < C``).
 The base at offset ``i`` from the region start is scored in window 0 when ``i < C``, else in
 window ``(i - C) // S + 1``; within its window it is predicted from the bases before it there, so

@@ -287,7 +287,7 @@ def write_vcf(vcf: VcfAlleles, llr: np.ndarray, out: Path, then: str = RESUME_TH
         pysam.tabix_index(str(tmp), preset="vcf", force=True, index=str(tmp_index))
 
 
-# ---------------------------------------------------------------- variant tables (issue 21)
+# ---------------------------------------------------------------- variant tables
 
 TABLE_SUFFIXES = (".tsv", ".tsv.gz", ".csv", ".csv.gz", ".parquet")
 """Input names read as a table of variants; every other --variants name is read as a VCF/BCF."""

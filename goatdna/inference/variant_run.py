@@ -176,7 +176,7 @@ def _score_chunks(fabric: Fabric, model: DNADecoder, alleles: list[Allele],
 
 def _check_writable_before_work(request: ScoreVariantsRequest) -> None:
     """What is written after the scoring (the null, a decompressed FASTA) must be writable before
-    it: otherwise an hour of scoring ends in a traceback (issue 27)."""
+    it: otherwise an hour of scoring ends in a traceback."""
     from goatdna.atomic import check_output_dir, check_output_file
 
     if request.cache_dir is not None:

@@ -1,7 +1,7 @@
 """Zero-shot variant effects: the log-likelihood ratio of each ALT allele against the reference.
 
-The score (shown on the docs page docs/variants.md), for a variant at 1-based ``POS`` with alleles ``REF``,
-``ALT`` on contig ``c`` and ``F = W // 2``::
+The score, for a variant at 1-based ``POS`` with alleles ``REF``,
+``ALT`` on contig ``c`` and ``F = W // 2``:
 
     left  = c[POS-1-F : POS-1]                                   (0-based, clipped, uppercased)
     right = c[POS-1+len(REF) : POS-1+len(REF)+F]
@@ -19,7 +19,7 @@ Length-fair windows (the default, ``length_fair=True``): for an indel the shorte
 sequence is extended by ``d`` reference bases on the side read *after* the alleles (the right
 flank on the forward strand, the left flank on the reverse strand), so both sequences of a
 strand have the same number of scored positions and share the flank read first. Without it
-(``length_fair=False``, `score-variants --length-unfair`, the definition before issue 21)
+(``length_fair=False``, `score-variants --length-unfair`, the definition before length-fair windows)
 ``more_right``/``more_left`` are empty: LL then sums over ``len(ALT) - len(REF)`` more
 predictions for ALT, about 1.3 nats per extra base for a model of human DNA (a 10 kbp deletion
 scored +14,003), so deletions score high and insertions low in proportion to their length. SNVs and equal-length substitutions are scored the same either

@@ -2,7 +2,7 @@ r"""GOAT: attention with a trainable log-prior, packed so one standard SDPA call
 
 The equations, stated once, with the paper's own equation numbers. Source: Litman & Guo, "You
 Need Better Attention Priors" (GOAT, arXiv:2601.15380 v2, ICML 2026), sections 3-4 ("Generalizing
-the Attention Prior", "Parameterizing the Prior With Goat"); the code cites the numbers::
+the Attention Prior", "Parameterizing the Prior With Goat"); the code cites the numbers:
 
     Eqs. (4)-(10)   A_ij = softmax_j( s_ij + K_ij ),   s_ij = <qc_i, kc_j> / sqrt(d_c)
                     attention as one-sided entropic OT with prior pi = exp(K); a uniform prior

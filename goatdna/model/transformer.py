@@ -46,7 +46,7 @@ FUSED_KEYS = {
     "mlp.gate_up.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
     "mlp.down.weight": ("mlp.down_proj.weight",),
 }
-"""Block parameters of the fused layout (checkpoints before issue 31) -> their separate ones."""
+"""Block parameters of the fused layout (checkpoints written before the projections were split) -> their separate ones."""
 
 
 def _split_fused_keys(

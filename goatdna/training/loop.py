@@ -458,14 +458,22 @@ class SignalCatcher:
 
 
 class StepProgress:
-    """A rich progress bar over optimizer steps on global rank 0 (counted from the resumed step,
-    so a resumed run shows the whole run's steps), with the latest numbers next to it."""
+    """Progress over optimizer steps on global rank 0 (counted from the resumed step, so a
+    resumed run shows the whole run's steps), with the latest numbers next to it: a rich bar on
+    a terminal, timed lines with the rate and time left in a log (`goatdna.progress`)."""
 
     def __init__(self, enabled: bool, total: int, start: int, label: str = "train") -> None:
+        from goatdna.progress import ProgressLines, stderr_console
+
         self._progress = None
+        self._lines: ProgressLines | None = None
+        self._info: dict[str, str] = {}
         if not enabled:
             return
-        from rich.console import Console
+        console = stderr_console()
+        if not console.is_terminal:
+            self._lines = ProgressLines(label, total, "steps", console, start=start)
+            return
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -489,25 +497,30 @@ class StepProgress:
                 "{task.fields[info]}",
                 table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
             ),  # fmt: skip
-            console=Console(stderr=True),
+            console=console,
         )
         self._task = self._progress.add_task(label, total=total, completed=start, info="")
         self._progress.start()
-        self._info: dict[str, str] = {}
 
     def update(self, step: int, **numbers: float) -> None:
-        if self._progress is None:
+        if self._progress is None and self._lines is None:
             return
         short = {"train_loss": "loss", "val_loss": "val", "tokens_per_s": "tok/s"}
         self._info.update(
             {k: f"{short.get(k, k)} {v:,.0f}" if k == "tokens_per_s" else f"{short.get(k, k)} {v:.4g}"
              for k, v in numbers.items()}
         )  # fmt: skip
-        self._progress.update(self._task, completed=step, info="  ".join(self._info.values()))
+        info = "  ".join(self._info.values())
+        if self._lines is not None:
+            self._lines.update(step, info)
+        elif self._progress is not None:
+            self._progress.update(self._task, completed=step, info=info)
 
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
+        if self._lines is not None:
+            self._lines.close()
 
 
 def resolve_precision(precision: str, accelerator: str) -> str:
