@@ -28,7 +28,9 @@ if TYPE_CHECKING:  # pandas and rich load inside the functions: `goatdna --help`
     import pandas as pd
     from rich.console import Console
     from rich.table import Table
-    from typing_extensions import Unpack  # typing.Unpack from Python 3.11; 3.10 is supported
+    from typing_extensions import Unpack
+
+    from goatdna.progress import ProgressLines  # typing.Unpack from Python 3.11; 3.10 is supported
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -222,30 +224,26 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 
 class ProgressLine:
-    """``LABEL: done/total UNIT, rate, about N s left`` on stderr every few seconds, once a step
-    has run that long (a short one prints nothing; a plain line, so it reads in a log file too).
-    Called as ``progress(done, total)``."""
+    """A ``progress(done, total)`` callback for library code that reports counts (a bootstrap,
+    check-precision's window passes): the shared plain lines of `goatdna.progress.ProgressLines`
+    on stderr, so these read in a log like every other loop's (one progress behaviour)."""
 
-    EVERY_S = 5.0
+    EVERY_S: float | None = None
+    """Seconds between lines; None: `goatdna.progress.INTERVAL_S` (tests set 0)."""
 
     def __init__(self, label: str, unit: str) -> None:
-        import time
-
-        self.label, self.unit, self.clock = label, unit, time.monotonic
-        self.start = self.last = self.clock()
+        self.label, self.unit = label, unit
+        self._lines: ProgressLines | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        now = self.clock()
-        if now - self.last < self.EVERY_S or done >= total:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        left = (total - done) / rate
-        print(
-            f"{self.label}: {done:,}/{total:,} {self.unit}, {rate:,.1f}/s, about {left:,.0f} s left",
-            file=sys.stderr,
-            flush=True,
-        )
+        from goatdna.progress import ProgressLines, stderr_console
+
+        if self._lines is None:
+            self._lines = ProgressLines(
+                self.label, total, self.unit, stderr_console(), interval=self.EVERY_S
+            )
+        self._lines.total = total
+        self._lines.update(done)
 
 
 # ----------------------------------------------------------------------------- tables
