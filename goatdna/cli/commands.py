@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from goatdna.cli.attribute import attribute
 from goatdna.cli.check_precision import check_precision
 from goatdna.cli.demo import demo
 from goatdna.cli.embed import embed
@@ -48,6 +49,7 @@ COMMANDS: list[Callable[..., Any]] = [
     score_track,
     check_precision,
     mutagenesis,
+    attribute,
     make_task,
     make_variant_task,
     finetune,
