@@ -78,7 +78,7 @@ def test_readers_take_checkpoint_and_writers_take_out() -> None:
     writers = {"demo", "prepare", "train", "generate", "evaluate", "report", "export", "embed",
                "probe-recall", "score-variants", "score-track", "make-task", "finetune", "predict",
                "check-precision", "mutagenesis", "eval-variants", "make-variant-task",
-               "attribute"}  # fmt: skip
+               "attribute", "motifs"}  # fmt: skip
     assert writers == {c for c, opts in options.items() if "out" in opts}
 
 
@@ -99,7 +99,7 @@ MULTI_DEVICE = {"train", "finetune", "embed", "predict", "score-variants", "scor
                 "mutagenesis", "attribute"}  # fmt: skip
 ONE_DEVICE = {"evaluate", "generate", "report", "probe-recall", "check-precision"}
 NO_MODEL = {"demo", "prepare", "info", "model-info", "export", "make-task", "eval-variants",
-            "make-variant-task"}  # fmt: skip
+            "make-variant-task", "motifs"}  # fmt: skip
 
 
 def _all_flags(command: str) -> set[str]:

@@ -23,6 +23,7 @@ from goatdna.cli.info import info
 from goatdna.cli.make_task import make_task
 from goatdna.cli.make_variant_task import make_variant_task
 from goatdna.cli.model_info import model_info
+from goatdna.cli.motifs import motifs
 from goatdna.cli.mutagenesis import mutagenesis
 from goatdna.cli.predict import predict
 from goatdna.cli.prepare import prepare
@@ -50,6 +51,7 @@ COMMANDS: list[Callable[..., Any]] = [
     check_precision,
     mutagenesis,
     attribute,
+    motifs,
     make_task,
     make_variant_task,
     finetune,
