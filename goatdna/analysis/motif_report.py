@@ -39,7 +39,7 @@ def meme_text(patterns: Sequence[Pattern], background: np.ndarray) -> str:
         background_frequencies=" ".join(
             f"{b} {p:.6f}" for b, p in zip(BASES, background, strict=True)
         ),
-        strands="+ -",  # type: ignore[arg-type]  # the file's line is text: "strands: + -"
+        strands="+ -",  # the file's line is text: "strands: + -"
     )
     for pattern in patterns:
         ppm = np.maximum(pattern.ppm, PPM_FLOOR)
