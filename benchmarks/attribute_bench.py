@@ -12,7 +12,8 @@ strands:
   state after loading the model and explaining one unit. The .npz is streamed unit by unit, so
   the goal is a peak independent of N (the output itself grows, on disk).
 
-    python benchmarks/attribute_bench.py [--n 32] [--length 200] [--steps 64] [--threads 2]
+    python benchmarks/attribute_bench.py [--n 32] [--length 200] [--steps 64] [--threads 2] \
+        [--memory-ns 64,640,6400]
 """
 
 from __future__ import annotations
@@ -101,9 +102,9 @@ def _peak_child(n: int, length: int, folder: Path) -> dict:
             "peak_above_baseline_mb": round((peak - baseline) / 1024, 1)}  # fmt: skip
 
 
-def memory(length: int, threads: int) -> list[dict]:
+def memory(length: int, threads: int, sizes: list[int]) -> list[dict]:
     rows = []
-    for n in MEMORY_NS:
+    for n in sizes:
         with tempfile.TemporaryDirectory() as folder:
             env = {**os.environ, **MALLOC_ENV, "OMP_NUM_THREADS": str(threads),
                    "PYTHONPATH": str(REPO)}  # fmt: skip
@@ -127,6 +128,8 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=200)
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--memory-ns", default=",".join(map(str, MEMORY_NS)),
+                        help="N values of the memory runs, comma-separated")  # fmt: skip
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -139,7 +142,8 @@ def main() -> None:
     print("\nthroughput (loglik target, both strands)\n")
     print(_table(throughput(args.n, args.length, args.steps)))
     print("\npeak memory of `attribute` (saliency, .npz) against N, each in a fresh process\n")
-    print(_table(memory(args.length, args.threads)))
+    sizes = [int(n) for n in args.memory_ns.split(",")]
+    print(_table(memory(args.length, args.threads, sizes)))
 
 
 if __name__ == "__main__":
