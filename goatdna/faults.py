@@ -22,6 +22,7 @@ POINTS: dict[str, str] = {
     "prepare.record_journaled": "records this process has journaled as done",
     "prepare.bases_written": "bases this process has written, before their record is journaled",
     "predict.unit_saved": "units of rows `goatdna predict` has saved to its work folder",
+    "attribute.unit_saved": "units of sequences `goatdna attribute` has saved to its work folder",
     "score_track.block_saved": "blocks of bases this `score-track` process has saved",
     "train.checkpoint_saved": "the optimizer step whose last.ckpt is now on disk",
 }

@@ -78,7 +78,7 @@ def test_readers_take_checkpoint_and_writers_take_out() -> None:
     writers = {"demo", "prepare", "train", "generate", "evaluate", "report", "export", "embed",
                "probe-recall", "score-variants", "score-track", "make-task", "finetune", "predict",
                "check-precision", "mutagenesis", "eval-variants", "make-variant-task",
-               "attention"}  # fmt: skip
+               "attention", "attribute", "motifs"}  # fmt: skip
     assert writers == {c for c, opts in options.items() if "out" in opts}
 
 
@@ -96,10 +96,10 @@ def test_help_lists_the_shared_names(command: str) -> None:
 # none (export and model-info load weights only on the CPU or the meta device; demo trains its
 # two tiny models on the CPU by design, so that it runs the same everywhere).
 MULTI_DEVICE = {"train", "finetune", "embed", "predict", "score-variants", "score-track",
-                "mutagenesis"}  # fmt: skip
+                "mutagenesis", "attribute"}  # fmt: skip
 ONE_DEVICE = {"evaluate", "generate", "report", "probe-recall", "check-precision", "attention"}
 NO_MODEL = {"demo", "prepare", "info", "model-info", "export", "make-task", "eval-variants",
-            "make-variant-task"}  # fmt: skip
+            "make-variant-task", "motifs"}  # fmt: skip
 
 
 def _all_flags(command: str) -> set[str]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from goatdna.cli.attention import attention
+from goatdna.cli.attribute import attribute
 from goatdna.cli.check_precision import check_precision
 from goatdna.cli.demo import demo
 from goatdna.cli.embed import embed
@@ -23,6 +24,7 @@ from goatdna.cli.info import info
 from goatdna.cli.make_task import make_task
 from goatdna.cli.make_variant_task import make_variant_task
 from goatdna.cli.model_info import model_info
+from goatdna.cli.motifs import motifs
 from goatdna.cli.mutagenesis import mutagenesis
 from goatdna.cli.predict import predict
 from goatdna.cli.prepare import prepare
@@ -50,6 +52,8 @@ COMMANDS: list[Callable[..., Any]] = [
     check_precision,
     mutagenesis,
     attention,
+    attribute,
+    motifs,
     make_task,
     make_variant_task,
     finetune,

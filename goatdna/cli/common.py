@@ -402,6 +402,13 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "lora_rank": COUNT,
     "lora_alpha": POSITIVE,  # updates are scaled by alpha / rank
     "lora_dropout": FRACTION,
+    "flank": COUNT_OR_ZERO,
+    "trim": COUNT,
+    "min_seqlets": COUNT,
+    "max_seqlets": COUNT,
+    "min_metacluster": COUNT,
+    "leiden_runs": COUNT,
+    "plant_rate": Bounds(0, 1, low_open=True),  # (0, 1]: the share of motif-class sequences planted
 }
 COMMAND_RANGES: dict[tuple[str, str], Bounds] = {
     ("score-track", "batch_size"): COUNT_OR_ZERO,  # 0 = batch tokens // context

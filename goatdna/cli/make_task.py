@@ -17,7 +17,11 @@ def make_task(
     out: Annotated[Path, option("out", "Folder for train.csv, val.csv, test.csv, task.json.")],
     label: Annotated[
         str,
-        typer.Option("--label", help="repeat (>= half soft-masked) | gc (GC tertiles of train)."),
+        typer.Option(
+            "--label",
+            help="repeat (>= half soft-masked) | gc (GC tertiles of train) | motif (--motifs "
+            "planted in half the windows: a known truth for `goatdna attribute`/`motifs`).",
+        ),
     ] = default_of(WindowTaskOptions, "label"),
     window: Annotated[int, typer.Option("--window", help="Window length in nt.")] = default_of(
         WindowTaskOptions, "window"
@@ -28,17 +32,30 @@ def make_task(
     max_eval: Annotated[
         int, typer.Option("--max-eval", help="Rows in val.csv and test.csv each.")
     ] = default_of(WindowTaskOptions, "max_eval"),
+    motifs: Annotated[
+        Path | None,
+        typer.Option("--motifs", help="--label motif: the PWMs to plant (MEME minimal format)."),
+    ] = None,
+    plant_rate: Annotated[
+        float,
+        typer.Option(
+            "--plant-rate",
+            help="--label motif: probability each PWM is planted in a motif window (>= 1 each).",
+        ),
+    ] = default_of(WindowTaskOptions, "plant_rate"),
     seed: SeedOpt = default_of(WindowTaskOptions, "seed"),
     force: Annotated[bool, option("force", "Overwrite a task in --out.")] = False,
 ) -> None:
     """Tile each split into windows labelled by repeat content or GC class; splits never mix."""
-    from goatdna.data_prep.tasks import make_window_task
+    from goatdna.data_prep.tasks import LABELS, make_window_task
     from goatdna.errors import GoatDNAError
 
-    if label not in ("repeat", "gc"):
-        raise GoatDNAError(f"--label {label!r}: choose repeat or gc")
+    if label not in LABELS:
+        raise GoatDNAError(f"--label {label!r}: choose one of {', '.join(LABELS)}")
     options = WindowTaskOptions(label=label, window=window, max_train=max_train,  # type: ignore[arg-type]
-                                max_eval=max_eval, seed=seed)  # fmt: skip
+                                max_eval=max_eval, seed=seed,
+                                motifs=None if motifs is None else str(motifs),
+                                plant_rate=plant_rate)  # fmt: skip
     from goatdna.atomic import check_output_dir
 
     check_output_dir(out, "--out")  # before any work: a folder we can write

@@ -7,7 +7,13 @@ labels each window by
 - ``repeat``: 1 when at least half of its bases are soft-masked (lowercase in the source FASTA,
   the repeat annotation), else 0;
 - ``gc``: ``low`` / ``mid`` / ``high`` GC content, cut at the tertiles of the train split's
-  windows (so the classes are about equally common in train).
+  windows (so the classes are about equally common in train);
+- ``motif``: a known-truth task for attribution: each window is ``motif`` or ``background`` at
+  random (half each); a ``motif`` window receives each PWM of ``motifs`` (a MEME minimal-format
+  file) with probability ``plant_rate`` (at least one), as a sequence drawn column by column from
+  the PWM, on a random strand (the reverse complement half of the time), at a random place
+  that overlaps no other planted instance. ``background`` windows are left as the genome has
+  them. A ``planted`` column lists each instance as ``name:start:strand`` (0-based start).
 
 Sequences are written in upper case: the soft-mask *is* the repeat label, so keeping the case
 would hand it to any model. Each split is subsampled (fixed seed) to at most ``max_rows``, with
@@ -36,15 +42,101 @@ from goatdna.errors import GoatDNAError
 TASK_SPLITS = ("train", "val", "test")
 
 
+LABELS = ("repeat", "gc", "motif")
+PLANTED_CLASSES = ("background", "motif")
+
+
 @dataclass
 class WindowTaskOptions:
-    label: Literal["repeat", "gc"] = "repeat"
+    label: Literal["repeat", "gc", "motif"] = "repeat"
     window: int = 200
     max_train: int = 2000
     """Rows kept in train.csv (classes balanced as far as the windows allow)."""
     max_eval: int = 500
     """Rows kept in val.csv and in test.csv each."""
     seed: int = 0
+    motifs: str | None = None
+    """``motif`` labels: the MEME minimal-format file of the PWMs to plant."""
+    plant_rate: float = 0.5
+    """``motif`` labels: the probability each PWM is planted in a ``motif`` window."""
+
+
+@dataclass(frozen=True)
+class PlantedMotif:
+    """One PWM to plant: its name and its (w, 4) probabilities in A C G T columns."""
+
+    name: str
+    pwm: np.ndarray
+
+
+def read_meme_motifs(path: str | Path, option: str = "--motifs") -> list[PlantedMotif]:
+    """The motifs of a MEME minimal-format file (Biopython's ``minimal`` reader), rows normalised."""
+    from Bio import motifs as bio_motifs
+
+    try:
+        with open(path) as handle:
+            found = list(bio_motifs.parse(handle, "minimal"))
+    except OSError as err:
+        raise GoatDNAError(f"{option} {path}: cannot read it ({err.strerror})") from None
+    except Exception as err:  # Biopython raises ValueError and friends on a malformed file
+        raise GoatDNAError(
+            f"{option} {path}: not a MEME minimal-format motif file ({err}); see "
+            "https://meme-suite.org/meme/doc/meme-format.html"
+        ) from None
+    out = []
+    for motif in found:
+        pwm = np.array([motif.pwm[b] for b in "ACGT"], dtype=np.float64).T  # (w, 4)
+        if pwm.size == 0 or (pwm < 0).any() or not np.isfinite(pwm).all():
+            raise GoatDNAError(f"{option} {path}: motif {motif.name!r} has no valid probabilities")
+        out.append(PlantedMotif(str(motif.name), pwm / pwm.sum(axis=1, keepdims=True)))
+    if not out:
+        raise GoatDNAError(f"{option} {path}: holds no MOTIF; give at least one PWM")
+    return out
+
+
+def plant_motifs(block: np.ndarray, motifs: list[PlantedMotif], rate: float,
+                 rng: np.random.Generator) -> list[str]:  # fmt: skip
+    """Plant ``motifs`` into the plain tokens ``block`` (w,) in place (see the module docstring);
+    returns the ``name:start:strand`` of each instance."""
+    chosen = [m for m in motifs if rng.random() < rate] or [motifs[int(rng.integers(len(motifs)))]]
+    taken = np.zeros(block.size, dtype=bool)
+    placed = []
+    for motif in chosen:
+        width = motif.pwm.shape[0]
+        for _ in range(100):  # rejection: a place that overlaps no earlier instance
+            start = int(rng.integers(0, block.size - width + 1))
+            if not taken[start : start + width].any():
+                break
+        else:
+            continue
+        letters = np.array([rng.choice(4, p=column) for column in motif.pwm], dtype=np.uint8)
+        strand = "-" if rng.random() < 0.5 else "+"
+        if strand == "-":
+            letters = (3 - letters)[::-1]  # A C G T = 0 1 2 3: the complement is 3 - b
+        block[start : start + width] = letters
+        taken[start : start + width] = True
+        placed.append(f"{motif.name}:{start}:{strand}")
+    return placed
+
+
+def _motifs_to_plant(options: WindowTaskOptions) -> list[PlantedMotif]:
+    """The PWMs a ``motif`` task plants (checked before any work); none for other labels."""
+    if options.label != "motif":
+        if options.motifs is not None:
+            raise GoatDNAError("--motifs: only --label motif plants motifs")
+        return []
+    if options.motifs is None:
+        raise GoatDNAError("--label motif: give the PWMs to plant with --motifs FILE.meme")
+    if not 0.0 < options.plant_rate <= 1.0:
+        raise GoatDNAError(f"--plant-rate {options.plant_rate}: must be in (0, 1]")
+    planted = read_meme_motifs(options.motifs)
+    widest = max(m.pwm.shape[0] for m in planted)
+    if widest > options.window:
+        raise GoatDNAError(
+            f"--motifs {options.motifs}: a motif of {widest} bases is wider than --window "
+            f"{options.window}"
+        )
+    return planted
 
 
 def _windows(genome: ShardedGenome, split: str, window: int) -> tuple[np.ndarray, list[str]]:
@@ -90,6 +182,7 @@ def make_window_task(
         raise GoatDNAError("--max-train and --max-eval must be at least 2")
     if options.seed < 0:
         raise GoatDNAError(f"--seed must be >= 0, got {options.seed}")
+    planted = _motifs_to_plant(options)
     genome = ShardedGenome(data_dir)
     out = Path(out_dir)
     targets = [out / f"{s}.csv" for s in TASK_SPLITS] + [out / "task.json"]
@@ -122,6 +215,8 @@ def make_window_task(
         if options.label == "repeat":
             masked = ((block & REPEAT_FLAG) != 0).mean(axis=1)
             labels = np.where(masked >= 0.5, "1", "0")
+        elif options.label == "motif":
+            labels = np.array(PLANTED_CLASSES)[rng.integers(0, 2, size=len(ids))]
         else:
             labels = names[np.searchsorted(thresholds, _gc(block), side="right")]
         limit = options.max_train if split == "train" else options.max_eval
@@ -132,13 +227,15 @@ def make_window_task(
             raise GoatDNAError(
                 f"{data_dir}: every train window has the label {values[0]!r}; try --label gc"
             )
-        letters = UPPER_DECODE[block[pick] & TOKEN_MASK]  # (rows, window) ASCII, upper case
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["id", "sequence", "label"])
-        for k, row in enumerate(pick):
-            writer.writerow([ids[row], letters[k].tobytes().decode("ascii"), labels[row]])
-        texts[split] = buf.getvalue()
+        plain = block[pick] & TOKEN_MASK  # (rows, window)
+        instances = [
+            plant_motifs(plain[k], planted, options.plant_rate, rng)
+            if labels[row] == "motif"
+            else []
+            for k, row in enumerate(pick)
+        ]
+        rows = [ids[row] for row in pick], [str(labels[row]) for row in pick]
+        texts[split] = _split_csv(*rows, plain, instances if planted else None)
 
     info = {
         "task": f"window-{options.label}",
@@ -153,6 +250,19 @@ def make_window_task(
         atomic_write_text(out / f"{split}.csv", texts[split])
     atomic_write_text(out / "task.json", json.dumps(info, indent=2) + "\n")
     return info
+
+
+def _split_csv(ids: list[str], labels: list[str], plain: np.ndarray,
+               instances: list[list[str]] | None) -> str:  # fmt: skip
+    """One split's CSV text: ``id,sequence,label`` (and ``planted`` for a motif task)."""
+    letters = UPPER_DECODE[plain]  # (rows, window) ASCII, upper case
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["id", "sequence", "label"] + (["planted"] if instances is not None else []))
+    for k, (name, label) in enumerate(zip(ids, labels, strict=True)):
+        cells = [name, letters[k].tobytes().decode("ascii"), label]
+        writer.writerow(cells + ([";".join(instances[k])] if instances is not None else []))
+    return buf.getvalue()
 
 
 def _gc(block: np.ndarray) -> np.ndarray:

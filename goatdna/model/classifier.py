@@ -164,14 +164,23 @@ class SequenceTaskModel(nn.Module):
         self.task_config = config
         self.head = SequenceHead(backbone.config.d_model, config.n_outputs, config.dropout)
 
-    def features(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        """tokens (B, L) right-padded, lengths (B,) -> pooled features (B, d_model)."""
-        hidden = self.model.hidden(tokens, layers=self.task_config.layer)
+    def features(
+        self, tokens: Tensor | None, lengths: Tensor, embeds: Tensor | None = None
+    ) -> Tensor:
+        """tokens (B, L) right-padded, lengths (B,) -> pooled features (B, d_model).
+
+        ``embeds`` (B, L, d_model) replaces the token lookup (``tokens`` None): attributions
+        differentiate through a one-hot input mapped onto the embedding (`DNADecoder.hidden`).
+        """
+        hidden = self.model.hidden(tokens, layers=self.task_config.layer, embeds=embeds)
         return pool_hidden(hidden, lengths, self.task_config.pool)
 
-    def outputs(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        """Head outputs (B, n_outputs): logits, or the standardised value."""
-        return self.head(self.features(tokens, lengths))
+    def outputs(
+        self, tokens: Tensor | None, lengths: Tensor, embeds: Tensor | None = None
+    ) -> Tensor:
+        """Head outputs (B, n_outputs): logits, or the standardised value (``embeds``: as in
+        `features`)."""
+        return self.head(self.features(tokens, lengths, embeds))
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         return self.outputs(tokens, lengths)  # (B, n_outputs)

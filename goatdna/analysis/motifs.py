@@ -1,0 +1,198 @@
+"""Motifs from attributions: TF-MoDISco (modisco-lite) over `goatdna attribute` output.
+
+The input is an `attribute` ``.npz`` (``hypothetical`` (N, L, 4) and ``sequences``) or a
+`goatdna mutagenesis` matrix ``.npz`` (``scores`` (L, 4) and ``ref``, one region). TF-MoDISco
+reads, per sequence, the one-hot ``x`` and the *hypothetical* contributions ``h`` (what each
+base would contribute were it there); the actual contribution is ``h * x``. For ISM (either
+file) ``h`` is the effect matrix centred per position (NaN at N read as 0).
+
+modisco-lite finds seqlets (windows of high contribution, on both strands), clusters them into
+patterns and returns positive patterns (bases that raise the output) and negative ones. Each
+pattern here keeps its PWM (the seqlets' base frequencies, ``ppm``), its mean contribution and
+its seqlets (sequence, start, end, strand). `best_match` scores a pattern against a known PWM:
+the best Pearson correlation of aligned columns over every offset and both orientations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from goatdna.errors import GoatDNAError
+
+BASES = "ACGT"
+
+
+@dataclass(frozen=True)
+class MotifOptions:
+    """modisco-lite's settings that depend on sequence length.
+
+    The defaults suit sequences of ~50-500 bases and motifs of ~6-12 (modisco-lite's own, window
+    21, flank 10, trim 30, suit 1 kb inputs); seqlets are ``window + 2 * flank`` wide."""
+
+    window: int = 9
+    """Sliding window that scores seqlet candidates (modisco's ``sliding_window_size``)."""
+    flank: int = 3
+    """Bases added on each side of a seqlet (``flank_size``)."""
+    trim: int = 14
+    """Width patterns are trimmed to (``trim_to_window_size``)."""
+    min_seqlets: int = 20
+    """Fewest seqlets a pattern may have (``final_min_cluster_size``)."""
+    max_seqlets: int = 20000
+    """Seqlets used per sign (``max_seqlets_per_metacluster``)."""
+    min_metacluster: int = 50
+    """Fewest seqlets of one sign worth clustering (``min_metacluster_size``)."""
+    leiden_runs: int = 50
+    """Leiden clusterings per round, the best kept (``n_leiden_runs``; fewer is faster)."""
+
+    def __post_init__(self) -> None:
+        for name in ("window", "trim", "min_seqlets", "max_seqlets", "min_metacluster",
+                     "leiden_runs"):  # fmt: skip
+            if getattr(self, name) < 1:
+                flag = name.replace("_", "-")
+                raise GoatDNAError(f"--{flag} {getattr(self, name)}: must be >= 1")
+        if self.flank < 0:
+            raise GoatDNAError(f"--flank {self.flank}: must be >= 0")
+
+
+@dataclass(frozen=True)
+class AttributionSet:
+    """What TF-MoDISco reads: one-hot and hypothetical contributions (N, L, 4), and names."""
+
+    one_hot: np.ndarray
+    hypothetical: np.ndarray
+    names: list[str]
+    source: Path
+
+
+@dataclass(frozen=True)
+class Seqlet:
+    """One occurrence of a pattern: 0-based [start, end) in sequence ``index``, its strand."""
+
+    index: int
+    start: int
+    end: int
+    strand: str
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One TF-MoDISco pattern: ``pos_i`` (raises the output) or ``neg_i`` (lowers it)."""
+
+    name: str
+    ppm: np.ndarray  # (w, 4) base frequencies of its seqlets
+    contribution: np.ndarray  # (w, 4) mean contribution
+    hypothetical: np.ndarray  # (w, 4) mean hypothetical contribution
+    seqlets: list[Seqlet]
+
+
+def _one_hot(sequences: Sequence[str], width: int) -> np.ndarray:
+    out = np.zeros((len(sequences), width, 4), dtype=np.float32)
+    lookup = {b: i for i, b in enumerate(BASES)}
+    for i, seq in enumerate(sequences):
+        for p, letter in enumerate(seq.upper()[:width]):
+            if letter in lookup:
+                out[i, p, lookup[letter]] = 1.0
+    return out
+
+
+def read_attributions(path: str | Path, option: str = "--attributions") -> AttributionSet:
+    """An `attribute` .npz or a `mutagenesis` matrix .npz; anything else is one error line."""
+    path = Path(path)
+    if not path.is_file():
+        raise GoatDNAError(
+            f"{option} {path}: no such file; pass the .npz `goatdna attribute` wrote"
+        )
+    try:
+        data = dict(np.load(path, allow_pickle=False))
+    except Exception as err:  # a foreign or truncated file: say which
+        raise GoatDNAError(
+            f"{option} {path}: not a readable .npz ({err.__class__.__name__})"
+        ) from None
+    if {"hypothetical", "sequences"} <= data.keys():
+        hypothetical = np.nan_to_num(data["hypothetical"].astype(np.float32))
+        sequences = [str(s) for s in data["sequences"]]
+        names = [str(s) for s in data.get("names", np.arange(len(sequences)) + 1)]
+    elif {"scores", "ref"} <= data.keys():  # mutagenesis --out x.npz: one region's (L, 4)
+        scores = np.nan_to_num(data["scores"].astype(np.float64))
+        hypothetical = (scores - scores.mean(axis=1, keepdims=True))[None].astype(np.float32)
+        sequences = [str(data["ref"])]
+        start = int(data.get("start", 0))
+        names = [f"{data.get('chrom', 'region')}:{start + 1}-{start + len(sequences[0])}"]
+    else:
+        raise GoatDNAError(
+            f"{option} {path}: holds neither `goatdna attribute` arrays (hypothetical, "
+            "sequences) nor a `goatdna mutagenesis` matrix (scores, ref)"
+        )
+    if (
+        hypothetical.ndim != 3
+        or hypothetical.shape[2] != 4
+        or hypothetical.shape[0] != len(sequences)
+    ):
+        raise GoatDNAError(
+            f"{option} {path}: hypothetical has shape {hypothetical.shape}, not (N, L, 4)"
+        )
+    return AttributionSet(_one_hot(sequences, hypothetical.shape[1]), hypothetical, names, path)
+
+
+def discover(attributions: AttributionSet, options: MotifOptions) -> list[Pattern]:
+    """modisco-lite's positive and negative patterns (``pos_0``, ``pos_1``, ..., ``neg_0``, ...)."""
+    from modiscolite.tfmodisco import TFMoDISco
+
+    width = attributions.one_hot.shape[1]
+    if width < options.window + 2 * options.flank:
+        raise GoatDNAError(
+            f"{attributions.source}: sequences of {width} bases are shorter than --window "
+            f"{options.window} plus twice --flank {options.flank}; lower them"
+        )
+    pos, neg = TFMoDISco(
+        one_hot=attributions.one_hot,
+        hypothetical_contribs=attributions.hypothetical,
+        sliding_window_size=options.window,
+        flank_size=options.flank,
+        trim_to_window_size=options.trim,
+        initial_flank_to_add=options.flank,
+        final_min_cluster_size=options.min_seqlets,
+        min_metacluster_size=options.min_metacluster,
+        max_seqlets_per_metacluster=options.max_seqlets,
+        n_leiden_runs=options.leiden_runs,
+        verbose=False,
+    )
+    patterns = []
+    for sign, found in (("pos", pos), ("neg", neg)):
+        for k, pattern in enumerate(found or []):
+            seqlets = [
+                Seqlet(int(s.example_idx), int(s.start), int(s.end), "-" if s.is_revcomp else "+")
+                for s in pattern.seqlets
+            ]
+            patterns.append(
+                Pattern(
+                    f"{sign}_{k}",
+                    np.asarray(pattern.sequence, dtype=np.float64),
+                    np.asarray(pattern.contrib_scores, dtype=np.float64),
+                    np.asarray(pattern.hypothetical_contribs, dtype=np.float64),
+                    seqlets,
+                )
+            )
+    return patterns
+
+
+def best_match(ppm: np.ndarray, pwm: np.ndarray) -> tuple[float, int, str]:
+    """(Pearson, offset, strand) of the best alignment of ``pwm`` (k, 4) within ``ppm`` (w, 4):
+    every offset at which the shorter lies wholly inside the longer, ``pwm`` as given or
+    reverse-complemented (both axes flipped); the correlation is over the aligned cells."""
+    best = (-1.0, 0, "+")
+    for strand, motif in (("+", pwm), ("-", pwm[::-1, ::-1])):
+        short, long_ = (motif, ppm) if len(motif) <= len(ppm) else (ppm, motif)
+        for offset in range(len(long_) - len(short) + 1):
+            a = long_[offset : offset + len(short)].ravel()
+            b = short.ravel()
+            if a.std() == 0 or b.std() == 0:
+                continue
+            r = float(np.corrcoef(a, b)[0, 1])
+            if r > best[0]:
+                best = (r, offset, strand)
+    return best

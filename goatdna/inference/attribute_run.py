@@ -1,0 +1,336 @@
+"""Running `goatdna attribute`: inputs as `embed` reads them, resumable units, .npz and bigWig.
+
+Records come from `embed_io`'s readers (a FASTA or a table with a ``sequence`` column, or BED
+regions of a FASTA), the model from `goatdna.checkpoint`: a fine-tuned model only through
+`load_task_model`, a language model through `load_checkpoint`. Records are explained in units
+of `UNIT_SEQUENCES`, each saved when finished in a work folder beside the first ``--out``
+(`goatdna.workdir.WorkDir`, as `embed` and `predict` do), so ``--resume`` continues a killed run
+and writes the bytes of an uninterrupted one; with several devices each rank explains its block
+of the unfinished units (`goatdna.runtime.rank_block`) and global rank 0 writes.
+
+Outputs, by suffix (`goatdna.formats.output_format`, repeatable ``--out``):
+
+* ``.npz``: ``attributions`` and ``hypothetical`` (N, L, 4) float32 (L the longest record;
+  shorter ones zero-padded, ``lengths`` says how long each is), ``sequences`` and ``names``
+  (N,), ``method``, ``target``, ``strands``, and for BED input ``chrom``/``start``/``end``/
+  ``strand``. It is written one unit at a time into the zip archive, so peak memory does not
+  grow with the number of records (benchmarks/attribute_bench.py).
+* ``.bw``/``.bigWig``/``.bedGraph`` (BED input only): one value per base of every region, the
+  contribution of the base that is there (`observed_contribution`), in genome orientation, by
+  the bigWig writer of `goatdna.inference.track_files`.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import zipfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from goatdna.atomic import atomic_path
+from goatdna.data_prep.tokens import NUM_BASES, decode
+from goatdna.errors import GoatDNAError
+from goatdna.faults import crash_point
+from goatdna.formats import output_format
+from goatdna.inference.attribute import AttributeOptions, Target, attribute_tokens, one_hot
+from goatdna.inference.embed import SequenceRecord
+from goatdna.inference.loop import load_arrays, rank_zero_lock, rank_zero_progress, save_arrays
+from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
+
+if TYPE_CHECKING:
+    from lightning_fabric import Fabric
+    from torch import nn
+
+OUTPUT_SUFFIXES = (".npz", ".bw", ".bigwig", ".bedgraph", ".bg")
+UNIT_SEQUENCES = 64
+"""Records per resumable unit (the work a kill can lose at most)."""
+
+
+@dataclass(frozen=True)
+class AttributeRequest:
+    """Everything one `attribute` run needs (the CLI's options)."""
+
+    checkpoint: Path
+    outs: tuple[Path, ...]
+    options: AttributeOptions
+    sequences: Path | None = None
+    fasta: Path | None = None
+    bed: Path | None = None
+    resume: bool = False
+    force: bool = False
+    cache_dir: Path | None = None
+
+
+@dataclass
+class AttributeResult:
+    """What was explained and written (global rank 0)."""
+
+    records: int
+    target: str
+    written: list[Path]
+    resumed_units: int = 0
+
+
+def check_outputs(outs: Sequence[Path], bed_input: bool) -> list[str]:
+    """Each ``--out``'s kind (``npz`` or a track), checked before any work."""
+    if not outs:
+        raise GoatDNAError("--out: give at least one output (.npz, or .bw/.bedGraph for --bed)")
+    kinds = [output_format(out, OUTPUT_SUFFIXES).kind for out in outs]
+    if "npz" not in kinds:
+        raise GoatDNAError(
+            "--out: name one .npz (the attributions `goatdna motifs` reads); tracks come beside it"
+        )
+    for out, kind in zip(outs, kinds, strict=True):
+        if kind != "npz" and not bed_input:
+            raise GoatDNAError(
+                f"--out {out}: a track places values on the genome, which needs --fasta with "
+                "--bed regions; sequences from --sequences have no coordinates"
+            )
+    if len({Path(p).resolve() for p in outs}) != len(outs):
+        raise GoatDNAError(f"--out: the same file is named twice ({', '.join(map(str, outs))})")
+    return kinds
+
+
+def read_records(request: AttributeRequest) -> list[SequenceRecord]:
+    """The records `embed` would read from the same options."""
+    from goatdna.inference.embed_io import read_bed_regions, read_sequence_file
+
+    if request.sequences is not None and (request.fasta is not None or request.bed is not None):
+        raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
+    if request.sequences is not None:
+        return read_sequence_file(request.sequences)
+    if request.fasta is None or request.bed is None:
+        raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
+    return read_bed_regions(request.fasta, request.bed)
+
+
+def load_target(checkpoint: Path, target: str | None) -> tuple[Target, nn.Module, int | None]:
+    """The target function, the module to put on the device, and a fine-tuned length cap."""
+    from goatdna.checkpoint import load_checkpoint, load_task_model, task_head
+    from goatdna.inference.attribute import language_model_target, task_model_target
+
+    loaded = load_checkpoint(checkpoint, device="cpu")
+    if task_head(loaded.run_config) is None:
+        return language_model_target(loaded.model, target), loaded.model, None
+    task = load_task_model(checkpoint)  # the one loader of fine-tuned models
+    return (
+        task_model_target(task, target),
+        task.classifier,
+        task.classifier.task_config.max_length,
+    )
+
+
+def attribute(request: AttributeRequest, fabric: Fabric | None = None, progress: bool = True
+              ) -> AttributeResult | None:  # fmt: skip
+    """Explain every record of the request; the result on global rank 0, else None."""
+    bed_input = request.bed is not None
+    kinds = check_outputs(request.outs, bed_input)
+    if request.options.method != "ism":
+        need_library("captum", f"--method {request.options.method}")
+    records = read_records(request)
+    for out in request.outs:
+        if not out.parent.is_dir():
+            raise GoatDNAError(f"--out {out}: folder {out.parent} does not exist")
+    tracks = [out for out, kind in zip(request.outs, kinds, strict=True) if kind != "npz"]
+    order = _track_order(records, request) if tracks else []
+    inputs = [request.sequences, request.fasta, request.bed, request.checkpoint]
+    claim_output(list(request.outs), request.force, inputs=inputs)
+    target, module, max_length = load_target(request.checkpoint, request.options.target)
+    tokens = [r.tokens for r in records]
+    if max_length is not None:
+        _warn_long(tokens, max_length)
+        tokens = [t[:max_length] for t in tokens]
+    fabric = fabric or single_process_fabric()
+    stamps = [input_stamp(p).as_json() for p in inputs[:3] if p is not None]
+    state: dict[str, JSONValue] = {
+        "checkpoint": input_stamp(request.checkpoint).as_json(),
+        "inputs": list(stamps),
+        "options": dict(asdict(request.options)),
+        "records": len(records),
+        "unit_sequences": UNIT_SEQUENCES,
+    }
+    work = WorkDir(work_dir_for(request.outs[0]), "attribute", state, lambda i: f"unit-{i:06d}.npz")
+    n_units = -(-len(tokens) // UNIT_SEQUENCES)
+    with rank_zero_lock(fabric, list(request.outs)):
+
+        def prepare() -> tuple[int, list[int]]:  # the writing process only, inside the lock
+            work.open(request.resume, force=request.force)
+            done, pending = work.pending(range(n_units), message=print if progress else _quiet)
+            return len(done), pending
+
+        resumed, pending = on_rank_zero(fabric, prepare)
+        fabric.to_device(module)
+        module.eval()
+        mine = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
+        total = sum(len(_unit_rows(u, len(tokens))) for u in mine)
+        with rank_zero_progress(fabric, total, "attribute", "sequences", progress) as advance:
+            for unit in mine:
+                rows = _unit_rows(unit, len(tokens))
+                got = attribute_tokens(target, [tokens[i] for i in rows], request.options,
+                                       fabric.device)  # fmt: skip
+                save_arrays(work, unit, _pack(got))
+                crash_point("attribute.unit_saved", unit + 1)
+                advance(len(rows))
+        fabric.barrier()
+        if fabric.global_rank != 0:
+            return None
+        written: list[Path] = []
+        for out, kind in zip(request.outs, kinds, strict=True):
+            if kind == "npz":
+                write_npz(out, work, n_units, records, tokens, request, target.name)
+            else:
+                _write_track(out, work, n_units, records, tokens, order, request)
+            written.append(out)
+        work.remove()
+    return AttributeResult(len(records), target.name, written, resumed)
+
+
+def need_library(module: str, what: str) -> None:
+    """One error line, before any work, when an optional library of the ``interpret`` extra
+    is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise GoatDNAError(
+            f"{what} needs {module}, which is not installed: pip install 'goatdna[interpret]'"
+        )
+
+
+def _quiet(_text: str) -> None:
+    return None
+
+
+def _warn_long(tokens: list[np.ndarray], max_length: int) -> None:
+    """As `predict`: a fine-tuned model reads the first ``max_length`` bases, so the tail of a
+    longer record gets no attribution (its rows stay 0)."""
+    cut = sum(1 for t in tokens if t.size > max_length)
+    if cut:
+        print(
+            f"warning: {cut} of {len(tokens)} sequences are longer than the model's max_length "
+            f"({max_length:,} bases, as fine-tuned); each is explained over its first "
+            f"{max_length:,} bases",
+            file=sys.stderr,
+        )
+
+
+def _unit_rows(unit: int, n: int) -> range:
+    return range(unit * UNIT_SEQUENCES, min((unit + 1) * UNIT_SEQUENCES, n))
+
+
+def _pack(got: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+    """One unit's per-record arrays as three: concatenated attributions, hypothetical, lengths."""
+    lengths = np.array([a.shape[0] for a, _ in got], dtype=np.int64)
+    empty = np.zeros((0, NUM_BASES), np.float32)
+    return [
+        np.concatenate([a for a, _ in got] or [empty]),
+        np.concatenate([h for _, h in got] or [empty]),
+        lengths,
+    ]
+
+
+def _unit_records(work: WorkDir, unit: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    attributions, hypothetical, lengths = load_arrays(work, unit)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    return [
+        (attributions[a:b], hypothetical[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs
+
+
+def write_npz(out: Path, work: WorkDir, n_units: int, records: Sequence[SequenceRecord],
+              tokens: Sequence[np.ndarray], request: AttributeRequest, target: str) -> None:  # fmt: skip
+    """The .npz (see the module docstring), streamed unit by unit into the archive."""
+    lengths = np.array([t.size for t in tokens], dtype=np.int64)
+    width = int(lengths.max()) if lengths.size else 0
+    small: dict[str, np.ndarray] = {
+        "sequences": np.array([decode(t).upper() for t in tokens], dtype=str),
+        "names": np.array([r.name for r in records], dtype=str),
+        "lengths": lengths,
+        "method": np.array(request.options.method),
+        "target": np.array(target),
+        "strands": np.array(request.options.strands),
+        "bases": np.array("ACGT"),
+    }
+    if request.bed is not None:
+        for key in ("chrom", "start", "end"):
+            small[key] = np.array([r.columns[key] for r in records])
+        small["strand"] = np.array([r.columns.get("strand", "+") for r in records], dtype=str)
+    with atomic_path(out, then=work.then) as tmp, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
+        for index, key in enumerate(("attributions", "hypothetical")):
+            with zf.open(f"{key}.npy", "w", force_zip64=True) as handle:
+                header = {"descr": "<f4", "fortran_order": False,
+                          "shape": (len(tokens), width, NUM_BASES)}  # fmt: skip
+                np.lib.format.write_array_header_1_0(handle, header)
+                for unit in range(n_units):
+                    for pair in _unit_records(work, unit):
+                        block = np.zeros((width, NUM_BASES), dtype="<f4")  # (L, 4), zero-padded
+                        block[: pair[index].shape[0]] = pair[index]
+                        handle.write(block.tobytes())
+        for key, values in small.items():
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, values, allow_pickle=False)
+            zf.writestr(f"{key}.npy", buffer.getvalue())
+
+
+def observed_contribution(method: str, attributions: np.ndarray, hypothetical: np.ndarray,
+                          tokens: np.ndarray) -> np.ndarray:  # fmt: skip
+    """(L,) the contribution of the base that is there: for saliency and integrated gradients
+    the sum over the 4 columns of ``attributions``; for ISM the centred effect of the reference
+    base (minus the mean effect of changing it), NaN at N."""
+    if method != "ism":
+        return attributions.sum(axis=1).astype(np.float64)
+    values = (hypothetical * one_hot(tokens)).sum(axis=1).astype(np.float64)
+    values[tokens >= NUM_BASES] = np.nan
+    return values
+
+
+def _track_order(records: Sequence[SequenceRecord], request: AttributeRequest) -> list[int]:
+    """Records in genome order for a track; overlapping regions (one value per base) refused."""
+    sizes = _chrom_sizes(request)
+    rank = {name: i for i, (name, _) in enumerate(sizes)}
+    order = sorted(range(len(records)),
+                   key=lambda i: (rank.get(records[i].columns["chrom"], -1), records[i].columns["start"]))  # fmt: skip
+    for a, b in zip(order, order[1:], strict=False):
+        ra, rb = records[a].columns, records[b].columns
+        if ra["chrom"] == rb["chrom"] and rb["start"] < ra["end"]:
+            raise GoatDNAError(
+                f"--bed {request.bed}: regions {records[a].name} and {records[b].name} overlap; a "
+                "track holds one value per base: merge them, or write the .npz alone"
+            )
+    return order
+
+
+def _chrom_sizes(request: AttributeRequest) -> list[tuple[str, int]]:
+    from goatdna.inference.reference import Reference
+
+    assert request.fasta is not None
+    cache = request.cache_dir or request.outs[0].parent / ".goatdna-cache"
+    return Reference(request.fasta, cache).chrom_sizes()
+
+
+def _write_track(out: Path, work: WorkDir, n_units: int, records: Sequence[SequenceRecord],
+                 tokens: Sequence[np.ndarray], order: list[int], request: AttributeRequest) -> None:  # fmt: skip
+    from goatdna.inference.track_files import open_track
+
+    values: list[np.ndarray] = []
+    for unit in range(n_units):
+        for attributions, hypothetical in _unit_records(work, unit):
+            i = len(values)
+            track = observed_contribution(request.options.method, attributions, hypothetical,
+                                          tokens[i])  # fmt: skip
+            values.append(track[::-1] if records[i].columns.get("strand") == "-" else track)
+    name = f"attribute {request.options.method} {request.options.target or ''}".strip()
+    with open_track(out, _chrom_sizes(request), name) as writer:
+        for i in order:
+            writer.add(
+                str(records[i].columns["chrom"]), int(records[i].columns["start"]), values[i]
+            )

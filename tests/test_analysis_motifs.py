@@ -1,0 +1,225 @@
+"""`goatdna motifs` and `make-task --label motif`: planted PWMs come back, the MEME file reads
+back per the MEME suite's minimal format, seqlets sit where the motifs were planted, no pattern
+comes out of attributions that hold none, and bad input is one `error:` line.
+
+The attributions here are a known truth built in the test (the planted PWM's log-odds where a
+motif was planted, noise elsewhere), so they check `motifs` alone: each planted PWM is recovered
+(Pearson of aligned columns >= 0.9, its own or its reverse complement, any offset) and no
+pattern comes from attributions without motifs. The end-to-end run (make-task -> finetune ->
+attribute -> motifs) is the docs' tutorial (docs/interpretation.md, docs/interpretation_figure.py).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from goatdna.analysis.motifs import best_match
+from goatdna.cli.app import app
+from goatdna.data_prep.tasks import PlantedMotif, plant_motifs, read_meme_motifs
+
+REPO = Path(__file__).resolve().parents[1]
+MOTIFS = REPO / "examples" / "planted_motifs.meme"
+runner = CliRunner()
+FAST = ["--leiden-runs", "2"]
+
+
+def _planted_set(
+    tmp: Path, n: int = 240, length: int = 48, plant: bool = True
+) -> tuple[Path, list]:
+    """An `attribute`-format .npz: random sequences, half with planted motifs, hypothetical
+    contributions = the PWM's log-odds over the planted bases plus small noise."""
+    rng = np.random.default_rng(1)
+    motifs = read_meme_motifs(MOTIFS)
+    tokens = rng.integers(0, 4, size=(n, length)).astype(np.uint8)
+    hypothetical = rng.normal(0, 0.05, size=(n, length, 4)).astype(np.float32)
+    where = []
+    for i in range(n):
+        placed = plant_motifs(tokens[i], motifs, 0.7, rng) if plant and i % 2 == 0 else []
+        for instance in placed:
+            name, start, strand = instance.split(":")
+            pwm = next(m.pwm for m in motifs if m.name == name)
+            pwm = pwm if strand == "+" else pwm[::-1, ::-1]
+            s = int(start)
+            hypothetical[i, s : s + len(pwm)] += np.log(pwm / 0.25).astype(np.float32)
+            where.append((i, s, s + len(pwm)))
+    sequences = np.array(["".join("ACGT"[t] for t in row) for row in tokens])
+    path = tmp / ("planted.npz" if plant else "none.npz")
+    np.savez(path, attributions=hypothetical, hypothetical=hypothetical, sequences=sequences,
+             names=np.array([f"seq{i}" for i in range(n)]))  # fmt: skip
+    return path, where
+
+
+def parse_meme_minimal(text: str) -> dict[str, np.ndarray]:
+    """A reader written from the MEME minimal-format spec (meme-suite.org/meme/doc/meme-format.html):
+    a ``MEME version`` line first, ``ALPHABET= ACGT``, ``strands: + -``, the background line
+    after ``Background letter frequencies``, then ``MOTIF id`` and ``letter-probability
+    matrix: alength= 4 w= W nsites= S`` followed by exactly W rows of 4 probabilities summing to 1."""
+    lines = [line.strip() for line in text.splitlines()]
+    assert re.fullmatch(r"MEME version \d+(\.\d+)*", lines[0]), lines[0]
+    assert "ALPHABET= ACGT" in lines and "strands: + -" in lines
+    background = lines[lines.index(next(x for x in lines if x.startswith("Background"))) + 1]
+    freqs = background.split()
+    assert freqs[0::2] == list("ACGT") and abs(sum(map(float, freqs[1::2])) - 1) < 1e-4
+    found: dict[str, np.ndarray] = {}
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("MOTIF "):
+            name = lines[i].split()[1]
+            header = re.fullmatch(
+                r"letter-probability matrix: alength= 4 w= (\d+) nsites= (\d+).*", lines[i + 1]
+            )
+            assert header, lines[i + 1]
+            width = int(header.group(1))
+            rows = np.array([[float(v) for v in lines[i + 2 + k].split()] for k in range(width)])
+            assert rows.shape == (width, 4) and np.allclose(rows.sum(axis=1), 1, atol=1e-4)
+            found[name] = rows
+            i += 2 + width
+        else:
+            i += 1
+    return found
+
+
+def test_motifs_recovers_each_planted_pwm_and_writes_its_three_files(tmp_path: Path) -> None:
+    src, where = _planted_set(tmp_path)
+    out = tmp_path / "motifs"
+    result = runner.invoke(app, ["motifs", "--attributions", str(src), "--out", str(out), *FAST])
+    assert result.exit_code == 0, (result.output, result.exception)
+    meme = (out / "motifs.meme").read_text()
+    found = parse_meme_minimal(meme)
+    from Bio import motifs as bio_motifs  # an independent reader (it rounds counts: atol)
+
+    with open(out / "motifs.meme") as handle:
+        bio = {
+            m.name: np.array([m.pwm[b] for b in "ACGT"]).T
+            for m in bio_motifs.parse(handle, "minimal")
+        }
+    assert bio.keys() == found.keys() and all(
+        np.allclose(bio[k], found[k], atol=0.01) for k in found
+    )
+    for planted in read_meme_motifs(MOTIFS):
+        best = max(best_match(pwm, planted.pwm)[0] for pwm in found.values())
+        assert best >= 0.9, (planted.name, best)
+    assert all(name.startswith("pos_") for name in found)  # nothing lowers this output
+    # seqlets: every one of a recovered pattern overlaps a planted instance
+    lines = (out / "seqlets.tsv").read_text().splitlines()
+    assert lines[0] == "sequence\tstart\tend\tstrand\tpattern"
+    rows = [line.split("\t") for line in lines[1:]]
+    assert {r[4] for r in rows} == set(found) and {r[3] for r in rows} <= {"+", "-"}
+    planted_at = {}
+    for i, a, b in where:
+        planted_at.setdefault(f"seq{i}", []).append((a, b))
+    hits = [any(int(r[1]) < b and a < int(r[2]) for a, b in planted_at.get(r[0], [])) for r in rows]
+    assert np.mean(hits) > 0.95
+    page = (out / "motifs.html").read_text()
+    for name in found:
+        count = sum(r[4] == name for r in rows)
+        assert f"{name}: {count} seqlets" in page
+        assert f"alt='{name} contribution logo'" in page and f"alt='{name} PWM logo'" in page
+
+
+def test_no_pattern_where_none_was_planted(tmp_path: Path) -> None:
+    src, _ = _planted_set(tmp_path, plant=False)
+    out = tmp_path / "none"
+    result = runner.invoke(app, ["motifs", "--attributions", str(src), "--out", str(out), *FAST])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert parse_meme_minimal((out / "motifs.meme").read_text()) == {}
+    assert "No pattern was found" in (out / "motifs.html").read_text()
+
+
+def test_make_task_plants_motifs_in_one_class_on_both_strands(synthetic_shards, tmp_path) -> None:
+    import csv
+
+    out = tmp_path / "task"
+    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(out),
+                                 "--label", "motif", "--motifs", str(MOTIFS), "--window", "48",
+                                 "--max-train", "400", "--max-eval", "40", "--plant-rate", "0.5"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader((out / "train.csv").open()))
+    motifs = {m.name: m.pwm for m in read_meme_motifs(MOTIFS)}
+    strands = set()
+    per_motif = dict.fromkeys(motifs, 0)
+    reads: list[bool] = []  # a draw from the PWM sometimes misses (0.09 per column here)
+    for row in rows:
+        instances = [x for x in row["planted"].split(";") if x]
+        assert (row["label"] == "motif") == bool(instances)
+        for instance in instances:
+            name, start, strand = instance.split(":")
+            site = row["sequence"][int(start) : int(start) + len(motifs[name])]
+            pwm = motifs[name] if strand == "+" else motifs[name][::-1, ::-1]
+            log_odds = sum(np.log(pwm[k, "ACGT".index(b)] / 0.25) for k, b in enumerate(site))
+            reads.append(log_odds > 3.0)  # the site reads as the PWM on its strand
+            strands.add(strand)
+            per_motif[name] += 1
+    assert strands == {"+", "-"} and np.mean(reads) > 0.9
+    n_motif = sum(r["label"] == "motif" for r in rows)
+    assert abs(n_motif - len(rows) / 2) <= 1
+    for count in per_motif.values():  # rate 0.5 each, at least one per window: ~0.58 per window
+        assert 0.45 * n_motif < count < 0.75 * n_motif
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--attributions", "missing.npz"], "no such file"),
+        (["--attributions", "junk.npz"], "not a readable .npz"),
+        (["--attributions", "other.npz"], "holds neither"),
+        (["--attributions", "ok.npz", "--window", "0"], "--window 0"),
+        (["--attributions", "ok.npz", "--window", "60"], "shorter than --window"),
+        (["--attributions", "ok.npz", "--out", "file.txt"], "is a file"),
+    ],
+)
+def test_bad_motif_input_is_one_error_line(tmp_path, monkeypatch, args, needle) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("junk.npz").write_bytes(b"not a zip")
+    np.savez("other.npz", x=np.zeros(3))
+    np.savez("ok.npz", hypothetical=np.zeros((2, 20, 4)), sequences=np.array(["A" * 20] * 2))
+    Path("file.txt").write_text("x")
+    if "--out" not in args:
+        args = [*args, "--out", "motifs"]
+    result = runner.invoke(app, ["motifs", *args])
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+    assert not Path("motifs").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--label", "motif"], "--motifs FILE.meme"),
+        (["--label", "gc", "--motifs", str(MOTIFS)], "only --label motif"),
+        (["--label", "motif", "--motifs", str(MOTIFS), "--plant-rate", "0"], "--plant-rate 0"),
+        (["--label", "motif", "--motifs", "bad.meme"], "MEME minimal-format"),
+        (["--label", "motif", "--motifs", "wide.meme", "--window", "8"], "wider than --window"),
+    ],
+)
+def test_bad_planting_input_is_one_error_line(
+    synthetic_shards, tmp_path, monkeypatch, args, needle
+):
+    monkeypatch.chdir(tmp_path)
+    Path("bad.meme").write_text(
+        "MEME version 5\n\nMOTIF x\nletter-probability matrix: alength= 4 w= 2\n0.5 0.5\n"
+    )
+    rows = "\n".join(["0.25 0.25 0.25 0.25"] * 9)
+    Path("wide.meme").write_text(
+        f"MEME version 5\n\nALPHABET= ACGT\n\nBackground letter frequencies\nA 0.25 C 0.25 G 0.25 T 0.25\n\nMOTIF w\nletter-probability matrix: alength= 4 w= 9\n{rows}\n"
+    )
+    result = runner.invoke(
+        app, ["make-task", "--data", str(synthetic_shards), "--out", "task", *args]
+    )
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+    assert not Path("task").exists()
+
+
+def test_planted_motif_reading_keeps_the_pwms() -> None:
+    motifs = read_meme_motifs(MOTIFS)
+    assert [m.name for m in motifs] == ["GATA_like", "CACGTG_box"]
+    assert isinstance(motifs[0], PlantedMotif) and motifs[0].pwm.shape == (8, 4)
+    assert np.allclose(motifs[0].pwm.sum(axis=1), 1) and motifs[0].pwm[0, 2] == pytest.approx(0.91)

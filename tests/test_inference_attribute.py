@@ -1,0 +1,390 @@
+"""`goatdna attribute`: ISM equals mutagenesis' LLR matrix, saliency equals plain autograd,
+integrated gradients are complete, tracks, resume, and one `error:` line per bad input.
+
+The independent computations run the model on *tokens* (`DNADecoder.forward`,
+`SequenceTaskModel.outputs`, `reverse_complement_padded`), never through the one-hot path that
+`goatdna.inference.attribute` builds, so a mistake there cannot cancel out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyBigWig
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna.cli.app import app
+from goatdna.configfile import to_dict
+from goatdna.data_prep.tokens import encode
+from goatdna.inference.attribute import AttributeOptions, language_model_target
+from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model.classifier import (
+    SequenceTaskConfig,
+    SequenceTaskModel,
+    pad_sequences,
+    reverse_complement_padded,
+)
+from goatdna.model.scoring import sequence_log_probs
+
+runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+_rng = np.random.default_rng(5)
+SEQS = ["".join(_rng.choice(list("ACGT"), n)) for n in (24, 24, 30)]
+SEQS[2] = SEQS[2][:10] + "N" + SEQS[2][11:]  # an N: no alternatives, zero one-hot row
+CONTIG = "".join(_rng.choice(list("ACGT"), 36))
+CONTIG = CONTIG[:20] + "N" + CONTIG[21:]
+
+
+def _model(seed: int) -> tuple[DNADecoder, ModelConfig]:
+    torch.manual_seed(seed)
+    config = ModelConfig(positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
+                         train_length=32, goat_modes=2)  # fmt: skip
+    model = DNADecoder(config)
+    with torch.no_grad():  # scaled up so outputs vary with the sequence
+        for p in model.parameters():
+            p.mul_(6.0 if p.dim() > 1 else 1.0)
+    return model.eval(), config
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A random language model and a random fine-tuned classifier (mean pool, 2 classes) and a
+    regression model, in the checkpoint formats `train` and `finetune` write."""
+    from goatdna.checkpoint import save_checkpoint
+
+    folder = tmp_path_factory.mktemp("attr_ckpts")
+    model, config = _model(3)
+    paths = {"lm": save_checkpoint(folder / "lm.ckpt", model, {"model": to_dict(config)})}
+    for name, task in (("cls", SequenceTaskConfig("classification", ("neg", "pos"), dropout=0.0)),
+                       ("reg", SequenceTaskConfig("regression", label_mean=2.0, label_std=3.0,
+                                                  dropout=0.0))):  # fmt: skip
+        backbone, config = _model(4)
+        torch.manual_seed(5)
+        classifier = SequenceTaskModel(backbone, task)
+        with torch.no_grad():
+            classifier.head.linear.weight.normal_(0, 1.0)
+        state = {k: v.detach().clone() for k, v in classifier.state_dict().items()}
+        run_config = {"model": to_dict(config), "head": to_dict(task)}
+        paths[name] = folder / f"{name}.ckpt"
+        torch.save({"state_dict": state, "hyper_parameters": {"config": run_config}}, paths[name])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("attr_inputs")
+    fasta = folder / "seqs.fa"
+    fasta.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(SEQS)))
+    ref = folder / "ref.fa"
+    ref.write_text(f">chrA\n{CONTIG}\n>chrB\n{CONTIG[::-1]}\n")
+    bed = folder / "regions.bed"
+    bed.write_text("chrA\t0\t36\twhole\nchrB\t2\t14\tr1\t0\t+\nchrB\t20\t30\tr2\t0\t-\n")
+    return {"fasta": fasta, "ref": ref, "bed": bed}
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def run_ok(*args: object) -> dict[str, np.ndarray]:
+    result = invoke("attribute", "--no-progress", *args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    out = Path(str(args[list(args).index("--out") + 1]))
+    with np.load(out) as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.mark.parametrize("strands", ["both", "forward"])
+def test_ism_of_the_loglik_is_the_mutagenesis_llr_matrix(checkpoints, inputs, tmp_path, strands):
+    """A window holding the whole contig (W // 2 >= its length): mutagenesis' exact LLR of
+    every SNV is the change of the whole sequence's log-likelihood, what ism explains."""
+    matrix = tmp_path / "m.npz"
+    res = invoke("mutagenesis", "--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"],
+                 "--region", f"chrA:1-{len(CONTIG)}", "--window", 2 * len(CONTIG) + 2,
+                 "--strands", strands, "--out", matrix)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    bed = tmp_path / "one.bed"
+    bed.write_text(f"chrA\t0\t{len(CONTIG)}\n")
+    got = run_ok("--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"], "--bed", bed,
+                 "--method", "ism", "--strands", strands, "--out", tmp_path / "a.npz")  # fmt: skip
+    want = np.load(matrix)["scores"]
+    np.testing.assert_allclose(got["attributions"][0], want, rtol=0, atol=1e-5, equal_nan=True)
+    assert np.isnan(want[20]).all() and np.nanmax(np.abs(want)) > 0.5
+    # the generic path (every mutant through the one-hot target) agrees with the KV-cache one
+    from goatdna.checkpoint import load_checkpoint
+    from goatdna.inference.attribute import Target, ism
+
+    target = language_model_target(load_checkpoint(checkpoints["lm"]).model, "loglik")
+    generic = ism(Target("x", target.one_strand), encode(CONTIG), AttributeOptions("ism",
+                  strands=strands), torch.device("cpu"))  # fmt: skip
+    np.testing.assert_allclose(generic, want, rtol=0, atol=1e-4, equal_nan=True)
+
+
+def _class_log_prob(classifier: SequenceTaskModel, seqs: list[str], k: int, both: bool):
+    """log p(class k) per sequence from tokens (strands averaged as `attribute` defines it)."""
+    ids, lengths = pad_sequences([encode(s) for s in seqs])
+    with torch.no_grad():
+        value = classifier.outputs(ids, lengths).double().log_softmax(-1)[:, k]
+        if both:
+            rc = reverse_complement_padded(ids, lengths)
+            value = 0.5 * (value + classifier.outputs(rc, lengths).double().log_softmax(-1)[:, k])
+    return value.numpy()
+
+
+def test_ism_of_a_classifier_equals_brute_force(checkpoints, inputs, tmp_path) -> None:
+    from goatdna.checkpoint import load_task_model
+
+    got = run_ok("--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"], "--method",
+                 "ism", "--target", "pos", "--batch-size", "7", "--out", tmp_path / "a.npz")  # fmt: skip
+    classifier = load_task_model(checkpoints["cls"]).classifier
+    for i, seq in enumerate(SEQS):
+        mutants, where = [], []
+        for p, ref in enumerate(seq):
+            for b, base in enumerate("ACGT"):
+                if ref != "N" and base != ref:
+                    mutants.append(seq[:p] + base + seq[p + 1 :])
+                    where.append((p, b))
+        values = _class_log_prob(classifier, mutants, 1, True)
+        ref_value = _class_log_prob(classifier, [seq], 1, True)[0]
+        want = np.full((len(seq), 4), np.nan)
+        for p, ref in enumerate(seq):
+            if ref != "N":
+                want[p, "ACGT".index(ref)] = 0.0
+        rows, cols = np.array(where).T
+        want[rows, cols] = values - ref_value
+        np.testing.assert_allclose(got["attributions"][i, : len(seq)], want, atol=2e-5,
+                                   equal_nan=True)  # fmt: skip
+    assert list(got["names"]) == ["s0", "s1", "s2"] and list(got["lengths"]) == [24, 24, 30]
+    assert list(got["sequences"]) == SEQS and str(got["target"]) == "pos"
+    assert (got["attributions"][0, 24:] == 0).all()  # shorter records are zero-padded
+
+
+def _onehot_grad_by_autograd(model: DNADecoder, seq: str, embeds_fn, lm: bool) -> np.ndarray:
+    """d f / d one-hot by the chain rule through the embedding lookup, in float64: the gradient
+    with respect to the looked-up embeddings (B, L, d) times (E[b] - E[N]) for each base. The
+    log-likelihood also reads base t as the target of position t - 1: ``sum_t <x_t,
+    log p(. | x_<t)>`` adds ``log p(b | x_<t)`` to d/dx[t, b]."""
+    model = model.double()
+    tokens = torch.from_numpy(encode(seq).astype(np.int64))[None]
+    embeds = model.embed(tokens).detach().requires_grad_(True)  # (1, L, d)
+    value = embeds_fn(model, tokens, embeds)
+    (grad,) = torch.autograd.grad(value.sum(), embeds)
+    weight = model.embed.weight.detach()
+    out = (grad[0] @ (weight[:4] - weight[4]).T).numpy()  # (L, 4)
+    if lm:
+        with torch.no_grad():
+            out[1:] += torch.log_softmax(model(tokens[:, :-1]), -1)[0, :, :4].numpy()
+    return out
+
+
+def test_saliency_equals_autograd_on_a_hand_built_model(checkpoints, inputs, tmp_path) -> None:
+    """Forward strand, both targets: gradient x input and the centred gradient."""
+    from goatdna.checkpoint import load_checkpoint, load_task_model
+
+    lm = run_ok("--checkpoint", checkpoints["lm"], "--sequences", inputs["fasta"], "--method",
+                "saliency", "--strands", "forward", "--out", tmp_path / "lm.npz")  # fmt: skip
+    model = load_checkpoint(checkpoints["lm"]).model
+
+    def loglik(m, tokens, embeds):
+        logp = torch.log_softmax(m.logits(m.hidden(None, embeds=embeds[:, :-1])), -1)
+        targets = tokens[:, 1:]
+        known = targets < 4
+        picked = logp.gather(-1, targets.clamp(max=3)[..., None])[..., 0]
+        return (picked * known).sum()
+
+    cls = run_ok("--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"], "--method",
+                 "saliency", "--strands", "forward", "--target", "neg", "--out",
+                 tmp_path / "cls.npz")  # fmt: skip
+    classifier = load_task_model(checkpoints["cls"]).classifier.double()
+
+    def class_neg(m, tokens, embeds):
+        lengths = torch.tensor([tokens.shape[1]])
+        return classifier.outputs(None, lengths, embeds=embeds).log_softmax(-1)[:, 0].sum()
+
+    for got, m, fn in ((lm, model, loglik), (cls, classifier.model, class_neg)):
+        is_lm = fn is loglik
+        for i, seq in enumerate(SEQS):
+            grad = _onehot_grad_by_autograd(m, seq, fn, is_lm)
+            x = np.zeros((len(seq), 4))
+            for p, ch in enumerate(seq):
+                if ch != "N":
+                    x[p, "ACGT".index(ch)] = 1
+            np.testing.assert_allclose(got["attributions"][i, : len(seq)], grad * x, atol=1e-4)
+            centred = grad - grad.mean(axis=1, keepdims=True)
+            np.testing.assert_allclose(got["hypothetical"][i, : len(seq)], centred, atol=1e-4)
+            assert np.abs(grad).max() > 0.05
+
+
+@pytest.mark.parametrize(("kind", "target"), [("lm", "loglik"), ("lm", "base:12"),
+                                              ("cls", "pos"), ("reg", None)])  # fmt: skip
+def test_integrated_gradients_are_complete_at_64_steps(checkpoints, inputs, tmp_path, kind,
+                                                       target) -> None:  # fmt: skip
+    """sum(attributions) == f(x) - f(baseline) within 1e-3; for the zeros baseline f(baseline)
+    is the all-N sequence's value, computed here from tokens."""
+    from goatdna.checkpoint import load_checkpoint, load_task_model
+
+    extra = ["--target", target] if target else []
+    got = run_ok("--checkpoint", checkpoints[kind], "--sequences", inputs["fasta"], "--method",
+                 "integrated-gradients", "--steps", "64", *extra, "--out", tmp_path / "a.npz")  # fmt: skip
+    seqs = SEQS + ["N" * len(s) for s in SEQS]
+    if kind == "lm":
+        model = load_checkpoint(checkpoints[kind]).model
+        rc = [s[::-1].translate(str.maketrans("ACGTN", "TGCAN")) for s in seqs]
+        values = []
+        for fwd, rev in zip(seqs, rc, strict=True):
+            both = []
+            for s in (fwd, rev):
+                tokens = torch.from_numpy(encode(s).astype(np.int64))[None]
+                with torch.no_grad():
+                    logp = sequence_log_probs(model, tokens)[0].double()
+                if target == "base:12":
+                    logp = logp[10:11]
+                both.append(float(logp.sum()))
+            values.append(np.mean(both))
+        values = np.array(values)
+    else:
+        classifier = load_task_model(checkpoints[kind]).classifier
+        if kind == "cls":
+            values = _class_log_prob(classifier, seqs, 1, True)
+        else:
+            ids, lengths = pad_sequences([encode(s) for s in seqs])
+            values = []
+            for s in seqs:
+                ids, lengths = pad_sequences([encode(s)])
+                with torch.no_grad():
+                    both = classifier.outputs(ids, lengths) + classifier.outputs(
+                        reverse_complement_padded(ids, lengths), lengths)  # fmt: skip
+                values.append(float(both[0, 0]) / 2 * 3.0 + 2.0)
+            values = np.array(values)
+    n = len(SEQS)
+    sums = got["attributions"].sum(axis=(1, 2))
+    np.testing.assert_allclose(sums, values[:n] - values[n:], rtol=0, atol=1e-3)
+    assert np.abs(values[:n] - values[n:]).max() > 0.1
+
+
+def test_uniform_baseline_is_complete_too(checkpoints, inputs) -> None:
+    from goatdna.checkpoint import load_task_model
+    from goatdna.inference.attribute import (
+        attribute_tokens,
+        baseline_of,
+        one_hot,
+        task_model_target,
+    )
+
+    loaded = load_task_model(checkpoints["cls"])
+    target = task_model_target(loaded, "neg")
+    options = AttributeOptions("integrated-gradients", baseline="uniform", steps=64)
+    tokens = [encode(s) for s in SEQS]
+    got = attribute_tokens(target, tokens, options)
+    f = target.function("both")
+    for t, (attributions, _) in zip(tokens, got, strict=True):
+        with torch.no_grad():
+            x = torch.from_numpy(one_hot(t)[None])
+            base = torch.from_numpy(baseline_of(options, t.size)[None])
+            delta = float(f(x) - f(base))
+        assert abs(attributions.sum() - delta) < 1e-3
+
+
+def test_bed_regions_give_a_track_in_genome_orientation(checkpoints, inputs, tmp_path) -> None:
+    """A '-' region is explained as its reverse complement and its values land back on the
+    genome reversed; the track holds `observed_contribution` of each base."""
+    from goatdna.inference.attribute_run import observed_contribution
+
+    track = tmp_path / "a.bw"
+    got = run_ok("--checkpoint", checkpoints["cls"], "--fasta", inputs["ref"], "--bed",
+                 inputs["bed"], "--method", "saliency", "--out", tmp_path / "a.npz", "--out",
+                 track)  # fmt: skip
+    assert list(got["chrom"]) == ["chrA", "chrB", "chrB"] and list(got["strand"]) == ["+", "+", "-"]
+    rev = CONTIG[::-1]
+    minus = rev[20:30][::-1].translate(str.maketrans("ACGTN", "TGCAN"))
+    assert str(got["sequences"][2]) == minus
+    bw = pyBigWig.open(str(track))
+    for i, (chrom, start, end) in enumerate([("chrA", 0, 36), ("chrB", 2, 14), ("chrB", 20, 30)]):
+        n = end - start
+        want = got["attributions"][i, :n].sum(axis=1)
+        if i == 2:
+            want = want[::-1]
+        np.testing.assert_allclose(np.array(bw.values(chrom, start, end)), want, atol=1e-6)
+    bw.close()
+    tokens = encode(SEQS[0])
+    ism_values = np.zeros((24, 4))
+    ism_values[np.arange(24), (tokens + 1) % 4] = -1.0  # one alternative costs 1, others 0
+    hyp = ism_values - ism_values.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(observed_contribution("ism", ism_values, hyp, tokens), 0.25)
+
+
+def test_a_killed_run_resumes_to_the_same_bytes(checkpoints, inputs, tmp_path, monkeypatch):
+    from goatdna.inference import attribute_run
+    from goatdna.workdir import work_dir_for
+
+    monkeypatch.setattr(attribute_run, "UNIT_SEQUENCES", 1)
+    args = ["--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"], "--method",
+            "integrated-gradients", "--steps", "8"]  # fmt: skip
+    whole = tmp_path / "whole.npz"
+    run_ok(*args, "--out", whole)
+
+    class Killed(Exception):
+        pass
+
+    def crash(point: str, value: int) -> None:
+        if value == 2:
+            raise Killed
+
+    monkeypatch.setattr(attribute_run, "crash_point", crash)
+    cut = tmp_path / "cut.npz"
+    res = invoke("attribute", "--no-progress", *args, "--out", cut)
+    assert isinstance(res.exception, Killed) and not cut.exists()
+    assert len(list(work_dir_for(cut).glob("unit-*.npz"))) == 2
+    refused = invoke("attribute", "--no-progress", *args, "--out", cut)
+    assert refused.exit_code == 2 and "--resume" in refused.output
+    monkeypatch.setattr(attribute_run, "crash_point", lambda point, value: None)
+    run_ok(*args, "--out", cut, "--resume")
+    assert cut.read_bytes() == whole.read_bytes() and not work_dir_for(cut).exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--method", "deeplift"], "--method 'deeplift'"),
+        (["--target", "maybe"], "--target 'maybe'"),
+        (["--target", "base:1"], "--target 'base:1'"),
+        (["--strands", "up"], "--strands 'up'"),
+        (["--baseline", "shuffle"], "--baseline 'shuffle'"),
+        (["--steps", "0"], "--steps 0"),
+        (["--batch-size", "0"], "--batch-size 0"),
+        (["--out", "x.tsv"], "unknown extension"),
+        (["--out", "x.bw"], "needs --fasta with --bed"),
+        (["--bed", "r.bed"], "not both"),
+        (["--checkpoint", "missing.ckpt"], "checkpoint not found"),
+    ],
+)
+def test_bad_input_is_one_error_line(checkpoints, inputs, tmp_path, monkeypatch, extra, needle):
+    monkeypatch.chdir(tmp_path)
+    Path("r.bed").write_text("chrA\t0\t10\n")
+    base = {"--checkpoint": str(checkpoints["lm"]), "--sequences": str(inputs["fasta"]),
+            "--out": "a.npz"}  # fmt: skip
+    args = [a for k, v in base.items() if k not in extra for a in (k, v)]
+    if extra[0] == "--out" and extra[1] == "x.bw":
+        args += ["--out", "a.npz"]
+    result = invoke("attribute", "--no-progress", *args, *extra)
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+    assert not list(tmp_path.glob("*.npz")) and not list(tmp_path.glob("*.bw"))
+
+
+def test_a_class_of_a_regression_model_and_an_existing_output_are_refused(
+    checkpoints, inputs, tmp_path
+) -> None:
+    out = tmp_path / "a.npz"
+    res = invoke("attribute", "--checkpoint", checkpoints["reg"], "--sequences", inputs["fasta"],
+                 "--target", "pos", "--out", out)  # fmt: skip
+    assert res.exit_code == 2 and "regression model" in res.output and not out.exists()
+    out.write_bytes(b"old")
+    res = invoke("attribute", "--checkpoint", checkpoints["lm"], "--sequences", inputs["fasta"],
+                 "--out", out)  # fmt: skip
+    assert res.exit_code == 2 and "--force" in res.output and out.read_bytes() == b"old"
