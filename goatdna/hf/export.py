@@ -99,7 +99,9 @@ def _json_safe(value: object) -> object:
 
 def classifier_fields(task: SequenceTaskModel) -> dict[str, Any]:
     """config.json fields of `GoatDNAForSequenceClassification` for a fine-tuned model: its
-    `SequenceTaskConfig` (classes as id2label, pooling, strand averaging, label scaling)."""
+    `SequenceTaskConfig`, every field of it (classes as id2label, the layer and pooling a
+    probe sweep chose, strand averaging, the length kept, label scaling): a choice left out
+    would make the folder compute something else than `goatdna predict`."""
     head = task.task_config
     classes = list(head.classes) if head.classification else ["value"]
     return {
@@ -110,6 +112,8 @@ def classifier_fields(task: SequenceTaskModel) -> dict[str, Any]:
         "classifier_pool": head.pool,
         "classifier_dropout": head.dropout,
         "classifier_rc_average": head.rc_average,
+        "classifier_layer": head.layer,
+        "classifier_max_length": head.max_length,
         "regression_label_mean": head.label_mean,
         "regression_label_std": head.label_std,
     }
