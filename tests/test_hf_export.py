@@ -306,3 +306,37 @@ def test_next_token_loss_is_the_training_loss_definition() -> None:
         expected = next_token_loss(model.model(tokens)[:, :-1], as_n[:, 1:])
     torch.testing.assert_close(out.loss, expected, atol=1e-6, rtol=0)
     # padded batches are supported now (masked keys, true positions): tests/test_hf_features.py
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("n_heads", 4), ("goat_freq_base", 500.0), ("n_layers", 1)],
+)
+def test_edited_export_config_is_refused(
+    exports: dict, tmp_path: Path, field: str, value: object
+) -> None:
+    """An edit of config.json that the weights' shapes cannot reveal (n_heads, a frequency
+    base) or that they do (n_layers) is one line naming the field, never a silent other model."""
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(exports["goat"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config[field] != value
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    _one_line_error(["generate", "-c", str(folder), "--prompt", "ACGT"], field)
+
+
+def test_export_config_may_change_how_weights_run(exports: dict, tmp_path: Path) -> None:
+    """rope_extension/attention are run-time choices: an edited one still loads."""
+    import shutil
+
+    from goatdna.checkpoint import load_checkpoint
+
+    folder = tmp_path / "edited"
+    shutil.copytree(exports["goat"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["attention"] = "explicit"
+    (folder / "config.json").write_text(json.dumps(config))
+    assert load_checkpoint(folder).model_config.attention == "explicit"

@@ -179,3 +179,13 @@ def test_export_carries_the_probe_layer_and_pool(
     with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "b.npz") as b:
         key = next(k for k in a.files if a[k].dtype.kind == "f")
         np.testing.assert_allclose(a[key], b[key], atol=1e-6, rtol=0)
+
+    # an edited choice in config.json is refused in one line, not predicted with silently
+    edited = json.loads((folder / "config.json").read_text())
+    edited["classifier_layer"] = 1 if head["layer"] != 1 else None
+    (folder / "config.json").write_text(json.dumps(edited))
+    result = runner.invoke(app, ["predict", "-c", str(folder), "--sequences", str(sequences),
+                                 "--out", str(tmp_path / "edited.csv")])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "classifier_layer" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "edited.csv").exists()
