@@ -148,19 +148,11 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _save_weights(state: dict[str, Tensor], path: Path) -> None:
-    """safetensors' writer, its I/O failures as the `OSError` they are (a full disk is then
-    `goatdna.atomic`'s one ``disk full`` line, not a SafetensorError traceback)."""
-    from safetensors import SafetensorError
+    """safetensors' writer; its I/O failures (a full disk, a read-only folder) become one line
+    in `goatdna.atomic.write_error`, which `atomic_dir` applies to everything written here."""
     from safetensors.torch import save_file
 
-    try:
-        save_file(state, str(path), metadata={"format": "pt"})
-    except SafetensorError as err:
-        code = re.search(r"code: (\d+)", str(err))
-        if code is None:
-            raise
-        number = int(code.group(1))
-        raise OSError(number, os.strerror(number), str(path)) from None
+    save_file(state, str(path), metadata={"format": "pt"})
 
 
 def _write_folder(
