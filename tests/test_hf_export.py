@@ -340,3 +340,32 @@ def test_export_config_may_change_how_weights_run(exports: dict, tmp_path: Path)
     config["attention"] = "explicit"
     (folder / "config.json").write_text(json.dumps(config))
     assert load_checkpoint(folder).model_config.attention == "explicit"
+
+
+def test_right_padded_generate_warns_as_transformers_does(
+    exports: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decoder-only model continues a right-padded row after its pads: transformers' own
+    warning fires for goatdna's model (its config names the tokenizer's pad id), and a
+    left-padded batch continues each row as that row alone does."""
+    from transformers.generation import utils as generation_utils
+
+    import goatdna.hf  # noqa: F401
+
+    warned: list[str] = []
+    monkeypatch.setattr(generation_utils.logger, "warning", lambda msg, *a, **k: warned.append(msg))
+    model = transformers.AutoModelForCausalLM.from_pretrained(exports["goat"]).eval()
+    prompts = ["ACGTTGCAAGGCTTAACG", "ACGTTGCA"]
+    right = transformers.AutoTokenizer.from_pretrained(exports["goat"], padding_side="right")
+    assert right.pad_token_id == model.config.pad_token_id == model.generation_config.pad_token_id
+    batch = right(prompts, padding=True, return_tensors="pt")
+    model.generate(**batch, max_new_tokens=4, do_sample=False)
+    assert any("right-padding was detected" in m for m in warned), warned
+    warned.clear()
+    left = transformers.AutoTokenizer.from_pretrained(exports["goat"], padding_side="left")
+    batch = left(prompts, padding=True, return_tensors="pt")
+    both = model.generate(**batch, max_new_tokens=4, do_sample=False)
+    assert not any("right-padding" in m for m in warned), warned
+    alone = model.generate(**left(prompts[1:], return_tensors="pt"), max_new_tokens=4,
+                           do_sample=False)  # fmt: skip
+    assert right.decode(both[1, -4:]) == right.decode(alone[0, -4:])

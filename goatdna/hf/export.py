@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # torch loads when a model is exported, not when this module 
     from goatdna.model.classifier import SequenceTaskModel
 
 MODEL_TYPE = "goatdna"
+PAD_ID = 5
+"""``<pad>``'s id in `GoatDNATokenizer` (the id after the bases A C G T N)."""
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 WEIGHT_PREFIX = "model."  # the transformers wrapper holds DNADecoder as ``.model``
@@ -137,6 +139,9 @@ def config_json(
         "tie_word_embeddings": False,
         "dtype": "float32",
         "use_cache": True,
+        # the tokenizer's <pad>: with it transformers' generate warns of right-padded batches
+        # (a decoder-only model continues a right-padded row after its pads, not its bases)
+        "pad_token_id": PAD_ID,
         "goatdna_version": __version__,
         "goatdna_provenance": _json_safe(provenance),
         "goatdna_run_config": _json_safe({**run_config, "model": fields}),
@@ -185,7 +190,12 @@ def _write_folder(
     os.chmod(folder / WEIGHTS_FILE, 0o666 & ~umask)  # safetensors writes 0600; share like the rest
     _write_json(
         folder / "generation_config.json",
-        {"suppress_tokens": [IGNORE_TARGET], "use_cache": True, "_from_model_config": False},
+        {
+            "suppress_tokens": [IGNORE_TARGET],
+            "use_cache": True,
+            "pad_token_id": PAD_ID,
+            "_from_model_config": False,
+        },
     )
     _write_json(
         folder / "tokenizer_config.json",
