@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -60,6 +61,71 @@ def disk_full_error(what: str | Path, needed: int | None, then: str) -> DiskFull
     need = f"it needs about {_size(needed)}" if needed else "it needs more space"
     have = f", {_size(free)} free there" if free is not None else ""
     return DiskFullError(f"disk full while writing {what} ({need}{have}); free space, then {then}")
+
+
+UNWRITABLE_ERRNOS = {errno.EROFS: "read-only filesystem", errno.EACCES: "permission denied",
+                     errno.EPERM: "permission denied"}  # fmt: skip
+_OS_ERROR_CODE = re.compile(r"(?:os error|code:?)\s*(\d+)", re.IGNORECASE)
+
+
+def os_error_of(err: BaseException, path: str | Path) -> OSError | None:
+    """The `OSError` a writer's failure stands for, whatever library raised it; else None.
+
+    Writers that are not Python's own file objects hide the errno: safetensors raises
+    ``SafetensorError("... I/O error: No space left on device (os error 28)")``, torch.save's
+    zip writer a ``RuntimeError`` from ``inline_container.cc`` with no errno at all (the short
+    write it saw; read here as a full disk when the filesystem has under 1 MiB left, the only
+    way it happens in practice). matplotlib, pyarrow (parquet) and numpy raise `OSError`s.
+    """
+    if isinstance(err, OSError):
+        return err
+    text = str(err)
+    code = _OS_ERROR_CODE.search(text) if "error" in text.lower() else None
+    if code is not None:
+        number = int(code.group(1))
+        return OSError(number, os.strerror(number), str(path))
+    if isinstance(err, RuntimeError) and (
+        "inline_container" in text or "PytorchStreamWriter" in text
+    ):
+        free = free_bytes(path)
+        if free is not None and free < (1 << 20):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return None
+
+
+def write_error(
+    err: BaseException, path: str | Path, then: str, needed: int | None = None
+) -> GoatDNAError | None:
+    """THE translation of a failed write into goatdna's one line, for every writer (files,
+    safetensors, torch.save, matplotlib, parquet, numpy): a full disk or quota is
+    `disk_full_error`; a read-only filesystem or a permission refusal names the path and
+    what to do. None when ``err`` is no such failure (the caller re-raises it)."""
+    found = os_error_of(err, path)
+    if found is None:
+        return None
+    if found.errno in DISK_FULL_ERRNOS:
+        return disk_full_error(path, needed, then)
+    reason = UNWRITABLE_ERRNOS.get(found.errno or 0)
+    if reason is not None:
+        return GoatDNAError(
+            f"cannot write {path} ({reason}); choose a writable folder, then {then}"
+        )
+    return None
+
+
+@contextmanager
+def write_errors(path: str | Path, *, then: str = "rerun the command") -> Iterator[None]:
+    """Run a write to ``path`` with `write_error`'s translation (for writers that do not go
+    through `atomic_path`/`atomic_dir`, which apply it themselves)."""
+    try:
+        yield
+    except GoatDNAError:
+        raise
+    except Exception as err:  # library errors of their own class too (SafetensorError)
+        translated = write_error(err, path, then)
+        if translated is None:
+            raise
+        raise translated from None
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -112,11 +178,14 @@ def atomic_path(
         renamed = True
         if durable:
             _fsync_dir(path.parent)
-    except OSError as err:
-        if is_disk_full(err):
-            size = tmp.stat().st_size if tmp.exists() else None
-            raise disk_full_error(path, size, then) from None
+    except GoatDNAError:
         raise
+    except Exception as err:  # any writer's failure (torch.save, safetensors, ...): one line
+        size = tmp.stat().st_size if tmp.exists() else None
+        translated = write_error(err, path, then, size)
+        if translated is None:
+            raise
+        raise translated from None
     finally:
         if not renamed:
             tmp.unlink(missing_ok=True)
@@ -188,10 +257,13 @@ def atomic_dir(path: str | Path, *, then: str = "rerun the command") -> Iterator
         else:
             os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except OSError as err:
-        if is_disk_full(err):
-            raise disk_full_error(path, None, then) from None
+    except GoatDNAError:
         raise
+    except Exception as err:  # any writer's failure inside the folder: one line
+        translated = write_error(err, path, then)
+        if translated is None:
+            raise
+        raise translated from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

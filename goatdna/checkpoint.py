@@ -370,6 +370,7 @@ def load_export(
         raise GoatDNAError(
             f"{config_path}: lacks model field(s) {', '.join(missing)}; re-run `goatdna export`"
         )
+    check_export_edits(data, config_path)
     model_dict = with_rope_extension({name: data[name] for name in names}, rope_extension, folder)
     model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
     weights_path = folder / EXPORT_WEIGHTS
@@ -393,6 +394,67 @@ def load_export(
     config = dict(run_config) if isinstance(run_config, dict) else {}
     config["model"] = model_dict
     return LoadedCheckpoint(model, model_config, "export", config, folder)
+
+
+EDITABLE_EXPORT_FIELDS = frozenset({"rope_extension", "attention"})
+"""Model fields a user may change in an export's config.json: how the same weights are run
+(position interpolation, the attention kernel), not what they are."""
+
+CLASSIFIER_FIELDS = {
+    "classifier_pool": "pool",
+    "classifier_layer": "layer",
+    "classifier_rc_average": "rc_average",
+    "classifier_max_length": "max_length",
+    "classifier_dropout": "dropout",
+    "regression_label_mean": "label_mean",
+    "regression_label_std": "label_std",
+}
+"""config.json's classifier fields and the ``head`` (`SequenceTaskConfig`) field each copies."""
+
+
+def check_export_edits(data: Mapping[str, Any], config_path: Path) -> None:
+    """Refuse a config.json edited after export, one line naming the first field that differs.
+
+    The weights fix a model, and ``goatdna_run_config`` records the one they were trained as;
+    the top-level fields are copies of it for transformers. An edit there that keeps every
+    weight's shape (``n_heads``, ``goat_modes``' frequencies, a probe's ``classifier_layer``)
+    would otherwise load silently and compute another model; one that changes a shape is
+    caught by the strict weight load. Folders without a recorded config (none are written so)
+    have nothing to compare against.
+    """
+    run_config = data.get("goatdna_run_config")
+    if not isinstance(run_config, Mapping):
+        return
+    fix = "undo the edit or re-run `goatdna export`"
+    recorded_model = run_config.get("model")
+    if isinstance(recorded_model, Mapping):
+        for name, value in recorded_model.items():
+            if name in EDITABLE_EXPORT_FIELDS or name not in data:
+                continue
+            if data[name] != value:
+                raise GoatDNAError(
+                    f"{config_path}: {name} is {data[name]!r} but the model was trained with "
+                    f"{value!r} (goatdna_run_config.model.{name}); {fix}"
+                )
+    head = task_head(run_config)
+    if head is None:
+        return
+    for field, key in CLASSIFIER_FIELDS.items():
+        if field in data and key in head and data[field] != head[key]:
+            raise GoatDNAError(
+                f"{config_path}: {field} is {data[field]!r} but the head was trained with "
+                f"{head[key]!r} (goatdna_run_config.head.{key}); {fix}"
+            )
+    classes = list(head.get("classes") or ()) or ["value"]
+    id2label = data.get("id2label")
+    if (
+        isinstance(id2label, Mapping)
+        and [id2label[k] for k in sorted(id2label, key=int)] != classes
+    ):
+        raise GoatDNAError(
+            f"{config_path}: id2label does not list the trained classes {classes} in order "
+            f"(goatdna_run_config.head.classes); {fix}"
+        )
 
 
 def checkpoint_provenance(path: str | Path) -> dict[str, Any]:

@@ -306,3 +306,66 @@ def test_next_token_loss_is_the_training_loss_definition() -> None:
         expected = next_token_loss(model.model(tokens)[:, :-1], as_n[:, 1:])
     torch.testing.assert_close(out.loss, expected, atol=1e-6, rtol=0)
     # padded batches are supported now (masked keys, true positions): tests/test_hf_features.py
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("n_heads", 4), ("goat_freq_base", 500.0), ("n_layers", 1)],
+)
+def test_edited_export_config_is_refused(
+    exports: dict, tmp_path: Path, field: str, value: object
+) -> None:
+    """An edit of config.json that the weights' shapes cannot reveal (n_heads, a frequency
+    base) or that they do (n_layers) is one line naming the field, never a silent other model."""
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(exports["goat"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config[field] != value
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    _one_line_error(["generate", "-c", str(folder), "--prompt", "ACGT"], field)
+
+
+def test_export_config_may_change_how_weights_run(exports: dict, tmp_path: Path) -> None:
+    """rope_extension/attention are run-time choices: an edited one still loads."""
+    import shutil
+
+    from goatdna.checkpoint import load_checkpoint
+
+    folder = tmp_path / "edited"
+    shutil.copytree(exports["goat"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["attention"] = "explicit"
+    (folder / "config.json").write_text(json.dumps(config))
+    assert load_checkpoint(folder).model_config.attention == "explicit"
+
+
+def test_right_padded_generate_warns_as_transformers_does(
+    exports: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decoder-only model continues a right-padded row after its pads: transformers' own
+    warning fires for goatdna's model (its config names the tokenizer's pad id), and a
+    left-padded batch continues each row as that row alone does."""
+    from transformers.generation import utils as generation_utils
+
+    import goatdna.hf  # noqa: F401
+
+    warned: list[str] = []
+    monkeypatch.setattr(generation_utils.logger, "warning", lambda msg, *a, **k: warned.append(msg))
+    model = transformers.AutoModelForCausalLM.from_pretrained(exports["goat"]).eval()
+    prompts = ["ACGTTGCAAGGCTTAACG", "ACGTTGCA"]
+    right = transformers.AutoTokenizer.from_pretrained(exports["goat"], padding_side="right")
+    assert right.pad_token_id == model.config.pad_token_id == model.generation_config.pad_token_id
+    batch = right(prompts, padding=True, return_tensors="pt")
+    model.generate(**batch, max_new_tokens=4, do_sample=False)
+    assert any("right-padding was detected" in m for m in warned), warned
+    warned.clear()
+    left = transformers.AutoTokenizer.from_pretrained(exports["goat"], padding_side="left")
+    batch = left(prompts, padding=True, return_tensors="pt")
+    both = model.generate(**batch, max_new_tokens=4, do_sample=False)
+    assert not any("right-padding" in m for m in warned), warned
+    alone = model.generate(**left(prompts[1:], return_tensors="pt"), max_new_tokens=4,
+                           do_sample=False)  # fmt: skip
+    assert right.decode(both[1, -4:]) == right.decode(alone[0, -4:])

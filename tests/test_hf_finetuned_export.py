@@ -124,3 +124,68 @@ def test_regression_export_predicts_label_units(
     with torch.no_grad():
         values = model(**batch).logits[:, 0].numpy()
     np.testing.assert_allclose(values, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("layer", "pool"),
+    [("1", "last"), ("2", "mean"), ("final", "last"), ("all", "mean,last")],
+    ids=["inner-layer-last", "last-layer-mean", "final-norm-last", "sweep"],
+)
+def test_export_carries_the_probe_layer_and_pool(
+    task_csv: Path, tiny_runs: dict[str, Path], tmp_path: Path, layer: str, pool: str
+) -> None:
+    """Every layer/pool a probe sweep can choose (an inner block, the last block, the final
+    norm; mean, last) survives the export: AutoModelForSequenceClassification, `goatdna predict`
+    of the folder and of the .ckpt agree to 1e-5, and `embed -c FOLDER` reads the probe's layer."""
+    import goatdna.hf  # noqa: F401
+
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    ckpt = _finetune(task_csv, backbone, tmp_path / "ft", "--layer", layer, "--pool", pool)
+    head = torch.load(ckpt, map_location="cpu", weights_only=True)["hyper_parameters"]["config"][
+        "head"
+    ]
+    if layer != "all":
+        assert head["layer"] == (None if layer == "final" else int(layer))
+        assert head["pool"] == pool
+    folder = tmp_path / "export"
+    _invoke("export", "--checkpoint", ckpt, "--out", folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["classifier_layer"] == head["layer"]
+    assert config["classifier_pool"] == head["pool"]
+    assert config["classifier_max_length"] == head["max_length"]
+
+    sequences, seqs = _sequences(task_csv, tmp_path)
+    expected = _predict_csv(ckpt, sequences, tmp_path / "pred.csv")
+    from_folder = _predict_csv(folder, sequences, tmp_path / "pred_folder.csv")
+    classes = list(config["id2label"].values())
+    want = np.array([[float(r[f"prob_{c}"]) for c in classes] for r in expected])
+    got = np.array([[float(r[f"prob_{c}"]) for c in classes] for r in from_folder])
+    np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    batch = transformers.AutoTokenizer.from_pretrained(folder)(
+        seqs, padding=True, return_tensors="pt"
+    )
+    with torch.no_grad():
+        probs = model(**batch).logits.softmax(-1).numpy()
+    np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0)
+
+    # embed of the folder = embed of the backbone at the probe's layer and pooling
+    explicit = [] if head["layer"] is None else ["--layer", str(head["layer"])]
+    for target, source, args in ((tmp_path / "a.npz", folder, []),
+                                 (tmp_path / "b.npz", backbone,
+                                  [*explicit, "--pool", head["pool"]])):  # fmt: skip
+        _invoke("embed", "-c", source, "--sequences", sequences, "--out", target, *args)
+    with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "b.npz") as b:
+        key = next(k for k in a.files if a[k].dtype.kind == "f")
+        np.testing.assert_allclose(a[key], b[key], atol=1e-6, rtol=0)
+
+    # an edited choice in config.json is refused in one line, not predicted with silently
+    edited = json.loads((folder / "config.json").read_text())
+    edited["classifier_layer"] = 1 if head["layer"] != 1 else None
+    (folder / "config.json").write_text(json.dumps(edited))
+    result = runner.invoke(app, ["predict", "-c", str(folder), "--sequences", str(sequences),
+                                 "--out", str(tmp_path / "edited.csv")])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "classifier_layer" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "edited.csv").exists()

@@ -312,3 +312,36 @@ def test_two_processes_give_the_embeddings_of_one(
         assert list(b["names"]) == [f"s{i}" for i in range(5)]
         for key in ("embeddings", "offsets", "names"):
             assert a[key].dtype == b[key].dtype and a[key].tobytes() == b[key].tobytes()
+
+
+def test_cli_bed_from_plain_gzip_fasta_in_a_read_only_folder(
+    checkpoint: Path, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BED regions come through the one reference reader score-variants uses: a plain-gzip
+    FASTA (not bgzip) in a folder goatdna may not write to (no index beside it) embeds the same
+    as the plain file (pyfaidx refused both before)."""
+    import gzip
+    import os
+    import stat
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    packed = folder / "ref.fa.gz"
+    packed.write_bytes(gzip.compress(reference.read_bytes()))
+    bed = tmp_path / "regions.bed"
+    bed.write_text("chrB\t10\t60\tr1\nchrA\t5\t45\tr3\t0\t-\n")
+    monkeypatch.setenv("GOATDNA_CACHE", str(tmp_path / "cache"))
+    os.chmod(folder, stat.S_IRUSR | stat.S_IXUSR)
+    outs = []
+    try:
+        for i, fasta in enumerate((reference, packed)):
+            out = tmp_path / f"emb{i}.npz"
+            res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--fasta", str(fasta),
+                                      "--bed", str(bed), "--out", str(out),
+                                      "--max-length", "32"])  # fmt: skip
+            assert res.exit_code == 0, res.output
+            outs.append(np.load(out)["embeddings"])
+    finally:
+        os.chmod(folder, stat.S_IRWXU)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert not list(folder.glob("*.fai"))

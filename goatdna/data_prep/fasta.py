@@ -91,6 +91,14 @@ def detect_compression(path: Path) -> str:
     return "gzip"
 
 
+def default_cache_dir() -> Path:
+    """Where every reader of a FASTA puts the decompressed copy of a plain-gzip file."""
+    if os.environ.get("GOATDNA_CACHE"):
+        return Path(os.environ["GOATDNA_CACHE"]) / "fasta"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "goatdna" / "fasta"
+
+
 def open_fasta(
     path: Path,
     cache_dir: Path,

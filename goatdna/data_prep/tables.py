@@ -263,7 +263,8 @@ def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -
     """BED intervals -> columns chrom, start, end, name, ... (as written; a line with fewer
     fields leaves its cells empty), plus ``sequence`` from the FASTA (reverse-complemented on
     ``-`` strand rows)."""
-    from pyfaidx import Fasta, FastaIndexingError, FetchError
+    # the one reference reader every command uses (plain, gzip or bgzip; read-only folders)
+    from goatdna.data_prep.fasta import default_cache_dir, open_fasta
 
     path, fasta = Path(path), Path(fasta)
     if not fasta.is_file():
@@ -271,34 +272,27 @@ def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -
     intervals = read_bed_intervals(path, option)
     width = max(len(interval.fields) for interval in intervals)
     names = [BED_COLUMNS[j] if j < len(BED_COLUMNS) else f"col{j + 1}" for j in range(width)]
-    index = Path(f"{fasta}.fai")
-    fresh = not index.exists()
-    try:
-        genome = Fasta(str(fasta), as_raw=True, sequence_always_upper=False, rebuild=False)
-    except (FastaIndexingError, ValueError, OSError) as err:
-        if fresh:  # an index pyfaidx began for a file it then rejected is not left behind
-            index.unlink(missing_ok=True)
-        hint = "; a .gz reference must be bgzip-compressed" if fasta.name.endswith(".gz") else ""
-        raise GoatDNAError(f"--fasta {fasta}: cannot index as FASTA ({err}){hint}") from None
+    source = open_fasta(fasta, default_cache_dir(), lambda _text: None)
+    contigs = {info.name: info for info in source.contigs}
+    reader = source.open_reader()
+    letters = np.frombuffer(b"ACGTN", dtype=np.uint8)
     sequences: list[str] = []
-    with genome:
-        for interval in intervals:
-            chrom, start, end = interval.chrom, interval.start, interval.end
-            where = f"{option} {path} line {interval.line} ({chrom}:{start}-{end})"
-            if chrom not in genome:
-                raise GoatDNAError(f"{where}: contig {chrom!r} is not in {fasta}")
-            length = len(genome[chrom])
-            if end > length:
-                raise GoatDNAError(
-                    f"{where}: end {end} is past the end of {chrom} ({length} bases)"
-                )
-            try:
-                seq = str(genome[chrom][start:end])
-            except FetchError as err:
-                raise GoatDNAError(f"{where}: {err}") from None
-            if len(interval.fields) >= 6 and interval.fields[5] == "-":
-                seq = reverse_complement_text(seq)
-            sequences.append(seq)
+    for interval in intervals:
+        chrom, start, end = interval.chrom, interval.start, interval.end
+        where = f"{option} {path} line {interval.line} ({chrom}:{start}-{end})"
+        info = contigs.get(chrom)
+        if info is None:
+            raise GoatDNAError(f"{where}: contig {chrom!r} is not in {fasta}")
+        if end > info.length:
+            raise GoatDNAError(
+                f"{where}: end {end} is past the end of {chrom} ({info.length} bases)"
+            )
+        raw = np.frombuffer(reader.read_tokens(info, start, end), dtype=np.uint8)
+        text = letters[raw & TOKEN_MASK] | ((raw & ~np.uint8(TOKEN_MASK)) != 0) * np.uint8(32)
+        seq = text.astype(np.uint8).tobytes().decode("ascii")  # soft-masked bases lowercase
+        if len(interval.fields) >= 6 and interval.fields[5] == "-":
+            seq = reverse_complement_text(seq)
+        sequences.append(seq)
     rows = [interval.fields + [""] * (width - len(interval.fields)) for interval in intervals]
     columns = {name: [row[j] for row in rows] for j, name in enumerate(names)}
     columns["sequence"] = sequences

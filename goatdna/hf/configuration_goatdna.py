@@ -40,6 +40,8 @@ class GoatDNAConfig(PretrainedConfig):
         classifier_pool: str = "mean",
         classifier_dropout: float = 0.1,
         classifier_rc_average: bool = False,
+        classifier_layer: int | None = None,
+        classifier_max_length: int | None = None,
         regression_label_mean: float = 0.0,
         regression_label_std: float = 1.0,
         **kwargs: Any,
@@ -54,6 +56,18 @@ class GoatDNAConfig(PretrainedConfig):
         self.classifier_pool = classifier_pool
         self.classifier_dropout = classifier_dropout
         self.classifier_rc_average = classifier_rc_average
+        # The hidden states the head pools (block k's output, 1-based, not normed; None: the
+        # final norm's) and the bases a row keeps (its first classifier_max_length; None: all):
+        # without them a probe that a sweep fitted on an inner layer would read the final norm.
+        n_layers = getattr(self, "n_layers")  # noqa: B009  (set from MODEL_FIELDS above)
+        if classifier_layer is not None and not 1 <= classifier_layer <= n_layers:
+            raise ValueError(
+                f"classifier_layer must be in 1..{n_layers} or None, got {classifier_layer!r}"
+            )
+        if classifier_max_length is not None and classifier_max_length < 1:
+            raise ValueError(f"classifier_max_length must be >= 1, got {classifier_max_length!r}")
+        self.classifier_layer = classifier_layer
+        self.classifier_max_length = classifier_max_length
         self.regression_label_mean = regression_label_mean
         self.regression_label_std = regression_label_std
         # The head is tied inside DNADecoder itself (``tie_embeddings``); transformers must not tie.

@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # torch loads when a model is exported, not when this module 
     from goatdna.model.classifier import SequenceTaskModel
 
 MODEL_TYPE = "goatdna"
+PAD_ID = 5
+"""``<pad>``'s id in `GoatDNATokenizer` (the id after the bases A C G T N)."""
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 WEIGHT_PREFIX = "model."  # the transformers wrapper holds DNADecoder as ``.model``
@@ -107,7 +109,9 @@ def _json_safe(value: object) -> object:
 
 def classifier_fields(task: SequenceTaskModel) -> dict[str, Any]:
     """config.json fields of `GoatDNAForSequenceClassification` for a fine-tuned model: its
-    `SequenceTaskConfig` (classes as id2label, pooling, strand averaging, label scaling)."""
+    `SequenceTaskConfig`, every field of it (classes as id2label, the layer and pooling a
+    probe sweep chose, strand averaging, the length kept, label scaling): a choice left out
+    would make the folder compute something else than `goatdna predict`."""
     head = task.task_config
     classes = list(head.classes) if head.classification else ["value"]
     return {
@@ -118,6 +122,8 @@ def classifier_fields(task: SequenceTaskModel) -> dict[str, Any]:
         "classifier_pool": head.pool,
         "classifier_dropout": head.dropout,
         "classifier_rc_average": head.rc_average,
+        "classifier_layer": head.layer,
+        "classifier_max_length": head.max_length,
         "regression_label_mean": head.label_mean,
         "regression_label_std": head.label_std,
     }
@@ -141,6 +147,9 @@ def config_json(
         "tie_word_embeddings": False,
         "dtype": "float32",
         "use_cache": True,
+        # the tokenizer's <pad>: with it transformers' generate warns of right-padded batches
+        # (a decoder-only model continues a right-padded row after its pads, not its bases)
+        "pad_token_id": PAD_ID,
         "goatdna_version": __version__,
         "goatdna_provenance": _json_safe(provenance),
         "goatdna_run_config": _json_safe({**run_config, "model": fields}),
@@ -197,19 +206,11 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _save_weights(state: dict[str, Tensor], path: Path) -> None:
-    """safetensors' writer, its I/O failures as the `OSError` they are (a full disk is then
-    `goatdna.atomic`'s one ``disk full`` line, not a SafetensorError traceback)."""
-    from safetensors import SafetensorError
+    """safetensors' writer; its I/O failures (a full disk, a read-only folder) become one line
+    in `goatdna.atomic.write_error`, which `atomic_dir` applies to everything written here."""
     from safetensors.torch import save_file
 
-    try:
-        save_file(state, str(path), metadata={"format": "pt"})
-    except SafetensorError as err:
-        code = re.search(r"code: (\d+)", str(err))
-        if code is None:
-            raise
-        number = int(code.group(1))
-        raise OSError(number, os.strerror(number), str(path)) from None
+    save_file(state, str(path), metadata={"format": "pt"})
 
 
 def _write_folder(
@@ -242,7 +243,12 @@ def _write_folder(
     os.chmod(folder / WEIGHTS_FILE, 0o666 & ~umask)  # safetensors writes 0600; share like the rest
     _write_json(
         folder / "generation_config.json",
-        {"suppress_tokens": [IGNORE_TARGET], "use_cache": True, "_from_model_config": False},
+        {
+            "suppress_tokens": [IGNORE_TARGET],
+            "use_cache": True,
+            "pad_token_id": PAD_ID,
+            "_from_model_config": False,
+        },
     )
     _write_json(
         folder / "tokenizer_config.json",

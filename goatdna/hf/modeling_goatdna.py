@@ -477,13 +477,28 @@ class GoatDNAForCausalLM(GoatDNAPreTrainedModel, GenerationMixin):
         return output.to_tuple() if return_dict is False else output
 
 
+def _first_bases(
+    input_ids: Tensor | None, inputs_embeds: Tensor | None, lengths: Tensor, keep: int | None
+) -> tuple[Tensor | None, Tensor | None, Tensor]:
+    """Rows (real tokens first) cut to their first ``keep`` positions (None: all), as
+    fine-tuning trained on them."""
+    if keep is None:
+        return input_ids, inputs_embeds, lengths
+    return (
+        input_ids[:, :keep] if input_ids is not None else None,
+        inputs_embeds[:, :keep] if inputs_embeds is not None else None,
+        lengths.clamp(max=keep),
+    )
+
+
 class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
     """A `goatdna finetune` model: ``SequenceTaskModel``'s pooling, head and strand averaging.
 
     The weights are the fine-tuned checkpoint's own (``model.*`` backbone, ``head.*`` the
     standardising `SequenceHead`). Rows are read as their real tokens in order (any padding
     side) and run exactly as `goatdna predict` runs them: right-padded with N, pooled over the
-    real positions (``classifier_pool``), through the head, and with ``classifier_rc_average``
+    real positions (``classifier_pool``) of the layer the probe reads (``classifier_layer``; a
+    row's first ``classifier_max_length`` bases), through the head, and with ``classifier_rc_average``
     averaged with the reverse complement's probabilities (classification) or values.
 
     ``logits``: classification, the log of the predicted probabilities when strands are averaged
@@ -519,8 +534,9 @@ class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
         states: list[Tensor] | None = None,
     ) -> Tensor:
         """`SequenceTaskModel.outputs`: right-padded rows -> head outputs (B, n_outputs)."""
-        hidden = self.model.hidden(tokens, embeds=embeds, states=states)  # causal: pads unseen
-        if states is not None:
+        layer = getattr(self.config, "classifier_layer", None)  # None: the final norm's
+        hidden = self.model.hidden(tokens, embeds=embeds, states=states, layers=layer)  # causal
+        if states is not None and layer is None:
             states[-1] = hidden  # transformers' convention: the final norm's output last
         return self.head(pool_hidden(hidden, lengths, self.config.classifier_pool))
 
@@ -540,7 +556,6 @@ class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
         first = input_ids if input_ids is not None else inputs_embeds
         assert first is not None
         B, L = first.shape[:2]
-        columns = torch.arange(L, device=first.device)
         if attention_mask is None:
             lengths = torch.full((B,), L, dtype=torch.long, device=first.device)
         else:
@@ -554,7 +569,10 @@ class GoatDNAForSequenceClassification(GoatDNAPreTrainedModel):
                 inputs_embeds = inputs_embeds.gather(
                     1, order[..., None].expand(-1, -1, inputs_embeds.shape[-1])
                 )
+        keep = getattr(self.config, "classifier_max_length", None)  # as `goatdna predict` keeps
+        input_ids, inputs_embeds, lengths = _first_bases(input_ids, inputs_embeds, lengths, keep)
         if input_ids is not None:  # N after the end, exactly as goatdna pads
+            columns = torch.arange(input_ids.shape[1], device=input_ids.device)
             input_ids = input_ids.masked_fill(columns[None, :] >= lengths[:, None], PAD_TOKEN)
 
         want_states = (

@@ -14,23 +14,20 @@ is there.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from goatdna.data_prep.fasta import ContigInfo, ContigReader, FastaSource, open_fasta
+from goatdna.data_prep.fasta import (
+    ContigInfo,
+    ContigReader,
+    FastaSource,
+    default_cache_dir,
+    open_fasta,
+)
 from goatdna.data_prep.tokens import TOKEN_MASK
 from goatdna.errors import GoatDNAError
-
-
-def default_cache_dir() -> Path:
-    """Where decompressed copies of plain-gzip FASTA files go."""
-    if os.environ.get("GOATDNA_CACHE"):
-        return Path(os.environ["GOATDNA_CACHE"]) / "fasta"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "goatdna" / "fasta"
 
 
 def alternative_contig_name(name: str, names: set[str]) -> str | None:

@@ -1,0 +1,102 @@
+"""`goatdna.atomic.write_error`: one line for a full disk or a read-only folder, whatever
+library wrote (safetensors, torch.save), and the commands that used to show their tracebacks
+(`export`, the `finetune --mode probe` feature cache) driven onto a real full tmpfs."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from goatdna.atomic import DiskFullError, atomic_path, write_error
+from goatdna.cli.app import app
+from goatdna.errors import GoatDNAError
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs (root only; skipped where mounting is not permitted)."""
+    where = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0 or not os.path.ismount(where):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)  # lazy: a held fd
+
+
+def test_safetensors_and_torch_messages_become_one_line(tmp_path: Path) -> None:
+    from safetensors import SafetensorError
+
+    full = SafetensorError(
+        "Error while serializing: I/O error: No space left on device (os error 28)"
+    )
+    assert isinstance(write_error(full, tmp_path / "w", "rerun"), DiskFullError)
+    read_only = SafetensorError("Error while serializing: I/O error: (os error 30)")
+    line = write_error(read_only, tmp_path / "w", "rerun")
+    assert line is not None and "read-only filesystem" in str(line)
+    denied = write_error(OSError(errno.EACCES, "Permission denied"), tmp_path / "w", "rerun")
+    assert denied is not None and "permission denied" in str(denied)
+    # torch's zip writer has no errno: a full disk only when the filesystem is nearly full
+    short = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1 vs 2")
+    assert write_error(short, tmp_path / "w", "rerun") is None  # plenty free on tmp_path
+    assert write_error(ValueError("a bug"), tmp_path / "w", "rerun") is None
+
+
+def test_torch_save_onto_a_full_disk_is_one_line(full_disk: Path) -> None:
+    with (
+        pytest.raises(DiskFullError, match="disk full while writing"),
+        atomic_path(full_disk / "big.pt") as tmp,
+    ):
+        torch.save(torch.zeros(1 << 16), tmp)
+    assert list(full_disk.iterdir()) == []
+
+
+def _one_line(args: list[object]) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stderr.startswith("error: disk full while writing"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    return result.stderr
+
+
+def test_export_onto_a_full_disk(full_disk: Path, tiny_runs: dict[str, Path]) -> None:
+    _one_line(["export", "-c", tiny_runs["rope"] / "checkpoints" / "best.ckpt",
+               "--out", full_disk / "exp"])  # fmt: skip
+    assert list(full_disk.iterdir()) == []  # nothing half-written left
+
+
+def test_probe_sweep_onto_a_full_disk(
+    full_disk: Path, tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
+) -> None:
+    task = tmp_path / "task"
+    made = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+                               "--label", "gc", "--max-train", "60", "--max-eval", "20"])  # fmt: skip
+    assert made.exit_code == 0, made.output
+    line = _one_line(["finetune", "-c", tiny_runs["rope"] / "checkpoints" / "best.ckpt",
+                      "--train", task / "train.csv", "--val", task / "val.csv",
+                      "--out", full_disk / "ft", "--no-progress", "--mode", "probe",
+                      "--layer", "all", "--epochs", "1"])  # fmt: skip
+    assert "probe_features" in line
+
+
+def test_read_only_is_one_line(tmp_path: Path) -> None:
+    with (
+        pytest.raises(GoatDNAError, match="read-only filesystem"),
+        atomic_path(tmp_path / "x.bin") as tmp,
+    ):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp))
+    assert list(tmp_path.iterdir()) == []
