@@ -137,3 +137,17 @@ def test_single_device_is_one_torch_device() -> None:
             single_device("cpu", many)
     with pytest.raises(GoatDNAError, match="device ids name GPUs"):
         single_device("cpu", "1,")
+
+
+def test_a_closing_line_is_printed_by_the_first_process_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: train, finetune and predict printed their summary once per rank under --devices 2."""
+    from goatdna.cli.common import say_once
+
+    say_once("wrote x")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    say_once("wrote y")
+    say_once("warning: z", err=True)
+    captured = capsys.readouterr()
+    assert captured.out == "wrote x\n" and captured.err == ""

@@ -223,6 +223,16 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def say_once(text: str, *, err: bool = False) -> None:
+    """A command's closing line (``wrote ...``, a run's summary), printed by the first process
+    only: a command launched on several devices runs in every rank, and a line each rank
+    printed stood in the log once per rank."""
+    from goatdna.runtime import is_first_process
+
+    if is_first_process():
+        typer.echo(text, err=err)
+
+
 class ProgressLine:
     """A ``progress(done, total)`` callback for library code that reports counts (a bootstrap,
     check-precision's window passes): the shared plain lines of `goatdna.progress.ProgressLines`

@@ -14,6 +14,7 @@ from goatdna.cli.common import (
     ConfigNumNodesOpt,
     OverridesOpt,
     option,
+    say_once,
 )
 from goatdna.errors import GoatDNAError
 
@@ -237,5 +238,5 @@ def finetune(
     shown["val"] = summary["val"]
     if summary.get("test"):
         shown["test"] = summary["test"]
-    typer.echo(json.dumps(shown))
-    typer.echo(f"run directory: {out}")
+    say_once(json.dumps(shown))
+    say_once(f"run directory: {out}")

@@ -15,6 +15,7 @@ from goatdna.cli.common import (
     WorkResumeOpt,
     default_of,
     option,
+    say_once,
 )
 from goatdna.inference.predict import predict_file
 from goatdna.runtime import Runtime
@@ -77,4 +78,4 @@ def predict(
             rc_average=rc_average, batch_size=batch_size, fabric=runtime.fabric(),
             progress=progress, resume=resume, force=force,
         )  # fmt: skip
-    typer.echo(f"{rows} rows -> {out}")
+    say_once(f"{rows} rows -> {out}")

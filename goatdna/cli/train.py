@@ -15,6 +15,7 @@ from goatdna.cli.common import (
     DataOpt,
     OverridesOpt,
     option,
+    say_once,
 )
 from goatdna.errors import GoatDNAError
 
@@ -93,5 +94,5 @@ def train(
     run_config = load_run_config(config, all_overrides)
     summary = run_training(run_config, data, out, resume=how, force=force)
     keys = ("steps", "train_loss", "val_loss", "val_bits_per_base", "tokens_per_s", "mfu")
-    typer.echo(json.dumps({k: summary[k] for k in keys}))
-    typer.echo(f"run directory: {out}")
+    say_once(json.dumps({k: summary[k] for k in keys}))
+    say_once(f"run directory: {out}")

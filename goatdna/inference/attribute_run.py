@@ -40,7 +40,7 @@ from goatdna.formats import output_format
 from goatdna.inference.attribute import AttributeOptions, Target, attribute_tokens, one_hot
 from goatdna.inference.embed import SequenceRecord
 from goatdna.inference.loop import load_arrays, rank_zero_lock, rank_zero_progress, save_arrays
-from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.runtime import is_first_process, on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def _warn_long(tokens: list[np.ndarray], max_length: int) -> None:
     """As `predict`: a fine-tuned model reads the first ``max_length`` bases, so the tail of a
     longer record gets no attribution (its rows stay 0)."""
     cut = sum(1 for t in tokens if t.size > max_length)
-    if cut:
+    if cut and is_first_process():
         print(
             f"warning: {cut} of {len(tokens)} sequences are longer than the model's max_length "
             f"({max_length:,} bases, as fine-tuned); each is explained over its first "
