@@ -410,7 +410,7 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "max_logprob_error": NON_NEGATIVE,
     "min_spearman": Bounds(-1, 1),
     "lora_rank": COUNT,
-    "lora_alpha": POSITIVE,  # updates are scaled by alpha / rank
+    "lora_alpha": COUNT,  # updates are scaled by alpha / rank
     "lora_dropout": FRACTION,
     "flank": COUNT_OR_ZERO,
     "trim": COUNT,
