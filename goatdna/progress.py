@@ -105,10 +105,11 @@ class ProgressLines:
 
     def close(self) -> None:
         """The last line (once, and not when the last update printed it already), so a log says
-        how the work ended and how long it took."""
+        how the work ended and how long it took; work that ended before its first line stays
+        silent (a command's own lines, an ``error:`` say, stand alone)."""
         if not self._closed:
             self._closed = True
-            if self._printed != self.completed:
+            if self._printed is not None and self._printed != self.completed:
                 self._print()
 
     def _print(self) -> None:

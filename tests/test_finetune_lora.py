@@ -192,7 +192,7 @@ def test_wrong_or_missing_backbone_is_one_error_line(
 def test_lora_options_are_checked(task_dir: Path, tmp_path: Path) -> None:
     backbone = _backbone(tmp_path)
     for extra, words in ((["--mode", "full", "--lora-rank", "4"], "apply to mode lora only"),
-                         (["--mode", "lora", "--lora-rank", "0"], "lora_rank"),
+                         (["--mode", "lora", "--lora-rank", "0"], "--lora-rank 0"),
                          (["--mode", "lora", "--lora-targets", "qkv"], "no module of the decoder")):  # fmt: skip
         args = [a for a in _args(task_dir, backbone, "lora") if a not in ("--mode", "lora")]
         result = runner.invoke(app, [*args, *extra, "--out", str(tmp_path / "run")])

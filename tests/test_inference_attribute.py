@@ -317,9 +317,15 @@ def test_bed_regions_give_a_track_in_genome_orientation(checkpoints, inputs, tmp
     np.testing.assert_allclose(observed_contribution("ism", ism_values, hyp, tokens), 0.25)
 
 
-def test_a_killed_run_resumes_to_the_same_bytes(checkpoints, inputs, tmp_path, monkeypatch):
+def test_a_killed_run_resumes_to_the_same_bytes(
+    checkpoints, inputs, tmp_path, monkeypatch, one_thread
+):
+    """Every run on one thread (set as a user would: the CLI keeps torch's setting when
+    OMP_NUM_THREADS is set), so the byte comparison does not hang on the machine's load."""
     from goatdna.inference import attribute_run
     from goatdna.workdir import work_dir_for
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
     monkeypatch.setattr(attribute_run, "UNIT_SEQUENCES", 1)
     args = ["--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"], "--method",

@@ -261,7 +261,18 @@ def open_faidx(read_path: Path, fai: Path, **kwargs):
 
 
 def _build_faidx(source: Path, read_path: Path, fai: Path):
-    """Open (and if missing or older than the FASTA, build) the pyfaidx index."""
+    """Open (and if missing or older than the FASTA, build) the pyfaidx index; a FASTA it
+    refuses leaves no fresh .fai beside it (a later run would read that index as valid)."""
+    existed = fai.exists()
+    try:
+        return _open_or_refuse(source, read_path, fai)
+    except GoatDNAError:
+        if not existed:
+            fai.unlink(missing_ok=True)
+        raise
+
+
+def _open_or_refuse(source: Path, read_path: Path, fai: Path):
     import pyfaidx
 
     try:
