@@ -233,6 +233,7 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
     assert f"goatdna train --out {run} --data {synthetic_shards} --resume" in line
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
     monkeypatch.setattr(GenomeLM, "forward", real_forward)
+    monkeypatch.setattr("goatdna.progress.INTERVAL_S", 0.0)  # a log line every step: short run
 
     resumed = CliRunner().invoke(
         app,
@@ -242,6 +243,9 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
     assert resumed.exit_code == 0, resumed.output
     _assert_same_weights(_weights(run), _weights(reference))
     assert "12/12" in resumed.output  # the bar counts the whole run's steps, not what is left
+    counted = [int(line.split()[1].split("/")[0]) for line in resumed.output.splitlines()
+               if line.startswith("train: ")]  # fmt: skip
+    assert counted[0] == 7  # counted on from the resumed step
 
 
 # ------------------------------------------------------------------------------ devices, configs
