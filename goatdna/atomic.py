@@ -26,7 +26,21 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class DiskFullError(GoatDNAError):
-    """The disk (or quota) filled up while goatdna was writing; what was finished is kept."""
+    """The disk (or quota) filled up while goatdna was writing; what was finished is kept.
+
+    It keeps what was written and how much it needed, so a caller that learns more about what
+    is left (a fresh run that had no checkpoint yet) can say another next step (`then`)."""
+
+    def __init__(self, what: str | Path, needed: int | None, then: str) -> None:
+        self.what, self.needed = what, needed
+        free = free_bytes(what)
+        need = f"it needs about {_size(needed)}" if needed else "it needs more space"
+        have = f", {_size(free)} free there" if free is not None else ""
+        super().__init__(f"disk full while writing {what} ({need}{have}); free space, then {then}")
+
+    def then(self, then: str) -> DiskFullError:
+        """The same line with another next step."""
+        return DiskFullError(self.what, self.needed, then)
 
 
 def is_disk_full(err: BaseException) -> bool:
@@ -57,10 +71,7 @@ def _size(n: int) -> str:
 
 def disk_full_error(what: str | Path, needed: int | None, then: str) -> DiskFullError:
     """One line: what was being written, how much it needs, what is free, what to do next."""
-    free = free_bytes(what)
-    need = f"it needs about {_size(needed)}" if needed else "it needs more space"
-    have = f", {_size(free)} free there" if free is not None else ""
-    return DiskFullError(f"disk full while writing {what} ({need}{have}); free space, then {then}")
+    return DiskFullError(what, needed, then)
 
 
 UNWRITABLE_ERRNOS = {errno.EROFS: "read-only filesystem", errno.EACCES: "permission denied",
@@ -314,3 +325,16 @@ def check_output_file(path: str | Path, option: str = "--out") -> Path:
         )
     _probe_writable(base, option, path)
     return path
+
+
+def check_free_space(path: str | Path, needed: int, what: str, option: str = "--out") -> None:
+    """Refuse, before any work, a run whose outputs cannot fit beside ``path``: ``needed`` is
+    the caller's estimate of the most it will hold there at once (a checkpoint, its temporary
+    copy while it is replaced, a feature cache). A full disk met later is still one line
+    (`write_error`); this only spares hours of work that could never be saved."""
+    free = free_bytes(path)
+    if free is not None and free < needed:
+        raise GoatDNAError(
+            f"{option} {path}: {what} needs about {_size(needed)}, {_size(free)} free there; "
+            f"free space or choose another {option}"
+        )

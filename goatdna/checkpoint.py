@@ -21,7 +21,7 @@ import dataclasses
 import json
 import math
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -667,6 +667,14 @@ def load_training_checkpoint(fabric: Fabric, path: Path, objects: Mapping[str, o
     for key, state in states.items():
         state.load_state_dict(remainder[key])
     return int(remainder["global_step"])
+
+
+def training_checkpoint_bytes(trained: Iterable[torch.Tensor] | int) -> int:
+    """About the size of one training checkpoint: the trained weights and AdamW's two moments
+    (kept in the weights' dtype; float32 unless given tensors say otherwise)."""
+    if isinstance(trained, int):
+        return 3 * 4 * trained
+    return 3 * sum(p.numel() * p.element_size() for p in trained)
 
 
 def training_checkpoint_problem(path: Path) -> str | None:

@@ -320,4 +320,12 @@ def test_disk_full_anywhere_in_training_is_one_line(synthetic_shards, tmp_path, 
 
     monkeypatch.setattr(GenomeLM, "forward", full)
     line = _one_line(_cli_train("--data", synthetic_shards, "--out", tmp_path / "run"))
-    assert "disk full while writing" in line and "--resume" in line
+    assert "disk full while writing" in line
+    # before the first checkpoint nothing could be resumed: the run's files are gone, and the
+    # same command (no --resume, no --force) is what runs next
+    assert "--resume" not in line and "nothing of this run was kept" in line
+    assert not (tmp_path / "run").exists()
+    monkeypatch.undo()
+    again = _cli_train("--data", synthetic_shards, "--out", tmp_path / "run",
+                       "--set", "trainer.max_steps=2")  # fmt: skip
+    assert again.exit_code == 0, again.output

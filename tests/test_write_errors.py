@@ -73,9 +73,16 @@ def _one_line(args: list[object]) -> str:
     return result.stderr
 
 
-def test_export_onto_a_full_disk(full_disk: Path, tiny_runs: dict[str, Path]) -> None:
-    _one_line(["export", "-c", tiny_runs["rope"] / "checkpoints" / "best.ckpt",
-               "--out", full_disk / "exp"])  # fmt: skip
+def test_export_onto_a_full_disk(
+    full_disk: Path, tiny_runs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["export", "-c", tiny_runs["rope"] / "checkpoints" / "best.ckpt",
+            "--out", full_disk / "exp"]  # fmt: skip
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2 and "the export needs about" in result.stderr  # before writing
+    # where the estimate falls short, the write itself still ends in one line
+    monkeypatch.setattr("goatdna.hf.export.check_free_space", lambda *a, **k: None)
+    _one_line(args)
     assert list(full_disk.iterdir()) == []  # nothing half-written left
 
 
@@ -90,7 +97,8 @@ def test_probe_sweep_onto_a_full_disk(
                       "--train", task / "train.csv", "--val", task / "val.csv",
                       "--out", full_disk / "ft", "--no-progress", "--mode", "probe",
                       "--layer", "all", "--epochs", "1"])  # fmt: skip
-    assert "probe_features" in line
+    assert "probe_features" in line and "nothing of this run was kept" in line
+    assert list(full_disk.iterdir()) == []  # no config.yaml, no empty cache/: rerun as it was
 
 
 def test_read_only_is_one_line(tmp_path: Path) -> None:
@@ -100,3 +108,48 @@ def test_read_only_is_one_line(tmp_path: Path) -> None:
     ):
         raise OSError(errno.EROFS, "Read-only file system", str(tmp))
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def little_room(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Every filesystem reports 4 KiB free (what `goatdna.atomic.check_free_space` reads)."""
+    monkeypatch.setattr("goatdna.atomic.free_bytes", lambda path: 4096)
+    return 4096
+
+
+def _refused_for_room(args: list[object]) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs about" in lines[0] and "4.0 KiB free there" in lines[0]
+    return lines[0]
+
+
+def test_train_without_room_for_its_checkpoints_stops_before_work(
+    little_room: int, synthetic_shards: Path, tmp_path: Path
+) -> None:
+    from tests.conftest import REPO_ROOT, TINY_RUN_OVERRIDES
+
+    sets = [x for item in TINY_RUN_OVERRIDES for x in ("--set", item)]
+    line = _refused_for_room(["train", "--config", REPO_ROOT / "configs" / "goat-tiny.yaml",
+                              *sets, "--data", synthetic_shards, "--out", tmp_path / "run"])  # fmt: skip
+    assert "this run's checkpoints" in line and "--out" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_probe_and_export_without_room_stop_before_work(
+    little_room: int, tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
+) -> None:
+    task = tmp_path / "task"
+    made = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+                               "--label", "gc", "--max-train", "60", "--max-eval", "20"])  # fmt: skip
+    assert made.exit_code == 0, made.output
+    best = tiny_runs["rope"] / "checkpoints" / "best.ckpt"
+    line = _refused_for_room(["finetune", "-c", best, "--train", task / "train.csv",
+                              "--val", task / "val.csv", "--out", tmp_path / "ft",
+                              "--no-progress", "--mode", "probe", "--layer", "all"])  # fmt: skip
+    assert "feature cache" in line
+    assert not (tmp_path / "ft").exists()
+    line = _refused_for_room(["export", "-c", best, "--out", tmp_path / "exp"])
+    assert "the export" in line
+    assert not (tmp_path / "exp").exists()

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goatdna import __version__
-from goatdna.atomic import atomic_dir
+from goatdna.atomic import atomic_dir, check_free_space
 from goatdna.errors import GoatDNAError
 
 from .model_card import model_card
@@ -366,6 +366,8 @@ def export_model(
                     "is not one; choose another --out"
                 )
             replacing = True
+    held = (task if task is not None else model).state_dict().values()
+    check_free_space(out, sum(t.numel() * t.element_size() for t in held), "the export")
     kept: list[Path] = []
     with atomic_dir(out, then="rerun the export") as folder:
         if adapter is None:

@@ -47,7 +47,7 @@ from goatdna.adapters import (
     require_peft,
     split_targets,
 )
-from goatdna.checkpoint import load_checkpoint, task_head
+from goatdna.checkpoint import load_checkpoint, task_head, training_checkpoint_bytes
 from goatdna.configfile import from_dict, load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
@@ -88,6 +88,7 @@ from goatdna.training.probe import (
     ProbeChoice,
     ProbeFeatures,
     ProbeSweep,
+    feature_cache_bytes,
     head_predictions,
     model_choice,
     pooled_features,
@@ -345,6 +346,13 @@ def finetune(
     if len(choices) == 1 or resume is False:
         start_plan = run.check(resolved_for(stored_choice(run, choices, resolved_for)),
                                resume=resume, force=force)  # fmt: skip
+    probing = config.backbone.mode == "probe"
+    run.check_room(  # full fine-tuning stores every weight; a probe or adapters only a few
+        0 if probing or config.backbone.adapters else training_checkpoint_bytes(backbone.num_params()),
+        fresh=not resume,
+        extra=feature_cache_bytes(run.root, task, config, len(choices), backbone.config.d_model)
+        if probing else 0,
+    )  # fmt: skip
     print_warnings(task)
     tr = config.trainer
     precision = resolve_precision(tr.precision, tr.accelerator)

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 import torch
 from torch import Tensor, nn
 
-from goatdna.atomic import DiskFullError, atomic_write_text, disk_full_error
+from goatdna.atomic import DiskFullError, atomic_write_text, disk_full_error, is_disk_full
 from goatdna.checkpoint import (
     TrainState,
     load_training_checkpoint,
     save_training_checkpoint,
+    training_checkpoint_bytes,
 )
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
@@ -349,7 +350,7 @@ class Checkpoints:
         except DiskFullError:
             kept = (f"{self.run.last_ckpt} keeps step {self.last_saved}" if self.last_saved > 0
                     else "no checkpoint was written yet")  # fmt: skip
-            needed = 3 * sum(p.numel() * p.element_size() for p in params)  # + AdamW's moments
+            needed = training_checkpoint_bytes(params)
             raise disk_full_error(path, needed, f"{RESUME_HINT}; {kept}") from None
         self.fabric.barrier()
         if path == self.run.last_ckpt:
@@ -373,6 +374,7 @@ def claimed_run_dir(
     with the same one-line error instead of waiting at the barrier. The lock is held until the
     block ends. ``locked``: the caller took it already (`run_dir_lock`, before work that comes
     ahead of the set-up, such as finetune's probe sweep)."""
+    created = not run.root.exists()
     with contextlib.ExitStack() as lock:
         error = None
         if fabric.is_global_zero:
@@ -381,12 +383,44 @@ def claimed_run_dir(
                     lock.enter_context(folder_lock(run.root, "--out"))
                 run.start(resolved, plan)
             except GoatDNAError as err:
+                if isinstance(err, DiskFullError):
+                    err = _undone_fresh_start(run, plan, created, err)
                 error = str(err)
         error = fabric.broadcast(error, src=0)
         if error:
             raise GoatDNAError(error)
         fabric.barrier()
-        yield
+        try:
+            yield
+        except (DiskFullError, OSError) as err:
+            if isinstance(err, DiskFullError):
+                full = err
+            elif is_disk_full(err):  # met outside goatdna's writers (TensorBoard, metrics)
+                full = disk_full_error(err.filename or run.root, None, RESUME_HINT)
+            else:
+                raise
+            if fabric.is_global_zero:
+                raise _undone_fresh_start(run, plan, created, full) from None
+            raise (full if _keeps_work(run, plan) else full.then(NOTHING_KEPT)) from None
+
+
+NOTHING_KEPT = "rerun the command (no checkpoint had been written, so nothing of this run was kept)"
+
+
+def _keeps_work(run: RunDir, plan: StartPlan) -> bool:
+    return plan.checkpoint is not None or run.last_ckpt.exists()
+
+
+def _undone_fresh_start(
+    run: RunDir, plan: StartPlan, created: bool, full: DiskFullError
+) -> DiskFullError:
+    """A fresh run the disk stopped before its first checkpoint has nothing to resume: remove
+    what it wrote (`RunDir.undo_start`), so the same command runs again once space is freed,
+    and say so. A resumed run, or one with a checkpoint, keeps everything (`--resume`)."""
+    if _keeps_work(run, plan):
+        return full
+    run.undo_start(remove_root=created)
+    return full.then(NOTHING_KEPT)
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from goatdna.errors import GoatDNAError
 from goatdna.model.classifier import pool_hidden, reverse_complement_padded
 from goatdna.training.finetune_config import FINAL_LAYER, spec_items
 from goatdna.training.finetune_data import Split, StepBatches, StepPlan, TaskData, eval_batches
+from goatdna.training.run import CACHE_DIR
 
 if TYPE_CHECKING:
     from goatdna.model import DNADecoder
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 SWEEP_TSV = "probe_sweep.tsv"
 SWEEP_JSON = "probe_sweep.json"
-FEATURE_CACHE = Path("cache") / "probe_features.pt"
+FEATURE_CACHE = Path(CACHE_DIR) / "probe_features.pt"
 
 Features = tuple[Tensor, Tensor | None]
 """Pooled features of a split's rows (N, d_model) and of their reverse complements (or None)."""
@@ -178,6 +179,17 @@ def probe_features(
     backbone.cpu()
     by_choice = {c: {name: per_split[name][c] for name in task.splits} for c in choices}
     return ProbeFeatures(by_choice, key, False)
+
+
+def feature_cache_bytes(
+    run_root: Path, task: TaskData, config: FinetuneConfig, n_choices: int, d_model: int
+) -> int:
+    """About what `ProbeFeatures.save` will write: a float32 vector per row, strand and choice
+    (0 when a cache is there already: its space is taken)."""
+    if (run_root / FEATURE_CACHE).is_file():
+        return 0
+    rows = sum(len(split) for split in task.splits.values())
+    return rows * (2 if needs_rc(config) else 1) * n_choices * d_model * 4
 
 
 def needs_rc(config: FinetuneConfig) -> bool:

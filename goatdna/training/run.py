@@ -16,6 +16,7 @@ file that exists is whole. A directory that holds another run is never silently 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -27,7 +28,7 @@ from typing import Any
 import yaml
 
 from goatdna import __version__
-from goatdna.atomic import atomic_write_text
+from goatdna.atomic import atomic_write_text, check_free_space
 from goatdna.checkpoint import training_checkpoint_problem, training_checkpoint_step
 from goatdna.configfile import load_yaml, to_dict
 from goatdna.errors import GoatDNAError
@@ -72,6 +73,9 @@ RESUMABLE_KEYS = frozenset(
 
 RUN_ENTRIES = ("config.yaml", "checkpoints", "metrics.csv", "summary.json", "tensorboard")
 """What a run writes at the top of its directory (a directory holding any of them holds a run)."""
+
+CACHE_DIR = "cache"
+"""Where a run keeps work it can reuse on a rerun (finetune's probe features)."""
 
 CHECKPOINT_FILES = ("last.ckpt", "best.ckpt")
 TENSORBOARD_PATTERNS = ("events.out.tfevents.*", "hparams.yaml")
@@ -332,6 +336,26 @@ class RunDir:
             if folder.is_dir() and not any(folder.rglob("*")):
                 folder.rmdir()
         return foreign
+
+    def check_room(self, checkpoint_bytes: int, *, fresh: bool, extra: int = 0) -> None:
+        """Before the work: room for what the run will hold here at its fullest. A fresh run
+        writes last.ckpt and best.ckpt and, while replacing one, its temporary copy (3
+        checkpoints); a resumed one has the first two already (1 more). ``extra``: what else it
+        writes (a probe's feature cache)."""
+        needed = (3 if fresh else 1) * checkpoint_bytes + extra
+        check_free_space(self.root, needed, "this run's checkpoints" + (
+            " and feature cache" if extra else ""))  # fmt: skip
+
+    def undo_start(self, *, remove_root: bool) -> None:
+        """Remove what a fresh run wrote before it failed with no checkpoint (`clear`), and the
+        empty folders it made (``remove_root``: the run directory too, when this run made it).
+        Files goatdna did not write stay, and so does finished work of its own kind, such as a
+        probe-feature cache written whole (the next run reuses it)."""
+        self.clear()
+        folders = [self.root / CACHE_DIR, *([self.root] if remove_root else [])]
+        for folder in folders:
+            with contextlib.suppress(OSError):  # not empty, or gone: leave it
+                folder.rmdir()
 
     def write_config(self, resolved: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -158,7 +158,9 @@ def _train(
 ) -> dict[str, Any]:
     import torch
 
+    from goatdna.checkpoint import training_checkpoint_bytes
     from goatdna.data_prep import ShardedGenome
+    from goatdna.model import DNADecoder
     from goatdna.training.loop import claimed_run_dir, resolve_precision
     from goatdna.training.windows import plan_windows
 
@@ -173,6 +175,9 @@ def _train(
     run = RunDir(run_dir)
     resolved = resolved_config(config, genome.manifest_sha256)
     plan = run.check(resolved, resume=resume, force=force)
+    with torch.device("meta"):  # shapes only
+        n_params = DNADecoder(config.model).num_params()
+    run.check_room(training_checkpoint_bytes(n_params), fresh=plan.checkpoint is None)
 
     precision = resolve_precision(config.trainer.precision, config.trainer.accelerator)
     if runs_on_cuda(config.trainer.accelerator):
