@@ -374,6 +374,7 @@ class ThreadChoice:
 
     threads: int | None  # None: torch's own setting (the environment chose it)
     reason: str
+    from_load: bool = False  # only the machine's load chose it: nobody asked for this count
 
 
 def choose_cpu_threads(
@@ -415,6 +416,31 @@ def choose_cpu_threads(
     return ThreadChoice(
         free,
         f"{free} (load {load:.1f} on {cores} cores; --threads N or OMP_NUM_THREADS=N to choose)",
+        from_load=True,
+    )
+
+
+def cpu_threads_in_use() -> int | None:
+    """torch's CPU thread count now (None before torch is imported: nothing has run on it)."""
+    torch_module = sys.modules.get("torch")
+    return None if torch_module is None else int(torch_module.get_num_threads())
+
+
+def keep_cpu_threads(recorded: object) -> str | None:
+    """Run on ``recorded`` CPU threads (what a resumed run started with) when this process's
+    count came only from the load, and return a note saying so; None when nothing changes.
+
+    Why: sums split by thread count, so a CPU run resumed on another count than it started on
+    does not end byte-identical to an uninterrupted one. A count someone asked for
+    (``--threads``, ``OMP_NUM_THREADS``) is kept as asked."""
+    if _applied is None or not _applied.from_load or not isinstance(recorded, int):
+        return None
+    if recorded < 1 or recorded == cpu_threads_in_use():
+        return None
+    apply_cpu_threads(ThreadChoice(recorded, f"{recorded} (the count this run started with)"))
+    return (
+        f"note: {recorded} CPU thread(s), as this run started with, so it ends as an "
+        "uninterrupted run would (OMP_NUM_THREADS=N to choose)"
     )
 
 

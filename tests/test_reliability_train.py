@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from typer.testing import CliRunner
 
 from goatdna.cli.app import app
@@ -246,6 +247,42 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
     counted = [int(line.split()[1].split("/")[0]) for line in resumed.output.splitlines()
                if line.startswith("train: ")]  # fmt: skip
     assert counted[0] == 7  # counted on from the resumed step
+
+
+def test_a_resumed_run_keeps_the_thread_count_it_started_with(
+    reference, synthetic_shards, tmp_path, monkeypatch
+):
+    """The CLI sizes torch's CPU pool from the load; a run resumed at another load must still
+    compute on the count it started with, or its sums split differently and the weights are
+    not an uninterrupted run's."""
+    import goatdna.runtime
+    from goatdna.training.module import GenomeLM
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(goatdna.runtime, "_applied", None)
+    load_says = [1]
+    monkeypatch.setattr(goatdna.runtime, "choose_cpu_threads", lambda *a, **k: goatdna.runtime.ThreadChoice(
+        load_says[0], f"{load_says[0]} (load)", from_load=True))  # fmt: skip
+    real_forward = GenomeLM.forward
+    seen: list[int] = []
+
+    def forward_counting_threads(self, tokens, reduction="mean"):
+        if self.training:
+            seen.append(torch.get_num_threads())
+            if len(seen) == 6:
+                os.kill(os.getpid(), signal.SIGINT)
+        return real_forward(self, tokens, reduction)
+
+    monkeypatch.setattr(GenomeLM, "forward", forward_counting_threads)
+    run = tmp_path / "run"
+    _one_line(_cli_train("--data", synthetic_shards, "--out", run), "interrupted: ", 130)
+    assert yaml.safe_load((run / "config.yaml").read_text())["cpu_threads"] == 1
+    load_says[0] = 2  # the machine is idle now: the load alone would give 2 threads
+    resumed = _cli_train("--data", synthetic_shards, "--out", run, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert set(seen) == {1}, seen  # steps 7-12 ran on the run's own count
+    assert "1 CPU thread(s), as this run started with" in resumed.stderr
+    _assert_same_weights(_weights(run), _weights(reference))
 
 
 # ------------------------------------------------------------------------------ devices, configs

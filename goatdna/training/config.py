@@ -22,8 +22,9 @@ from goatdna.configfile import (
 from goatdna.errors import GoatDNAError
 from goatdna.model.config import ModelConfig
 
-PROVENANCE_KEYS = ("data_manifest_sha256", "goatdna_version")
-"""Keys a run directory's config.yaml adds next to the sections; dropped again when it is re-read."""
+PROVENANCE_KEYS = ("data_manifest_sha256", "goatdna_version", "cpu_threads")
+"""Keys a run directory's config.yaml adds next to the sections; dropped again when it is re-read.
+``cpu_threads``: torch's CPU thread count when the run started (`RunDir.resume_cpu_threads`)."""
 
 Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"]
 Strategy = Literal["auto", "ddp", "fsdp"]

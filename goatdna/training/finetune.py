@@ -346,13 +346,7 @@ def finetune(
     if len(choices) == 1 or resume is False:
         start_plan = run.check(resolved_for(stored_choice(run, choices, resolved_for)),
                                resume=resume, force=force)  # fmt: skip
-    probing = config.backbone.mode == "probe"
-    run.check_room(  # full fine-tuning stores every weight; a probe or adapters only a few
-        0 if probing or config.backbone.adapters else training_checkpoint_bytes(backbone.num_params()),
-        fresh=not resume,
-        extra=feature_cache_bytes(run.root, task, config, len(choices), backbone.config.d_model)
-        if probing else 0,
-    )  # fmt: skip
+    _before_work(run, config, task, backbone, len(choices), resume)
     print_warnings(task)
     tr = config.trainer
     precision = resolve_precision(tr.precision, tr.accelerator)
@@ -393,6 +387,19 @@ def finetune(
             if fabric.is_global_zero:
                 run.write_summary(summary)
             return summary
+
+
+def _before_work(run: RunDir, config: FinetuneConfig, task: TaskData, backbone: DNADecoder,
+                 n_choices: int, resume: bool) -> None:  # fmt: skip
+    """Room on the disk for the checkpoints (full fine-tuning stores every weight; a probe or
+    adapters only a few) and a probe's feature cache; a resumed run's CPU thread count."""
+    probing = config.backbone.mode == "probe"
+    trained = 0 if probing or config.backbone.adapters else backbone.num_params()
+    cache = (feature_cache_bytes(run.root, task, config, n_choices, backbone.config.d_model)
+             if probing else 0)  # fmt: skip
+    run.check_room(training_checkpoint_bytes(trained), fresh=not resume, extra=cache)
+    if resume:
+        run.resume_cpu_threads()
 
 
 def _check_backbone_options(config: FinetuneConfig) -> None:

@@ -32,6 +32,7 @@ from goatdna.atomic import atomic_write_text, check_free_space
 from goatdna.checkpoint import training_checkpoint_problem, training_checkpoint_step
 from goatdna.configfile import load_yaml, to_dict
 from goatdna.errors import GoatDNAError
+from goatdna.runtime import cpu_threads_in_use, is_first_process, keep_cpu_threads
 from goatdna.training.config import PROVENANCE_KEYS, RunConfig
 
 SUMMARY_KEYS = (
@@ -357,8 +358,21 @@ class RunDir:
             with contextlib.suppress(OSError):  # not empty, or gone: leave it
                 folder.rmdir()
 
+    def resume_cpu_threads(self) -> None:
+        """Before a resumed run's work: the CPU thread count it started with (config.yaml's
+        ``cpu_threads``), unless another was asked for (`runtime.keep_cpu_threads`). Every rank
+        calls it before the process group starts, so launched workers inherit the count; the first
+        process says so."""
+        stored = self._stored_config() or {}
+        note = keep_cpu_threads(stored.get("cpu_threads"))
+        if note is not None and is_first_process():
+            print(note, file=sys.stderr)
+
     def write_config(self, resolved: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        threads = cpu_threads_in_use()
+        if threads is not None:
+            resolved = {**resolved, "cpu_threads": threads}
         text = yaml.safe_dump(resolved, sort_keys=False)
         atomic_write_text(self.config_yaml, text, then=RESUME_HINT)
 

@@ -178,6 +178,8 @@ def _train(
     with torch.device("meta"):  # shapes only
         n_params = DNADecoder(config.model).num_params()
     run.check_room(training_checkpoint_bytes(n_params), fresh=plan.checkpoint is None)
+    if plan.checkpoint is not None:
+        run.resume_cpu_threads()
 
     precision = resolve_precision(config.trainer.precision, config.trainer.accelerator)
     if runs_on_cuda(config.trainer.accelerator):
