@@ -37,8 +37,8 @@ Numerics (why the code is not a one-liner):
   when their product is not exactly 1 (e.g. ``d_h = 32`` or 128 in bf16), ``u`` is divided by that
   product before the split so that the logit is still ``u``.
 * The per-head MLP g_h runs in the parameters' dtype (float32) with autocast off; its output is
-  small, so only ``slope * j`` needs float64. Its (H, L, M) hidden layer is recomputed in backward
-  rather than stored (at batch 1 it would weigh as much as a query tensor).
+  small, so only ``slope * j`` needs float64. Its (H, L, M) hidden layer is per head, not per row,
+  so training keeps it for backward (recomputing it cost a fifth of the prior's step).
 * Nothing here is L x L: per-position terms cost O(H L (R + M)), the packed q'/k' are the same
   size as RoPE's rotated q/k.
 """
@@ -55,7 +55,6 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 Positions = Tensor | range
 """Absolute token positions: a LongTensor, or a ``range`` (cached features, no device sync)."""
@@ -319,9 +318,10 @@ class GoatPrior(nn.Module):
 
     @staticmethod
     def _mlp(phi: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
-        """g_h(phi) for every head: phi (L, F) -> (H, L)."""
-        hidden = F.silu(torch.matmul(phi, w1) + b1[:, None, :])  # (H, L, M)
-        return torch.matmul(hidden, w2[:, :, None])[..., 0] + b2[:, None]
+        """g_h(phi) for every head: phi (L, F) -> (H, L); the first bias rides in the matmul."""
+        H, L = w1.shape[0], phi.shape[0]
+        pre = torch.baddbmm(b1[:, None, :], phi.expand(H, *phi.shape), w1)  # (H, L, M)
+        return torch.baddbmm(b2[:, None, None], F.silu(pre), w2[:, :, None]).view(H, L)
 
     def _key_bias64(
         self,
@@ -338,13 +338,11 @@ class GoatPrior(nn.Module):
         pos64, phi = self._features(pos, device)
         mlp = (w.mlp_w1, w.mlp_b1, w.mlp_w2, w.mlp_b2)
         with _autocast_off(pos64.device):
-            phi = phi.to(w.mlp_w1.dtype)
-            if torch.is_grad_enabled():
-                # recompute the (H, L, M) hidden layer in backward rather than keep it: at batch
-                # size 1 it would otherwise weigh as much as a whole query tensor
-                g = checkpoint(self._mlp, phi, *mlp, use_reentrant=False)
-            else:
-                g = self._mlp(phi, *mlp)
+            # the (H, L, M) hidden layer is kept for backward, not recomputed: it is per head,
+            # not per row (at 125M, 12 heads x 2,048 positions x 32: 3 MiB a layer, against
+            # ~100 MiB of a layer's activations at batch 8), and recomputing it was a fifth of
+            # the prior's cost per training step (benchmarks/peer_bench.py)
+            g = self._mlp(phi.to(w.mlp_w1.dtype), *mlp)
         first = (pos64 == 0).double()  # (L,)
         return w.slope.double()[:, None] * pos64 + g.double() + w.sink.double()[:, None] * first
 
