@@ -17,7 +17,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from goatdna.errors import GoatDNAError
@@ -152,6 +152,27 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; return the ones made, deepest first (what
+    a failed write removes again, so it leaves no empty folder behind)."""
+    made = []
+    probe = folder
+    while not probe.is_dir() and probe != probe.parent:
+        made.append(probe)
+        probe = probe.parent
+    if made:
+        folder.mkdir(parents=True, exist_ok=True)
+    return made
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:  # deepest first; one still holding something keeps its parents
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def _new_temp_file(path: Path) -> Path:
     """A fresh name ``.NAME.<pid>-<random>.tmp`` beside ``path``, not created yet.
 
@@ -170,17 +191,18 @@ def atomic_path(
 ) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it into place if the block succeeds.
 
-    The temporary file is removed on any error; a full disk becomes a `DiskFullError`
-    (``then`` says what to run afterwards). ``durable=False`` skips the fsyncs: still atomic
+    The temporary file is removed on any error, and so are the missing parent folders it made
+    (no empty folder is left); a full disk or a read-only folder becomes one line
+    (`write_error`; ``then`` says what to run afterwards). ``durable=False`` skips the fsyncs: still atomic
     for readers and against a killed process, only not against a power cut (for many small
     journal files, where an fsync each would cost more than the work they record).
     """
     path = Path(path)
-    if not path.parent.is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _new_temp_file(path)
     renamed = False
+    made: list[Path] = []
     try:
+        made = _make_folders(path.parent)
         yield tmp
         if durable:
             with open(tmp, "rb") as handle:
@@ -199,7 +221,9 @@ def atomic_path(
         raise translated from None
     finally:
         if not renamed:
-            tmp.unlink(missing_ok=True)
+            with suppress(OSError):  # a read-only folder says EROFS even for no file at all
+                tmp.unlink(missing_ok=True)
+            _remove_empty(made)
 
 
 def commit_file(
@@ -248,13 +272,16 @@ def atomic_dir(path: str | Path, *, then: str = "rerun the command") -> Iterator
 
     A folder already at ``path`` (the caller decides whether it may go) is renamed aside, the
     new one renamed in, and only then the old one deleted, so ``path`` never holds a half-written
-    folder. On any error the new folder is deleted; a full disk becomes a `DiskFullError`.
+    folder. On any error the new folder is deleted, and so are the parent folders it made; a
+    full disk or a read-only folder becomes one line (`write_error`).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _new_temp_file(path)
-    tmp.mkdir()
+    made: list[Path] = []
+    swapped = False
     try:
+        made = _make_folders(path.parent)
+        tmp.mkdir()
         yield tmp
         if path.exists():
             old = path.with_name(f"{tmp.name}.old")
@@ -267,6 +294,7 @@ def atomic_dir(path: str | Path, *, then: str = "rerun the command") -> Iterator
             shutil.rmtree(old)
         else:
             os.replace(tmp, path)
+        swapped = True
         _fsync_dir(path.parent)
     except GoatDNAError:
         raise
@@ -277,6 +305,8 @@ def atomic_dir(path: str | Path, *, then: str = "rerun the command") -> Iterator
         raise translated from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if not swapped:
+            _remove_empty(made)
 
 
 def _nearest_existing(path: Path) -> Path:

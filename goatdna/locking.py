@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from goatdna.atomic import write_error
 from goatdna.errors import GoatDNAError
 
 try:
@@ -85,9 +86,15 @@ def folder_lock(folder: str | Path, option: str) -> Iterator[Path]:
             break
         os.close(fd)
     try:
-        os.ftruncate(fd, 0)
-        command = " ".join([Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:]])
-        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            command = " ".join([Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:]])
+            os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        except OSError as err:  # a full disk: nothing of the command could be written either
+            translated = write_error(err, folder, "rerun the command")
+            if translated is None:
+                raise
+            raise translated from None
         yield path
     finally:
         with suppress(OSError):

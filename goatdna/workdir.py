@@ -208,11 +208,15 @@ class WorkDir:
         building = self.dir.with_name(f"{self.dir.name}{SETUP_SUFFIX}{os.getpid()}")
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
-        atomic_write_text(
-            building / STATE_FILE, json.dumps(self._document(), indent=1, sort_keys=True)
-        )
-        setup(building)
-        os.replace(building, self.dir)
+        try:
+            atomic_write_text(
+                building / STATE_FILE, json.dumps(self._document(), indent=1, sort_keys=True)
+            )
+            setup(building)
+            os.replace(building, self.dir)
+        except BaseException:  # a full disk, a bad setup: no half-built folder stays behind
+            shutil.rmtree(building, ignore_errors=True)
+            raise
 
     def _remove_stale_setups(self) -> None:
         """Folders a killed `open` left half set up (they hold goatdna state: never a user's)."""

@@ -101,8 +101,8 @@ def plot_scatter(evaluation: VariantEvaluation, path: Path) -> Path:
 
 
 def plot_evaluation(evaluation: VariantEvaluation, folder: Path) -> list[Path]:
-    """roc.png and pr.png (binary labels) or scatter.png (continuous) in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """roc.png and pr.png (binary labels) or scatter.png (continuous) in ``folder`` (made by
+    the first write, and removed again if that one fails: no empty folder is left)."""
     if evaluation.kind == "binary":
         return [plot_roc(evaluation, folder / "roc.png"), plot_pr(evaluation, folder / "pr.png")]
     return [plot_scatter(evaluation, folder / "scatter.png")]

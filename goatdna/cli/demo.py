@@ -10,6 +10,7 @@ checkpoint or a report option changed. ``--force`` redoes every stage.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from goatdna.analysis.report import INPUTS_FILE, ReportOptions, report_inputs
+from goatdna.atomic import check_output_dir
 from goatdna.cli.common import (
     ContextLengthsOpt,
     MaxEvalTokensOpt,
@@ -61,11 +63,18 @@ def _prepare(
 
     shards = out / "shards"
     say(f"[bold]1/3 prepare[/bold] synthetic genome ({genome_length:,} bp) -> {shards}")
-    return prepare_synthetic(
-        shards,
-        SyntheticGenomeConfig(total_length=genome_length),
-        PrepareOptions(force=force, progress=True),
-    )
+    fresh = not out.exists()
+    try:
+        return prepare_synthetic(
+            shards,
+            SyntheticGenomeConfig(total_length=genome_length),
+            PrepareOptions(force=force, progress=True),
+        )
+    except BaseException:
+        if fresh:  # the first stage kept nothing: no empty --out is left behind either
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
 
 
 def _same_config(run_dir: Path, config: RunConfig) -> bool:
@@ -179,7 +188,7 @@ def demo(
     say = console.print
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out, "--out")  # before any work: a folder we can write
     choice = choose_cpu_threads(threads)  # for every stage, training included
     say(f"torch CPU threads: {choice.reason}")
     with using_cpu_threads(choice):

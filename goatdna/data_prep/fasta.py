@@ -155,8 +155,7 @@ def _decompress_to_cache(
                 return target
         except (OSError, ValueError):
             pass
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    message(
+    message(  # atomic_path makes cache_dir, and removes it again if the copy fails
         f"{path.name} is plain gzip, which cannot be indexed for random access: "
         f"decompressing it once to {target} (bgzip input avoids this copy)"
     )

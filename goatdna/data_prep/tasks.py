@@ -28,13 +28,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from goatdna.atomic import atomic_write_text
+from goatdna.atomic import atomic_dir, atomic_write_text
 from goatdna.data_prep.shards import ShardedGenome
 from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
 from goatdna.errors import GoatDNAError
@@ -245,11 +246,24 @@ def make_window_task(
         "data_dir": str(data_dir),
         "data_manifest_sha256": genome.manifest_sha256,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    for split in TASK_SPLITS:
-        atomic_write_text(out / f"{split}.csv", texts[split])
-    atomic_write_text(out / "task.json", json.dumps(info, indent=2) + "\n")
+    files = {f"{split}.csv": texts[split] for split in TASK_SPLITS}
+    _write_task(out, {**files, "task.json": json.dumps(info, indent=2) + "\n"})
     return info
+
+
+def _write_task(out: Path, files: dict[str, str]) -> None:
+    """A new folder appears whole, or not at all (a full disk leaves nothing behind); into an
+    existing one (empty, or an earlier task replaced with --force) file by file."""
+    if out.exists():
+        for name, text in files.items():
+            atomic_write_text(out / name, text)
+        return
+    with atomic_dir(out) as folder:
+        for name, text in files.items():
+            with open(folder / name, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())  # durable before the folder is renamed into place
 
 
 def _split_csv(ids: list[str], labels: list[str], plain: np.ndarray,
