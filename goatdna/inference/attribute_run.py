@@ -266,7 +266,7 @@ def write_npz(out: Path, work: WorkDir, n_units: int, records: Sequence[Sequence
         small["strand"] = np.array([r.columns.get("strand", "+") for r in records], dtype=str)
     with atomic_path(out, then=work.then) as tmp, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
         for index, key in enumerate(("attributions", "hypothetical")):
-            with zf.open(f"{key}.npy", "w", force_zip64=True) as handle:
+            with zf.open(_npz_entry(f"{key}.npy"), "w", force_zip64=True) as handle:
                 header = {"descr": "<f4", "fortran_order": False,
                           "shape": (len(tokens), width, NUM_BASES)}  # fmt: skip
                 np.lib.format.write_array_header_1_0(handle, header)
@@ -278,7 +278,14 @@ def write_npz(out: Path, work: WorkDir, n_units: int, records: Sequence[Sequence
         for key, values in small.items():
             buffer = io.BytesIO()
             np.lib.format.write_array(buffer, values, allow_pickle=False)
-            zf.writestr(f"{key}.npy", buffer.getvalue())
+            zf.writestr(_npz_entry(f"{key}.npy"), buffer.getvalue())
+
+
+def _npz_entry(name: str) -> zipfile.ZipInfo:
+    """A member of the .npz with numpy's own fixed time stamp (1980-01-01), not the clock's:
+    the same attributions give the same bytes whenever they are written (a resumed run's
+    file equals an uninterrupted one's, as `np.savez`'s would)."""
+    return zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
 
 
 def observed_contribution(method: str, attributions: np.ndarray, hypothetical: np.ndarray,
