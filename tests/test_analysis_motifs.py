@@ -6,11 +6,12 @@ The attributions here are a known truth built in the test (the planted PWM's log
 motif was planted, noise elsewhere), so they check `motifs` alone: each planted PWM is recovered
 (Pearson of aligned columns >= 0.9, its own or its reverse complement, any offset) and no
 pattern comes from attributions without motifs. The end-to-end run (make-task -> finetune ->
-attribute -> motifs) is the docs' tutorial (docs/interpretation.md, docs/interpretation_figure.py).
+attribute -> motifs) is the docs' tutorial (docs/tutorial-motifs.md, docs/tutorial_motifs_figure.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -20,7 +21,12 @@ from typer.testing import CliRunner
 
 from goatdna.analysis.motifs import best_match
 from goatdna.cli.app import app
-from goatdna.data_prep.tasks import PlantedMotif, plant_motifs, read_meme_motifs
+from goatdna.data_prep.tasks import (
+    PlantedMotif,
+    plant_motifs,
+    read_meme_motifs,
+    reads_as,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MOTIFS = REPO / "examples" / "planted_motifs.meme"
@@ -196,6 +202,7 @@ def test_bad_motif_input_is_one_error_line(tmp_path, monkeypatch, args, needle) 
         (["--label", "motif", "--motifs", str(MOTIFS), "--plant-rate", "0"], "--plant-rate 0"),
         (["--label", "motif", "--motifs", "bad.meme"], "MEME minimal-format"),
         (["--label", "motif", "--motifs", "wide.meme", "--window", "8"], "wider than --window"),
+        (["--label", "motif", "--motifs", str(MOTIFS), "--decoys", "random"], "--decoys 'random'"),
     ],
 )
 def test_bad_planting_input_is_one_error_line(
@@ -223,3 +230,102 @@ def test_planted_motif_reading_keeps_the_pwms() -> None:
     assert [m.name for m in motifs] == ["GATA_like", "CACGTG_box"]
     assert isinstance(motifs[0], PlantedMotif) and motifs[0].pwm.shape == (8, 4)
     assert np.allclose(motifs[0].pwm.sum(axis=1), 1) and motifs[0].pwm[0, 2] == pytest.approx(0.91)
+
+
+def _half_words(pwm: np.ndarray) -> set[str]:
+    """Every word of half the PWM's width that reads as part of it (each letter more likely than
+    1/4 in its aligned column, either strand), spelled out: an independent form of `reads_as`."""
+    half = -(-len(pwm) // 2)
+    words = set()
+    for motif in (pwm, pwm[::-1, ::-1]):
+        for j in range(len(motif) - half + 1):
+            columns = [
+                [b for k, b in enumerate("ACGT") if p[k] > 0.25] for p in motif[j : j + half]
+            ]
+            words |= {"".join(w) for w in itertools.product(*columns)}
+    return words
+
+
+def _reads(text: str, words: set[str]) -> bool:
+    return any(w in text for w in words)
+
+
+def test_a_decoy_is_the_instance_it_replaces_with_its_letters_reordered() -> None:
+    """Same generator state: the decoy and the instance share motif, place and strand draws; the
+    decoy holds the instance's letters, in an order in which no half of the motif can be read,
+    not even across its edges into the genome around it."""
+    motifs = read_meme_motifs(MOTIFS)
+    for motif in motifs:
+        words = _half_words(motif.pwm)
+        reach = len(next(iter(words))) - 1
+        same = 0
+        for seed in range(200):
+            genome = np.random.default_rng(1000 + seed).integers(0, 4, 40).astype(np.uint8)
+            real, decoy = genome.copy(), genome.copy()
+            where = plant_motifs(real, [motif], 1.0, np.random.default_rng(seed))
+            assert (
+                plant_motifs(decoy, [motif], 1.0, np.random.default_rng(seed), shuffle=True)
+                == where
+            )
+            _, start, _ = where[0].split(":")
+            site = slice(int(start), int(start) + len(motif.pwm))
+            assert sorted(decoy[site]) == sorted(real[site])  # the same letter counts
+            around = decoy[max(0, site.start - reach) : site.stop + reach]
+            assert not _reads("".join("ACGT"[b] for b in around), words)  # but not the motif
+            assert reads_as(around, motif.pwm) is False
+            outside = np.ones(40, dtype=bool)
+            outside[site] = False
+            assert (decoy[outside] == genome[outside]).all()
+            same += bool((decoy[site] == real[site]).all())
+        assert same == 0, (motif.name, same)
+
+
+def _letter_frequencies(rows: list[dict], column: str, widths: dict[str, int]) -> dict:
+    """Per motif: the A C G T frequencies over the sites a CSV column lists."""
+    counts = {name: np.zeros(4) for name in widths}
+    for row in rows:
+        for instance in filter(None, row[column].split(";")):
+            name, start, _ = instance.split(":")
+            for letter in row["sequence"][int(start) : int(start) + widths[name]]:
+                counts[name]["ACGT".index(letter)] += 1
+    return {name: c / c.sum() for name, c in counts.items()}
+
+
+def test_make_task_decoys_match_the_planted_letters_in_the_other_class(
+    synthetic_shards, tmp_path
+) -> None:
+    import csv
+    import json
+
+    args = ["make-task", "--data", str(synthetic_shards), "--label", "motif", "--motifs",
+            str(MOTIFS), "--window", "40", "--max-train", "600", "--max-eval", "40"]  # fmt: skip
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "task")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "task" / "task.json").read_text())["options"]["decoys"] == (
+        "shuffled"
+    )
+    rows = list(csv.DictReader((tmp_path / "task" / "train.csv").open()))
+    for row in rows:  # decoys only in the background class, planted instances only in the other
+        assert bool(row["decoys"]) == (row["label"] == "background")
+        assert bool(row["planted"]) == (row["label"] == "motif")
+    motifs = {m.name: m.pwm for m in read_meme_motifs(MOTIFS)}
+    widths = {name: len(pwm) for name, pwm in motifs.items()}
+    planted = _letter_frequencies(rows, "planted", widths)
+    decoys = _letter_frequencies(rows, "decoys", widths)
+    words = set().union(*map(_half_words, motifs.values()))  # no decoy reads as any motif
+    reach = len(next(iter(words))) - 1
+    for name, pwm in motifs.items():  # ~300 sites x 8 letters per class: sampling sd ~0.01
+        assert np.abs(planted[name] - decoys[name]).max() < 0.04, (name, planted, decoys)
+        for row in rows:
+            for instance in filter(None, row["decoys"].split(";")):
+                n, start, _ = instance.split(":")
+                if n == name:
+                    begin = max(0, int(start) - reach)
+                    around = row["sequence"][begin : int(start) + len(pwm) + reach]
+                    assert not _reads(around, words), (name, around)
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "plain"), "--decoys", "none"])
+    assert result.exit_code == 0, result.output
+    header = (tmp_path / "plain" / "train.csv").read_text().splitlines()[0]
+    assert header == "id,sequence,label,planted"
+    info = json.loads((tmp_path / "plain" / "task.json").read_text())
+    assert info["options"]["decoys"] == "none"

@@ -292,6 +292,30 @@ def test_uniform_baseline_is_complete_too(checkpoints, inputs) -> None:
         assert abs(attributions.sum() - delta) < 1e-3
 
 
+def test_log_odds_target_is_log_p_over_one_minus_p(checkpoints, inputs, tmp_path) -> None:
+    """``log-odds:pos`` = log p - log(1 - p) of ``pos`` (float64 from the same model's ``log p``),
+    a name the output keeps; a class that does not exist after the prefix is one error line."""
+    from goatdna.checkpoint import load_task_model
+    from goatdna.inference.attribute import one_hot, task_model_target
+
+    loaded = load_task_model(checkpoints["cls"])
+    log_p, log_odds = task_model_target(loaded, "pos"), task_model_target(loaded, "log-odds:pos")
+    assert log_odds.name == "log-odds:pos"
+    x = torch.from_numpy(np.stack([one_hot(encode(s)) for s in SEQS[:2]]))
+    with torch.no_grad():
+        lp = log_p.one_strand(x).double().numpy()
+        got = log_odds.one_strand(x).double().numpy()
+    np.testing.assert_allclose(got, lp - np.log1p(-np.exp(lp)), rtol=0, atol=1e-5)
+    out = tmp_path / "odds.npz"
+    got = run_ok("--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"], "--method",
+                 "ism", "--target", "log-odds:pos", "--out", out)  # fmt: skip
+    assert str(got["target"]) == "log-odds:pos"
+    result = invoke("attribute", "--checkpoint", checkpoints["cls"], "--sequences",
+                    inputs["fasta"], "--target", "log-odds:maybe", "--out", tmp_path / "no.npz")  # fmt: skip
+    assert result.exit_code == 2 and result.output.startswith("error: --target 'log-odds:maybe'")
+    assert not (tmp_path / "no.npz").exists()
+
+
 def test_bed_regions_give_a_track_in_genome_orientation(checkpoints, inputs, tmp_path) -> None:
     """A '-' region is explained as its reverse complement and its values land back on the
     genome reversed; the track holds `observed_contribution` of each base."""

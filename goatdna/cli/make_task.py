@@ -43,6 +43,16 @@ def make_task(
             help="--label motif: probability each PWM is planted in a motif window (>= 1 each).",
         ),
     ] = default_of(WindowTaskOptions, "plant_rate"),
+    decoys: Annotated[
+        str,
+        typer.Option(
+            "--decoys",
+            help="--label motif: shuffled (each background window gets letter-permuted copies "
+            "of sampled instances, at the same rate: both classes have the same base "
+            "composition, so only the motifs' order tells them apart) | none (background "
+            "windows as the genome has them; the planted letters alone then separate them).",
+        ),
+    ] = default_of(WindowTaskOptions, "decoys"),
     seed: SeedOpt = default_of(WindowTaskOptions, "seed"),
     force: Annotated[bool, option("force", "Overwrite a task in --out.")] = False,
 ) -> None:
@@ -52,10 +62,12 @@ def make_task(
 
     if label not in LABELS:
         raise GoatDNAError(f"--label {label!r}: choose one of {', '.join(LABELS)}")
-    options = WindowTaskOptions(label=label, window=window, max_train=max_train,  # type: ignore[arg-type]
-                                max_eval=max_eval, seed=seed,
-                                motifs=None if motifs is None else str(motifs),
-                                plant_rate=plant_rate)  # fmt: skip
+    options = WindowTaskOptions(
+        label=label,  # type: ignore[arg-type]  # checked against LABELS above
+        window=window, max_train=max_train, max_eval=max_eval, seed=seed,
+        motifs=None if motifs is None else str(motifs), plant_rate=plant_rate,
+        decoys=decoys,  # type: ignore[arg-type]  # checked by make_window_task (DECOYS)
+    )  # fmt: skip
     from goatdna.atomic import check_output_dir
 
     check_output_dir(out, "--out")  # before any work: a folder we can write

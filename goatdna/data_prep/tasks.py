@@ -12,8 +12,16 @@ labels each window by
   random (half each); a ``motif`` window receives each PWM of ``motifs`` (a MEME minimal-format
   file) with probability ``plant_rate`` (at least one), as a sequence drawn column by column from
   the PWM, on a random strand (the reverse complement half of the time), at a random place
-  that overlaps no other planted instance. ``background`` windows are left as the genome has
-  them. A ``planted`` column lists each instance as ``name:start:strand`` (0-based start).
+  that overlaps no other planted instance. A ``planted`` column lists each instance as
+  ``name:start:strand`` (0-based start). With ``decoys="shuffled"`` (the default) each
+  ``background`` window receives, by the same draws (rate, at least one, strand, place), a
+  *decoy* of each chosen PWM: an instance drawn from it whose letters are then permuted (redrawn
+  while any half of it still reads as any half of the PWM on either strand, `reads_as`), listed
+  in a ``decoys`` column. The two classes then have the same base composition, so a model must
+  read the motifs' order to tell them apart: without decoys the planted letters themselves
+  separate the classes (on the synthetic genome a planted ``CACGTG`` adds a CpG the genome
+  depletes), a shortcut that attributions show as single C/G bases instead of motifs. With
+  ``decoys="none"`` ``background`` windows are left as the genome has them.
 
 Sequences are written in upper case: the soft-mask *is* the repeat label, so keeping the case
 would hand it to any model. Each split is subsampled (fixed seed) to at most ``max_rows``, with
@@ -26,6 +34,7 @@ shards' manifest sha256). A smoke test of the pipeline, not a benchmark of biolo
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -45,6 +54,7 @@ TASK_SPLITS = ("train", "val", "test")
 
 LABELS = ("repeat", "gc", "motif")
 PLANTED_CLASSES = ("background", "motif")
+DECOYS = ("shuffled", "none")
 
 
 @dataclass
@@ -60,6 +70,9 @@ class WindowTaskOptions:
     """``motif`` labels: the MEME minimal-format file of the PWMs to plant."""
     plant_rate: float = 0.5
     """``motif`` labels: the probability each PWM is planted in a ``motif`` window."""
+    decoys: Literal["shuffled", "none"] = "shuffled"
+    """``motif`` labels: ``shuffled`` plants a letter-permuted instance of each chosen PWM in a
+    ``background`` window (composition-matched classes); ``none`` leaves those windows alone."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +109,10 @@ def read_meme_motifs(path: str | Path, option: str = "--motifs") -> list[Planted
 
 
 def plant_motifs(block: np.ndarray, motifs: list[PlantedMotif], rate: float,
-                 rng: np.random.Generator) -> list[str]:  # fmt: skip
+                 rng: np.random.Generator, *, shuffle: bool = False) -> list[str]:  # fmt: skip
     """Plant ``motifs`` into the plain tokens ``block`` (w,) in place (see the module docstring);
-    returns the ``name:start:strand`` of each instance."""
+    returns the ``name:start:strand`` of each instance. ``shuffle``: plant decoys instead, each
+    instance's letters permuted (`shuffled_instance`)."""
     chosen = [m for m in motifs if rng.random() < rate] or [motifs[int(rng.integers(len(motifs)))]]
     taken = np.zeros(block.size, dtype=bool)
     placed = []
@@ -110,18 +124,76 @@ def plant_motifs(block: np.ndarray, motifs: list[PlantedMotif], rate: float,
                 break
         else:
             continue
-        letters = np.array([rng.choice(4, p=column) for column in motif.pwm], dtype=np.uint8)
+        draws = rng.random((width, 1))  # a column's letter: where its draw falls in the cumsum
+        letters = np.minimum((draws >= np.cumsum(motif.pwm, axis=1)).sum(axis=1), 3)
+        letters = letters.astype(np.uint8)
         strand = "-" if rng.random() < 0.5 else "+"
         if strand == "-":
             letters = (3 - letters)[::-1]  # A C G T = 0 1 2 3: the complement is 3 - b
+        if shuffle:  # the letters around it count: a decoy's edge plus the genome can read
+            reach = max(-(-len(m.pwm) // 2) for m in motifs) - 1
+            left = block[max(0, start - reach) : start]
+            right = block[start + width : start + width + reach]
+            letters = shuffled_instance(letters, [m.pwm for m in motifs], rng, left, right)
         block[start : start + width] = letters
         taken[start : start + width] = True
         placed.append(f"{motif.name}:{start}:{strand}")
     return placed
 
 
+def reads_as(letters: np.ndarray, pwm: np.ndarray) -> bool:
+    """Whether any half of ``letters`` reads as any half of ``pwm`` (w, 4) on either strand: some
+    ``ceil(w / 2)`` consecutive letters each more likely under the aligned PWM columns (at any
+    offset) than under a uniform background. A decoy must not: a full-width score alone lets
+    a decoy keep half a motif (``CACGT`` of ``CACGTG``), which a model learns and TF-MoDISco
+    then reports in the class where nothing was planted."""
+    half = -(-len(pwm) // 2)
+    if len(letters) < half:
+        return False
+    words = np.lib.stride_tricks.sliding_window_view(letters.astype(np.int64), half)
+    table = _half_words(np.ascontiguousarray(pwm, dtype=np.float64).tobytes(), pwm.shape)
+    return bool(table[words @ (4 ** np.arange(half))].any())
+
+
+@functools.lru_cache(maxsize=64)
+def _half_words(pwm_bytes: bytes, shape: tuple[int, ...]) -> np.ndarray:
+    """(4 ** half,) bool: which words of ``half`` letters (base-4 codes, first letter lowest)
+    read as some half of the PWM on either strand; built once per PWM, as `reads_as` runs for
+    every redraw of every decoy."""
+    pwm = np.frombuffer(pwm_bytes, dtype=np.float64).reshape(shape)
+    half = -(-len(pwm) // 2)
+    table = np.zeros(4**half, dtype=bool)
+    for motif in (pwm, pwm[::-1, ::-1]):  # the reverse complement: A C G T = 0 1 2 3
+        better = motif > 0.25  # (w, 4): which letter beats the background in each column
+        for j in range(len(motif) - half + 1):
+            allowed = [np.flatnonzero(better[j + t]) * 4**t for t in range(half)]
+            table[sum(np.ix_(*allowed)).ravel()] = True
+    return table
+
+
+def shuffled_instance(letters: np.ndarray, pwms: list[np.ndarray], rng: np.random.Generator,
+                      left: np.ndarray | None = None, right: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """A permutation of ``letters`` (the same letter counts) in which no half reads as any half
+    of any of ``pwms`` (`reads_as`; all the task's motifs: ``CACGTG``'s letters can spell
+    ``AGCT``, half of ``GATAAGCT``), also across its edges into the letters ``left`` and
+    ``right`` of it; redrawn up to 1000 times, else the last draw is kept (as for letters that
+    cannot be reordered away from the motifs)."""
+    empty = np.zeros(0, dtype=letters.dtype)
+    left = empty if left is None else left
+    right = empty if right is None else right
+    out = rng.permutation(letters)
+    for _ in range(1000):
+        around = np.concatenate([left, out, right])
+        if not any(reads_as(around, pwm) for pwm in pwms):
+            break
+        out = rng.permutation(letters)
+    return out
+
+
 def _motifs_to_plant(options: WindowTaskOptions) -> list[PlantedMotif]:
     """The PWMs a ``motif`` task plants (checked before any work); none for other labels."""
+    if options.decoys not in DECOYS:
+        raise GoatDNAError(f"--decoys {options.decoys!r}: choose one of {', '.join(DECOYS)}")
     if options.label != "motif":
         if options.motifs is not None:
             raise GoatDNAError("--motifs: only --label motif plants motifs")
@@ -229,14 +301,9 @@ def make_window_task(
                 f"{data_dir}: every train window has the label {values[0]!r}; try --label gc"
             )
         plain = block[pick] & TOKEN_MASK  # (rows, window)
-        instances = [
-            plant_motifs(plain[k], planted, options.plant_rate, rng)
-            if labels[row] == "motif"
-            else []
-            for k, row in enumerate(pick)
-        ]
+        extra = _plant(plain, labels[pick], planted, options, rng) if planted else {}
         rows = [ids[row] for row in pick], [str(labels[row]) for row in pick]
-        texts[split] = _split_csv(*rows, plain, instances if planted else None)
+        texts[split] = _split_csv(*rows, plain, extra)
 
     info = {
         "task": f"window-{options.label}",
@@ -249,6 +316,26 @@ def make_window_task(
     files = {f"{split}.csv": texts[split] for split in TASK_SPLITS}
     _write_task(out, {**files, "task.json": json.dumps(info, indent=2) + "\n"})
     return info
+
+
+def _plant(plain: np.ndarray, labels: np.ndarray, planted: list[PlantedMotif],
+           options: WindowTaskOptions, rng: np.random.Generator) -> dict[str, list[list[str]]]:  # fmt: skip
+    """Plant motifs in place into the ``motif`` rows of ``plain`` (rows, window) and, with
+    shuffled decoys, decoys into the others; returns the CSV's extra columns (``planted``, and
+    ``decoys``), each row's instances as ``name:start:strand``."""
+    shuffle = options.decoys == "shuffled"
+    instances: list[list[str]] = []
+    decoys: list[list[str]] = []
+    for k, label in enumerate(labels):
+        is_motif = label == "motif"
+        placed = (
+            plant_motifs(plain[k], planted, options.plant_rate, rng, shuffle=not is_motif)
+            if is_motif or shuffle
+            else []
+        )
+        instances.append(placed if is_motif else [])
+        decoys.append([] if is_motif else placed)
+    return {"planted": instances, "decoys": decoys} if shuffle else {"planted": instances}
 
 
 def _write_task(out: Path, files: dict[str, str]) -> None:
@@ -267,15 +354,16 @@ def _write_task(out: Path, files: dict[str, str]) -> None:
 
 
 def _split_csv(ids: list[str], labels: list[str], plain: np.ndarray,
-               instances: list[list[str]] | None) -> str:  # fmt: skip
-    """One split's CSV text: ``id,sequence,label`` (and ``planted`` for a motif task)."""
+               extra: dict[str, list[list[str]]]) -> str:  # fmt: skip
+    """One split's CSV text: ``id,sequence,label`` (and ``planted``, ``decoys`` for a motif
+    task: each row's instances joined by ``;``)."""
     letters = UPPER_DECODE[plain]  # (rows, window) ASCII, upper case
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["id", "sequence", "label"] + (["planted"] if instances is not None else []))
+    writer.writerow(["id", "sequence", "label", *extra])
     for k, (name, label) in enumerate(zip(ids, labels, strict=True)):
         cells = [name, letters[k].tobytes().decode("ascii"), label]
-        writer.writerow(cells + ([";".join(instances[k])] if instances is not None else []))
+        writer.writerow(cells + [";".join(column[k]) for column in extra.values()])
     return buf.getvalue()
 
 

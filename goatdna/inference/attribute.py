@@ -4,7 +4,9 @@ Every method explains one scalar per sequence, a *target* ``f`` of the sequence'
 encoding ``x`` (L, 4) (A C G T columns; an N is the zero row):
 
 * a fine-tuned model (`goatdna finetune`): ``log p(class | x)`` of one class (the log-softmax
-  of the head, so shifting every logit changes nothing), or the regression output in label units;
+  of the head, so shifting every logit changes nothing), its log-odds ``log p / (1 - p)``
+  (``log-odds:CLASS``; for two classes the difference of the logits), or the regression output
+  in label units;
 * a pretrained language model: the sequence log-likelihood ``LL(x) = sum_t log p(x_t | x_<t)``
   (``loglik``), or the log-probability of one base given the bases before it (``base:I``,
   1-based position ``I``).
@@ -57,6 +59,10 @@ if TYPE_CHECKING:  # torch is imported where the model runs, not when this modul
 METHODS = ("ism", "saliency", "integrated-gradients")
 BASELINES = ("zeros", "uniform")
 STRANDS = ("both", "forward")
+LOG_ODDS = "log-odds:"
+"""A fine-tuned classifier's target ``log-odds:CLASS``: ``log p / (1 - p)`` of the class. Unlike
+``log p``, it does not saturate near p = 1, where a second motif in a sequence the model is
+already sure of would barely move ``log p`` and ISM would miss it."""
 LM_TARGETS = "loglik, or base:I (log p of base I, 1-based, given the bases before it)"
 
 
@@ -172,17 +178,21 @@ def language_model_target(model: DNADecoder, target: str | None) -> Target:
 
 
 def task_model_target(loaded: LoadedTaskModel, target: str | None) -> Target:
-    """A class's ``log p(class | x)`` (default: the last class) or the regression value."""
+    """A class's ``log p(class | x)`` (default: the last class), its log-odds
+    (``log-odds:CLASS``), or the regression value."""
     import torch
 
     classifier = loaded.classifier
     config = classifier.task_config
+    odds = False
     if config.classification:
         name = target if target is not None else config.classes[-1]
+        if name not in config.classes and name.startswith(LOG_ODDS):
+            odds, name = True, name[len(LOG_ODDS) :]
         if name not in config.classes:
             raise GoatDNAError(
                 f"--target {target!r}: {loaded.source} predicts the classes "
-                f"{', '.join(config.classes)}; choose one"
+                f"{', '.join(config.classes)}; choose one (or {LOG_ODDS}CLASS)"
             )
         k = config.classes.index(name)
     elif target not in (None, "value"):
@@ -196,11 +206,14 @@ def task_model_target(loaded: LoadedTaskModel, target: str | None) -> Target:
     def output(x: torch.Tensor) -> torch.Tensor:
         lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device)
         out = classifier.outputs(None, lengths, embeds=_embeds(classifier.model, x)).float()
-        if config.classification:
-            return out.log_softmax(-1)[:, k]
-        return out[:, 0] * config.label_std + config.label_mean
+        if not config.classification:
+            return out[:, 0] * config.label_std + config.label_mean
+        if odds:  # log p / (1 - p) = z_k - logsumexp of the other logits (no 1 - p rounding)
+            others = torch.cat([out[:, :k], out[:, k + 1 :]], dim=1)
+            return out[:, k] - others.logsumexp(-1)
+        return out.log_softmax(-1)[:, k]
 
-    return Target(name, output)
+    return Target(LOG_ODDS + name if odds else name, output)
 
 
 # ---------------------------------------------------------------------------------------------
