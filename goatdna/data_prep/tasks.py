@@ -166,8 +166,10 @@ def _half_words(pwm_bytes: bytes, shape: tuple[int, ...]) -> np.ndarray:
     for motif in (pwm, pwm[::-1, ::-1]):  # the reverse complement: A C G T = 0 1 2 3
         better = motif > 0.25  # (w, 4): which letter beats the background in each column
         for j in range(len(motif) - half + 1):
-            allowed = [np.flatnonzero(better[j + t]) * 4**t for t in range(half)]
-            table[sum(np.ix_(*allowed)).ravel()] = True
+            codes = np.zeros(1, dtype=np.int64)  # every word the columns j..j+half-1 allow
+            for t in range(half):
+                codes = (codes[:, None] + np.flatnonzero(better[j + t]) * 4**t).ravel()
+            table[codes] = True
     return table
 
 
