@@ -57,8 +57,8 @@ def attribute(
             "--target",
             help="Fine-tuned: the class whose log-probability is explained (default: the last "
             "class; none for regression), or log-odds:CLASS for its log-odds log p/(1-p), "
-            "which does not saturate where the model is sure. Language model: loglik (default) or base:I (log p of "
-            "base I, 1-based, given the bases before it).",
+            "which does not saturate where the model is sure. Language model: loglik "
+            "(default) or base:I (log p of base I, 1-based, given the bases before it).",
         ),
     ] = None,
     strands: Annotated[

@@ -114,6 +114,8 @@ def plant_motifs(block: np.ndarray, motifs: list[PlantedMotif], rate: float,
     returns the ``name:start:strand`` of each instance. ``shuffle``: plant decoys instead, each
     instance's letters permuted (`shuffled_instance`)."""
     chosen = [m for m in motifs if rng.random() < rate] or [motifs[int(rng.integers(len(motifs)))]]
+    pwms = [m.pwm for m in motifs]  # a decoy must read as none of them (`shuffled_instance`)
+    reach = max(-(-len(pwm) // 2) for pwm in pwms) - 1  # genome letters a decoy's edge can join
     taken = np.zeros(block.size, dtype=bool)
     placed = []
     for motif in chosen:
@@ -131,10 +133,9 @@ def plant_motifs(block: np.ndarray, motifs: list[PlantedMotif], rate: float,
         if strand == "-":
             letters = (3 - letters)[::-1]  # A C G T = 0 1 2 3: the complement is 3 - b
         if shuffle:  # the letters around it count: a decoy's edge plus the genome can read
-            reach = max(-(-len(m.pwm) // 2) for m in motifs) - 1
             left = block[max(0, start - reach) : start]
             right = block[start + width : start + width + reach]
-            letters = shuffled_instance(letters, [m.pwm for m in motifs], rng, left, right)
+            letters = shuffled_instance(letters, pwms, rng, left, right)
         block[start : start + width] = letters
         taken[start : start + width] = True
         placed.append(f"{motif.name}:{start}:{strand}")
@@ -174,15 +175,12 @@ def _half_words(pwm_bytes: bytes, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def shuffled_instance(letters: np.ndarray, pwms: list[np.ndarray], rng: np.random.Generator,
-                      left: np.ndarray | None = None, right: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+                      left: np.ndarray, right: np.ndarray) -> np.ndarray:  # fmt: skip
     """A permutation of ``letters`` (the same letter counts) in which no half reads as any half
     of any of ``pwms`` (`reads_as`; all the task's motifs: ``CACGTG``'s letters can spell
     ``AGCT``, half of ``GATAAGCT``), also across its edges into the letters ``left`` and
     ``right`` of it; redrawn up to 1000 times, else the last draw is kept (as for letters that
     cannot be reordered away from the motifs)."""
-    empty = np.zeros(0, dtype=letters.dtype)
-    left = empty if left is None else left
-    right = empty if right is None else right
     out = rng.permutation(letters)
     for _ in range(1000):
         around = np.concatenate([left, out, right])
