@@ -48,7 +48,7 @@ def test_position_tables_are_built_on_the_inputs_device(positional):
     prefill and a decoding step create no CPU tensor at all, so no position table is built on
     the host and copied over (a blocking copy per decoding step on a GPU)."""
     goat_module._cached_features.cache_clear()
-    rope_module._cos_sin.cache_clear()
+    rope_module._rotations.cache_clear()
     config = ModelConfig(**{**TINY.__dict__, "positional": positional})
     with torch.device("meta"):
         model = DNADecoder(config)

@@ -99,14 +99,14 @@ def test_rope_extension_changes_nothing_within_the_training_length(scaling: str)
 def test_linear_scaling_is_position_interpolation() -> None:
     rope = _model("rope", rope_extension="linear").blocks[0].attn.rope
     plain = _model("rope").blocks[0].attn.rope
-    cos, sin = rope.cos_sin(range(0, 64), torch.device("cpu"), torch.float64)  # s = 64 / 32 = 2
-    cos_half, sin_half = plain.cos_sin(range(0, 64), torch.device("cpu"), torch.float64)
+    scaled, _ = rope.rotations(range(0, 64), torch.device("cpu"), torch.float64)  # s = 64 / 32 = 2
+    unscaled, _ = plain.rotations(range(0, 64), torch.device("cpu"), torch.float64)
     theta = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
     angles = (torch.arange(64, dtype=torch.float64) / 2)[:, None] * theta[None, :]
-    assert torch.allclose(cos[:, :4], torch.cos(angles)) and torch.allclose(
-        sin[:, :4], torch.sin(angles)
+    assert torch.allclose(scaled.real, torch.cos(angles)) and torch.allclose(
+        scaled.imag, torch.sin(angles)
     )
-    assert not torch.allclose(cos, cos_half)
+    assert not torch.allclose(scaled, unscaled)
 
 
 @pytest.mark.parametrize("positional", ["alibi", "nope"])

@@ -136,9 +136,53 @@ def test_rope_rotates_by_position_times_theta():
     x = torch.tensor([[[[1.0, 0.0, 0.0, 0.0]]]], dtype=torch.float64)  # (1, 1, 1, 4)
     p = 5
     out = rope(x, range(p, p + 1))[0, 0, 0]
-    # pair (x0, x2) rotated by p * theta_0 = p radians
-    expected = torch.tensor([math.cos(p), 0.0, math.sin(p), 0.0], dtype=torch.float64)
+    # pair (x0, x2) rotated by p * theta_0 = p radians, returned pair-interleaved (re, im, ...)
+    expected = torch.tensor([math.cos(p), math.sin(p), 0.0, 0.0], dtype=torch.float64)
     torch.testing.assert_close(out, expected)
+
+
+def _rotate_half_reference(x: torch.Tensor, pos: range, base: float = 10000.0) -> torch.Tensor:
+    """The GPT-NeoX / transformers formula ``x*cos + rotate_half(x)*sin`` in float64."""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.arange(pos.start, pos.stop, dtype=torch.float64)[:, None] * theta
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    rotated = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], dim=-1)
+    return x.double() * cos + rotated.double() * sin
+
+
+def test_rope_equals_the_rotate_half_formula_up_to_the_pair_order():
+    """The complex rotation returns pair k at dims (2k, 2k + 1); reordered, it is the rotate-half
+    formula in float64, and dot products (all attention reads) need no reordering at all."""
+    torch.manual_seed(0)
+    rope, d = RotaryEmbedding(16), 16
+    q, k = torch.randn(2, 2, 3, 40, d, dtype=torch.float64)
+    pos = range(7, 47)
+    interleave = torch.stack([torch.arange(d // 2), torch.arange(d // 2) + d // 2], -1).flatten()
+    torch.testing.assert_close(rope(q, pos), _rotate_half_reference(q, pos)[..., interleave])
+    dots = rope(q, pos) @ rope(k, pos).transpose(-1, -2)
+    reference = _rotate_half_reference(q, pos) @ _rotate_half_reference(k, pos).transpose(-1, -2)
+    torch.testing.assert_close(dots, reference, rtol=1e-12, atol=1e-12)
+    # float32 in, float32 out, within float32 rounding of the float64 formula
+    out32 = rope(q.float(), pos)
+    assert out32.dtype == torch.float32
+    torch.testing.assert_close(out32.double(), rope(q, pos), rtol=1e-6, atol=1e-6)
+    # bfloat16 (no complex type): rotated in float32, rounded once
+    out16 = rope(q.bfloat16(), pos)
+    assert out16.dtype == torch.bfloat16
+    assert torch.equal(out16, rope(q.bfloat16().float(), pos).bfloat16())
+
+
+def test_rope_backward_is_the_inverse_rotation():
+    """`_Rotate`'s hand-written backward against autograd's numerical Jacobian (float64), for a
+    shared position range, per-row positions and a non-contiguous input (a transposed view, as
+    the projections hand it over)."""
+    torch.manual_seed(0)
+    rope = RotaryEmbedding(8, scaling="ntk", train_length=4)
+    x = torch.randn(2, 6, 3, 8, dtype=torch.float64).transpose(1, 2).requires_grad_()
+    rows = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 4, 5, 6, 7, 9]])
+    assert torch.autograd.gradcheck(lambda t: rope(t, range(2, 8)), (x,))
+    assert torch.autograd.gradcheck(lambda t: rope(t, rows), (x,))
 
 
 def test_init_follows_gpt2():
