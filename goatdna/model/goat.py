@@ -109,6 +109,19 @@ def _per_row(tail: Tensor, pos: Positions) -> Tensor:
     return tail
 
 
+def _broadcast_rows(tail: Tensor, batch: int) -> Tensor:
+    """A position tail (L, H, d_p) shared by the rows, or (B, L, H, d_p), -> (B, L, H, d_p).
+
+    One row gets a view with a leading 1, not ``expand``: expand's backward sums over the new
+    dim, a copy of the tail's gradient even when that dim is 1 (two per layer per training step).
+    """
+    if tail.dim() == 4:
+        return tail.expand(batch, *tail.shape[1:])
+    if batch == 1:
+        return tail.unsqueeze(0)
+    return tail.expand(batch, *tail.shape)
+
+
 def _autocast_off(device: torch.device) -> contextlib.AbstractContextManager:
     """Autocast disabled on ``device``; nothing to disable where autocast does not exist (meta)."""
     if torch.amp.is_autocast_available(device.type):
@@ -403,7 +416,6 @@ class GoatPrior(nn.Module):
         layer at once (training); used when its dtype and device are the inputs'.
         """
         B, H, Lq, dc = q_c.shape
-        Lk = k_c.shape[2]
         if tails is None or tails[0].dtype != q_c.dtype or tails[0].device != q_c.device:
             tails = self._position_tails(
                 _flat(pos_q), _flat(pos_k), q_c.dtype, q_c.device
@@ -412,14 +424,14 @@ class GoatPrior(nn.Module):
         q = torch.cat(
             [
                 q_c.transpose(1, 2) * math.sqrt(self.head_dim / dc),  # (B, Lq, H, d_c)
-                q_tail.expand(B, Lq, H, q_tail.shape[-1]),
+                _broadcast_rows(q_tail, B),  # (B, Lq, H, d_p)
             ],
             dim=-1,
         )  # (B, Lq, H, d_h)
         k = torch.cat(
             [
                 k_c.transpose(1, 2),  # (B, Lk, H, d_c)
-                k_tail.expand(B, Lk, H, k_tail.shape[-1]),
+                _broadcast_rows(k_tail, B),  # (B, Lk, H, d_p)
             ],
             dim=-1,
         )  # (B, Lk, H, d_h)
@@ -549,6 +561,8 @@ def shared_tails(
     )  # each (N*H, ...)
     q_tail, k_tail = priors[0]._compute_tails(pos, pos, dtype, device, stacked)  # (L, N*H, d_p)
     N, H = len(priors), priors[0].num_heads
-    q_tails = q_tail.unflatten(1, (N, H)).unbind(1)  # N x (L, H, d_p)
-    k_tails = k_tail.unflatten(1, (N, H)).unbind(1)
+    # one copy to layer-major memory, so each layer's slots are contiguous: pack's cat of a
+    # strided tail took twice as long
+    q_tails = q_tail.unflatten(1, (N, H)).transpose(0, 1).contiguous().unbind(0)  # N x (L, H, d_p)
+    k_tails = k_tail.unflatten(1, (N, H)).transpose(0, 1).contiguous().unbind(0)
     return list(zip(q_tails, k_tails, strict=True))
