@@ -24,17 +24,31 @@ neighbours. ``time.process_time`` counts only this process's CPU; one thread avo
 barriers that stall when a worker is descheduled. The models run in blocks, one block of
 ``--reps`` steps per model per round, the order rotating every round, so load drift hits all of
 them alike; a ratio is formed per round (e.g. goat's median step / bare's median step in the same
-round) and the table gives the median over rounds. The load average is printed beside it.
+round) and the table gives the median over rounds, with a 90% bootstrap interval. The default,
+61 rounds of one step, narrowed the intervals to about +-1% on this machine, where 11 rounds of
+3 left them 5-15% wide. The load average is printed beside it.
 
-Run: ``python benchmarks/peer_bench.py`` (about 5 minutes on 2 shared cores; ``--quick`` for a
+Why glibc's heap thresholds are fixed first (``mallopt``; ``--default-malloc`` keeps them
+dynamic): by default glibc serves a block above a moving threshold with fresh pages and trims the
+heap's free top, so whether a model's temporaries land on memory already mapped or on new pages
+(a minor page fault, and the kernel zeroing 4 KiB, per page touched) depends on the order of its
+allocations and frees, not on its arithmetic. In one run of the mid shape the bare decoder's
+training step took 0 faults, GOAT's 4,500 and RoPE's and Llama's 5,700 (GOAT 1.02x the bare
+decoder's CPU time); with the thresholds fixed no model faults at all (GOAT 0.985x). Fixed, every
+model reuses its heap as PyTorch's caching allocator does on a GPU. The table reports the minor
+faults per step either way.
+
+Run: ``python benchmarks/peer_bench.py`` (about 10 minutes for both shapes; ``--quick`` for a
 smoke run). ``--json PATH`` keeps the raw numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -214,26 +228,52 @@ def generate_step(kind: str, model: nn.Module, prompt: Tensor, new: int) -> Call
 
 
 # ---------------------------------------------------------------------- timing
-def cpu_seconds(step: Callable[[], None]) -> float:
+def fix_malloc_thresholds() -> bool:
+    """Fix glibc's mmap and trim thresholds for this process (module docstring): blocks under
+    32 MiB come from the heap, which is never trimmed below 1 GiB free. False where the C
+    library is not glibc (the thresholds then stay as they are)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(
+        libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30)
+    )
+
+
+def cpu_seconds(step: Callable[[], None]) -> tuple[float, int]:
+    """CPU seconds of one call and the minor page faults it took."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = time.process_time()
     step()
-    return time.process_time() - start
+    seconds = time.process_time() - start
+    return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
-def alternate(
-    steps: dict[str, Callable[[], None]], rounds: int, reps: int
-) -> dict[str, list[float]]:
-    """Each round: ``reps`` calls per model in a block, the order rotating; -> each model's
-    median CPU seconds per round."""
+@dataclass
+class Timings:
+    """Per model: its median CPU seconds per step in each round, and its minor page faults per
+    step (median over every step)."""
+
+    seconds: dict[str, list[float]]
+    faults: dict[str, float]
+
+
+def alternate(steps: dict[str, Callable[[], None]], rounds: int, reps: int) -> Timings:
+    """Each round: ``reps`` calls per model in a block, the order rotating."""
     for step in steps.values():  # warm-up: caches, allocator, lazy inits
         step()
     names = list(steps)
     medians: dict[str, list[float]] = {name: [] for name in names}
+    faults: dict[str, list[int]] = {name: [] for name in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
-            medians[name].append(statistics.median(cpu_seconds(steps[name]) for _ in range(reps)))
-    return medians
+            calls = [cpu_seconds(steps[name]) for _ in range(reps)]
+            medians[name].append(statistics.median(seconds for seconds, _ in calls))
+            faults[name] += [n for _, n in calls]
+    return Timings(medians, {name: statistics.median(n) for name, n in faults.items()})
 
 
 def ratio(medians: dict[str, list[float]], a: str, b: str) -> float:
@@ -294,9 +334,9 @@ def memory(kind: str, shape: str) -> int:
 class ShapeResult:
     shape: str
     params: dict[str, int]
-    forward: dict[str, list[float]]
-    train: dict[str, list[float]]
-    generate: dict[str, list[float]]
+    forward: Timings
+    train: Timings
+    generate: Timings
     peak_bytes: dict[str, int]
 
 
@@ -319,21 +359,24 @@ def run_shape(s: Shape, rounds: int, reps: int) -> ShapeResult:
 RATIOS = (("goat", "bare"), ("goat", "llama"), ("rope", "llama"), ("goat", "rope"))
 
 
-def table(results: list[ShapeResult], load: tuple[float, float]) -> str:
+def table(results: list[ShapeResult], load: tuple[float, float], fixed_heap: bool) -> str:
+    heap = "fixed" if fixed_heap else "dynamic (glibc's default)"
     lines = [
         f"load average (1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end; "
-        "CPU time, 1 thread, median of rounds (90% bootstrap interval over the rounds)",
+        "CPU time, 1 thread, median of rounds (90% bootstrap interval over the rounds); "
+        f"heap thresholds {heap}",
         "",
         "| shape | measure | " + " | ".join(f"{a} / {b}" for a, b in RATIOS) + " | ms per step "
         "(goat, rope, llama, bare) |",
         "| --- | --- | " + " | ".join("---:" for _ in RATIOS) + " | --- |",
     ]
     for r in results:
-        for label, medians in (
+        for label, timings in (
             ("forward", r.forward),
             ("train step", r.train),
             ("generate", r.generate),
         ):
+            medians = timings.seconds
             cells = [
                 ratio_cell(medians, a, b) if a in medians and b in medians else "-"
                 for a, b in RATIOS
@@ -354,16 +397,28 @@ def table(results: list[ShapeResult], load: tuple[float, float]) -> str:
         lines.append(
             f"parameters, {r.shape}: " + ", ".join(f"{k} {v:,}" for k, v in r.params.items())
         )
+        faults = ", ".join(
+            f"{label} " + " / ".join(f"{t.faults.get(k, 0):.0f}" for k in MODELS)
+            for label, t in (("forward", r.forward), ("train step", r.train))
+        )
+        lines.append(
+            f"minor page faults per step, {r.shape} (goat / rope / llama / bare): {faults}"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="tiny,mid", help="comma-separated: tiny, mid")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=61)
+    parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="tiny shape, 2 rounds of 1")
     parser.add_argument("--json", help="also write the raw numbers here")
+    parser.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="keep glibc's dynamic heap thresholds (see the module docstring)",
+    )
     parser.add_argument(
         "--memory-child", nargs=2, metavar=("MODEL", "SHAPE"), help=argparse.SUPPRESS
     )
@@ -373,6 +428,12 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
+    fixed = not args.default_malloc and fix_malloc_thresholds()
+    print(
+        f"[peer_bench] glibc heap thresholds: {'fixed' if fixed else 'dynamic (default)'}",
+        file=sys.stderr,
+        flush=True,
+    )
     names = ["tiny"] if args.quick else args.shapes.split(",")
     rounds, reps = (2, 1) if args.quick else (args.rounds, args.reps)
     start_load = os.getloadavg()[0]
@@ -380,7 +441,7 @@ def main() -> None:
     for name in names:
         print(f"[peer_bench] shape {name}: {SHAPES[name]}", file=sys.stderr, flush=True)
         results.append(run_shape(SHAPES[name], rounds, reps))
-    print(table(results, (start_load, os.getloadavg()[0])))
+    print(table(results, (start_load, os.getloadavg()[0]), fixed))
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(r) for r in results], f, indent=1)

@@ -496,32 +496,43 @@ class GoatPrior(nn.Module):
         """q' tail [sqrt(d_h) q_rel(i), sqrt(d_h), sqrt(d_h) or 0] and k' tail [k_rel(j), hi(u),
         lo(u)], where u / gain makes slot * scale * (hi + lo) = u exactly as Eqs. (21)-(22) define it.
 
-        ``weights`` (default: this prior's) may stack several layers' priors along the heads."""
+        -> (Lq, H, 2R + 2) and (Lk, H, 2R + 2). ``weights`` (default: this prior's) may stack N
+        layers' priors along the heads (`shared_tails`); the slots then come layer-major,
+        (N, L, H, 2R + 2), so that each layer's block is contiguous memory (pack's concatenation
+        of a strided block took twice as long)."""
         w = self.weights() if weights is None else weights
-        H, d = w.alpha.shape[0], self.head_dim
+        H, d = self.num_heads, self.head_dim
+        N = w.alpha.shape[0] // H  # layers stacked along the heads
         slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
         with _autocast_off(device):  # round once, below
-            rotation = self._rotation(w) * math.sqrt(d)  # (H, 2R, 2R)
+            rotation = self._rotation(w) * math.sqrt(d)  # (N*H, 2R, 2R)
             q_rel = torch.matmul(
                 self._k_rel(pos_q, rotation.dtype, device), rotation
-            )  # (H, Lq, 2R)
-        q_rel = q_rel.to(dtype).transpose(0, 1)  # (Lq, H, 2R)
-        Lq = q_rel.shape[0]
-        const = torch.full((Lq, H, 2), slot, dtype=dtype, device=device)  # filled on the device
+            )  # (N*H, Lq, 2R)
+        q_rel = q_rel.to(dtype).unflatten(0, (N, H)).transpose(1, 2)  # (N, Lq, H, 2R)
+        Lq = q_rel.shape[1]
+        const = torch.full((N, Lq, H, 2), slot, dtype=dtype, device=device)  # filled on the device
         if not self.split_key_bias:
             const[..., 1] = 0.0
-        q_tail = torch.cat([q_rel, const], dim=-1)  # (Lq, H, 2R + 2)
+        q_tail = torch.cat([q_rel, const], dim=-1)  # (N, Lq, H, 2R + 2)
 
-        u = (self._key_bias64(pos_k, device, w) / gain).t()  # (Lk, H) float64
+        u = self._key_bias64(pos_k, device, w) / gain  # (N*H, Lk) float64
+        u = u.unflatten(0, (N, H)).transpose(1, 2)  # (N, Lk, H)
         hi = u.to(dtype)
         # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
         lo = (u - hi.double()).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
         k_rel = self._k_rel(pos_k, dtype, device)  # (Lk, 2R)
         Lk = k_rel.shape[0]
         k_tail = torch.cat(
-            [k_rel[:, None, :].expand(Lk, H, k_rel.shape[-1]), hi[..., None], lo[..., None]],
+            [
+                k_rel[None, :, None, :].expand(N, Lk, H, k_rel.shape[-1]),
+                hi[..., None],
+                lo[..., None],
+            ],
             dim=-1,
-        )  # (Lk, H, 2R + 2)
+        )  # (N, Lk, H, 2R + 2)
+        if weights is None:
+            return q_tail[0], k_tail[0]  # this prior alone: (L, H, 2R + 2)
         return q_tail, k_tail
 
     def _layout(self) -> tuple:
@@ -559,10 +570,5 @@ def shared_tails(
     stacked = PriorWeights(
         *(torch.cat([getattr(p, name) for p in priors]) for name in PriorWeights._fields)
     )  # each (N*H, ...)
-    q_tail, k_tail = priors[0]._compute_tails(pos, pos, dtype, device, stacked)  # (L, N*H, d_p)
-    N, H = len(priors), priors[0].num_heads
-    # one copy to layer-major memory, so each layer's slots are contiguous: pack's cat of a
-    # strided tail took twice as long
-    q_tails = q_tail.unflatten(1, (N, H)).transpose(0, 1).contiguous().unbind(0)  # N x (L, H, d_p)
-    k_tails = k_tail.unflatten(1, (N, H)).transpose(0, 1).contiguous().unbind(0)
-    return list(zip(q_tails, k_tails, strict=True))
+    q_tail, k_tail = priors[0]._compute_tails(pos, pos, dtype, device, stacked)  # (N, L, H, d_p)
+    return list(zip(q_tail.unbind(0), k_tail.unbind(0), strict=True))
