@@ -42,6 +42,7 @@ METADATA = {
     "aten::chunk", "aten::diagonal", "aten::resolve_conj", "aten::resolve_neg", "aten::empty",
     "aten::empty_strided", "aten::empty_like", "aten::new_empty_strided", "aten::lift_fresh",
     "aten::_local_scalar_dense", "aten::item", "aten::numpy_T", "aten::contiguous",
+    "aten::view_as_real", "aten::view_as_complex", "aten::flatten",
 }  # fmt: skip
 """Ops that only describe a tensor (or allocate it): no kernel on a GPU."""
 
