@@ -33,7 +33,7 @@ if str(REPO) not in sys.path:
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from goatdna.model.rope import RotaryEmbedding  # noqa: E402
+from goatdna.model.rope import RotaryEmbedding, _rotate  # noqa: E402
 
 B, L, H, D, WIDTH = 1, 1024, 4, 64, 256
 
@@ -51,13 +51,9 @@ def variants(rope: RotaryEmbedding) -> dict[str, Callable[[Tensor], Tensor]]:
     def rotate_half(x: Tensor) -> Tensor:
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
 
-    def complex_autograd(x: Tensor) -> Tensor:
-        z = torch.complex(x[..., :half], x[..., half:]) * rotation
-        return torch.view_as_real(z).flatten(-2)
-
     return {
         "rotate-half": rotate_half,
-        "complex": complex_autograd,
+        "complex": lambda x: _rotate(x, rotation),  # goatdna's forward, autograd's own backward
         "goatdna": lambda x: rope(x, pos),
         "none": lambda x: x,
     }

@@ -11,7 +11,7 @@ im_1, ...)``, the layout the complex product already has in memory. Queries and 
 order, so every ``q . k`` (and so attention, the KV cache and attention maps) equals the
 rotate-half formula's ``q*cos + rotate_half(q)*sin``; only the order of the dims inside a rotated
 vector differs. Two ops instead of that formula's five (neg, cat, two muls, add), and backward is
-the inverse rotation (`_Rotate`), two more: about 0.6x the formula's time forward, and with
+the inverse rotation (`_Rotate`), two more: 0.5-0.6x the formula's time forward, and with
 backward, per call at the peer benchmark's mid shape (1 x 4 heads x 1024 x 64, CPU fp32;
 benchmarks/rope_bench.py).
 Half precision (no bfloat16 complex type) rotates in float32 and rounds once.
