@@ -7,7 +7,9 @@ Four models per shape, built with the same layers, width, heads and SwiGLU width
 * ``llama``: transformers' ``LlamaForCausalLM`` (SDPA attention, RoPE, no biases, untied head);
 * ``bare``: a nanoGPT-style decoder written here: embedding, [RMSNorm, q/k/v Linear, one causal
   SDPA call with no positions at all, o Linear, RMSNorm, SwiGLU] per layer, RMSNorm, head. It is
-  the floor GOAT's design promises: GOAT's prior rides inside that one SDPA call.
+  the floor GOAT's design promises: GOAT's prior rides inside that one SDPA call. Its RMSNorms are
+  goatdna's (`goatdna.model.norm`: nn.RMSNorm with a closed-form CPU backward), so that goat /
+  bare measures what the positions cost and not the norm; Llama keeps its own ``LlamaRMSNorm``.
 
 Parameter counts are printed beside the table to show the shapes match (GOAT's q/k are d_c wide
 and its prior adds a few thousand parameters per layer; Llama pads nothing).
@@ -61,6 +63,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model.norm import RMSNorm
 
 MODELS = ("goat", "rope", "llama", "bare")
 GENERATORS = ("goat", "rope", "llama")
@@ -94,7 +97,7 @@ class BareBlock(nn.Module):
     def __init__(self, d: int, heads: int, hidden: int) -> None:
         super().__init__()
         self.heads = heads
-        self.attn_norm, self.mlp_norm = nn.RMSNorm(d, eps=1e-5), nn.RMSNorm(d, eps=1e-5)
+        self.attn_norm, self.mlp_norm = RMSNorm(d, eps=1e-5), RMSNorm(d, eps=1e-5)
         self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
         self.gate, self.up = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
         self.down = nn.Linear(hidden, d, bias=False)
@@ -120,7 +123,7 @@ class BareDecoder(nn.Module):
         self.blocks = nn.ModuleList(
             BareBlock(s.d_model, s.n_heads, s.mlp_hidden) for _ in range(s.n_layers)
         )
-        self.norm = nn.RMSNorm(s.d_model, eps=1e-5)
+        self.norm = RMSNorm(s.d_model, eps=1e-5)
         self.head = nn.Linear(s.d_model, vocab, bias=False)
 
     def forward(self, idx: Tensor) -> Tensor:

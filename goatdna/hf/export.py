@@ -12,9 +12,8 @@
       tokenizer_config.json    GoatDNATokenizer (A C G T N = 0..4, the shards' ids) + auto_map
       vocab.json
       configuration_goatdna.py, modeling_goatdna.py, tokenization_goatdna.py
-      config.py cache.py goat.py alibi.py rope.py attention.py transformer.py scoring.py vocab.py
-                               goatdna/model's files, verbatim: trust_remote_code needs torch and
-                               transformers only
+      config.py cache.py ...   goatdna/model's files (`MODEL_SOURCES`), verbatim:
+                               trust_remote_code needs torch and transformers only
       README.md                the model card
 
 A LoRA/IA3 fine-tune exports merged (adapters folded into the weights: the layout above) or,
@@ -64,6 +63,7 @@ MODEL_SOURCES = (
     "goat.py",
     "alibi.py",
     "rope.py",
+    "norm.py",
     "attention.py",
     "attention_maps.py",
     "transformer.py",

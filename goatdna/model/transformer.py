@@ -19,6 +19,7 @@ from .attention import CausalSelfAttention
 from .cache import KVCache, LayerCache
 from .config import ModelConfig
 from .goat import GoatPrior, shared_tails
+from .norm import RMSNorm
 from .scoring import IGNORE_TARGET, next_token_loss  # noqa: F401  (re-exported)
 
 
@@ -80,9 +81,9 @@ class Block(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.attn_norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
+        self.attn_norm = RMSNorm(config.d_model, eps=config.norm_eps)
         self.attn = CausalSelfAttention(config)
-        self.mlp_norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
+        self.mlp_norm = RMSNorm(config.d_model, eps=config.norm_eps)
         self.mlp = SwiGLU(config.d_model, config.mlp_hidden)
 
     def forward(
@@ -121,7 +122,7 @@ class DNADecoder(nn.Module):
         self.config = config
         self.embed = nn.Embedding(config.padded_vocab_size, config.d_model)
         self.blocks = nn.ModuleList(block_class(config) for _ in range(config.n_layers))
-        self.norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
+        self.norm = RMSNorm(config.d_model, eps=config.norm_eps)
         self.head = (
             None
             if config.tie_embeddings
