@@ -13,8 +13,9 @@ with output gradient ``g`` are::
 
     dL/dx = r (g w) - x r^3 mean(g w x)        dL/dw = sum over rows of g x r
 
-Elsewhere (CUDA, half precision, autocast, no grad) the module is exactly ``nn.RMSNorm``:
-those paths have fused kernels of their own, and this backward is written for fp32/fp64.
+Elsewhere (CUDA, half precision, autocast, no grad, inference mode, under ``torch.compile``) the
+module is exactly ``nn.RMSNorm``: those paths have fused kernels of their own (the compiler fuses
+the decomposition), and this backward is written for fp32/fp64.
 """
 
 from __future__ import annotations
@@ -61,13 +62,15 @@ class RMSNorm(nn.RMSNorm):
 
     Same parameters and state-dict keys as ``nn.RMSNorm`` (``weight``), so checkpoints and the
     Hugging Face export are unchanged; the closed form is used only where it applies (CPU,
-    fp32/fp64, a weight, grad enabled outside inference mode, no autocast) and ``nn.RMSNorm`` runs everywhere else.
+    fp32/fp64, a weight, grad enabled outside inference mode, no autocast, not compiling) and
+    ``nn.RMSNorm`` runs everywhere else.
     """
 
     def forward(self, x: Tensor) -> Tensor:
         weight = self.weight
         if (
-            weight is None
+            torch.compiler.is_compiling()  # the compiler fuses nn.RMSNorm's decomposition itself
+            or weight is None
             or len(self.normalized_shape) != 1
             or x.device.type != "cpu"
             or x.dtype not in _CLOSED_FORM_DTYPES
