@@ -4,9 +4,9 @@ torch's ``F.rms_norm`` runs one fused kernel forward, but when gradients are nee
 it is recorded as its decomposition (``pow``, ``mean``, ``add``, ``rsqrt``, two ``mul``), so a
 training step walks that many backward nodes and their full-width temporaries per norm (2 per
 layer plus the final one). `RMSNorm` keeps torch's forward kernel (outputs bit-identical to
-``nn.RMSNorm``) and writes the gradient in closed form: 1.87 ms against nn.RMSNorm's 2.40 ms
-and ``LlamaRMSNorm``'s 2.08 ms, forward + backward, at the peer benchmark's mid shape (1 x 1024
-x 256, fp32, one thread; `benchmarks/norm_bench.py`), about 9 ms of a ~1.1 s training step.
+``nn.RMSNorm``) and writes the gradient in closed form: 0.64-0.78x nn.RMSNorm's time forward +
+backward at the peer benchmark's mid shape (1 x 1024 x 256, fp32, one thread, two runs of
+`benchmarks/norm_bench.py`), 9-24 ms of a ~1.1 s training step.
 
 With ``r = 1 / sqrt(mean(x^2) + eps)`` per row and ``y = x r w``, the gradients of a loss
 with output gradient ``g`` are::
@@ -46,8 +46,8 @@ class _RMSNormFunction(torch.autograd.Function):
         # computing it again in the forward would cost the same pass.
         r = torch.linalg.vecdot(x, x).div_(d).add_(ctx.eps).rsqrt_().unsqueeze(-1)
         grad_x = grad_w = None
-        gw = grad_out * weight
         if ctx.needs_input_grad[0]:
+            gw = grad_out * weight
             # x r^3 mean(gw x), then r gw minus it: one fused multiply-add for the last step.
             coef = torch.linalg.vecdot(gw, x).unsqueeze(-1).mul_(r.pow(3)).div_(d)
             grad_x = torch.addcmul(gw * r, x, coef, value=-1.0)
