@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
+from peer_bench import alternate  # noqa: E402  (this folder: the rounds peer_bench times)
 from torch import Tensor, nn  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: E402
 
@@ -87,12 +87,7 @@ def main() -> None:
     check(norms)
     steps = {name: step(norm) for name, norm in norms.items()} | {"none": step(None)}
     names = list(steps)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(args.rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start = time.process_time()
-            steps[name]()
-            times[name].append(time.process_time() - start)
+    times = alternate(steps, args.rounds, reps=1).seconds
     base = statistics.median(times["none"])
     cost = {n: 1e3 * (statistics.median(t) - base) for n, t in times.items()}
     print("| RMSNorm of (1, 1024, 256), forward + backward | ms | / nn.RMSNorm |")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +30,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
+from peer_bench import alternate  # noqa: E402  (this folder: the rounds peer_bench times)
 from torch import Tensor  # noqa: E402
 
 from goatdna.model.rope import RotaryEmbedding, _rotate  # noqa: E402
@@ -107,12 +107,7 @@ def main() -> None:
     cost: dict[bool, dict[str, float]] = {}
     for train in (False, True):
         steps = {name: step(f, proj, train) for name, f in funcs.items()}
-        times: dict[str, list[float]] = {name: [] for name in names}
-        for r in range(args.rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                start = time.process_time()
-                steps[name]()
-                times[name].append(time.process_time() - start)
+        times = alternate(steps, args.rounds, reps=1).seconds
         base = statistics.median(times["none"])
         cost[train] = {n: 1e3 * (statistics.median(t) - base) for n, t in times.items()}
     for name in names[:-1]:
