@@ -22,6 +22,7 @@ from goatdna.hf import (  # noqa: E402  (after the importorskip)
     GoatDNAForSequenceClassification,
     GoatDNAModel,
 )
+from goatdna.hf.modeling_goatdna import _CACHE_FIELD  # noqa: E402
 from goatdna.model.attention_maps import attention_terms  # noqa: E402
 
 SCHEMES = ("goat", "rope", "alibi", "nope")
@@ -126,7 +127,8 @@ def test_a_cached_step_sees_what_the_full_pass_saw(scheme: str) -> None:
         full = lm(ids, output_attentions=True).attentions
         prefix = lm(ids[:, :-1], use_cache=True)
         cache = getattr(prefix, "cache", None) or prefix.past_key_values
-        step = lm(ids[:, -1:], past_key_values=cache, use_cache=True, output_attentions=True)
+        cached = {_CACHE_FIELD: cache}  # `cache` where transformers has renamed past_key_values
+        step = lm(ids[:, -1:], **cached, use_cache=True, output_attentions=True)
     for layer in range(2):
         assert step.attentions[layer].shape == (2, 2, 1, 12)
         torch.testing.assert_close(
