@@ -192,13 +192,17 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     same loss and gradients, and no KV cache written while it is on."""
     config = _config("goat")
     ids = torch.randint(0, 4, (2, 20), generator=torch.Generator().manual_seed(5))
+    # transformers 5.25 renamed gradient_checkpointing_* to activation_checkpointing_*
+    api = (
+        "activation_checkpointing"
+        if hasattr(GoatDNAForCausalLM, "activation_checkpointing_enable")
+        else "gradient_checkpointing"
+    )
     grads = []
     for checkpointed in (False, True):
         model = _model(config).train()
         if checkpointed:
-            model.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
+            getattr(model, f"{api}_enable")(**{f"{api}_kwargs": {"use_reentrant": False}})
             assert all(block.gradient_checkpointing for block in model.model.blocks)
         calls: list[int] = []
         model.model.blocks[0].mlp.register_forward_pre_hook(lambda *_, seen=calls: seen.append(1))
@@ -212,7 +216,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     assert grads[0].keys() == grads[1].keys()
     for name, grad in grads[0].items():
         torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=1e-5, msg=name)
-    model.gradient_checkpointing_disable()
+    getattr(model, f"{api}_disable")()
     assert not any(block.gradient_checkpointing for block in model.model.blocks)
 
 
