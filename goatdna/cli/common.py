@@ -444,7 +444,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 COMMAND_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("embed", "pool"): ("mean", "last", "none"),
-    ("make-task", "label"): ("repeat", "gc"),
+    ("make-task", "label"): ("repeat", "gc", "motif"),
+    ("make-task", "decoys"): ("shuffled", "none"),
     ("finetune", "strategy"): ("auto", "ddp"),
     ("check-precision", "precision"): ("bf16-mixed", "16-mixed", "bf16-true", "32-true"),
 }
