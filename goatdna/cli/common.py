@@ -297,15 +297,16 @@ def print_frame(
     Output that is not a terminal (a log file, a pipe) gets the table's natural width, so no cell
     is wrapped or cut in a log; a terminal gets its own width.
     """
-    from rich.console import Console
     from rich.measure import Measurement
 
-    console = console or Console()
+    from goatdna.console import output_console
+
+    console = console or output_console()
     table = frame_table(frame, title, formats)
     if not console.is_terminal:
         needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
         if needed > console.width:  # rich caps print(width=) at the console's own width
-            console = Console(file=console.file, width=needed)
+            console = output_console(file=console.file, width=needed)
     console.print(table)
 
 
