@@ -297,15 +297,16 @@ def print_frame(
     Output that is not a terminal (a log file, a pipe) gets the table's natural width, so no cell
     is wrapped or cut in a log; a terminal gets its own width.
     """
-    from rich.console import Console
     from rich.measure import Measurement
 
-    console = console or Console()
+    from goatdna.console import output_console
+
+    console = console or output_console()
     table = frame_table(frame, title, formats)
     if not console.is_terminal:
         needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
         if needed > console.width:  # rich caps print(width=) at the console's own width
-            console = Console(file=console.file, width=needed)
+            console = output_console(file=console.file, width=needed)
     console.print(table)
 
 
@@ -444,7 +445,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 COMMAND_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("embed", "pool"): ("mean", "last", "none"),
-    ("make-task", "label"): ("repeat", "gc"),
+    ("make-task", "label"): ("repeat", "gc", "motif"),
+    ("make-task", "decoys"): ("shuffled", "none"),
     ("finetune", "strategy"): ("auto", "ddp"),
     ("check-precision", "precision"): ("bf16-mixed", "16-mixed", "bf16-true", "32-true"),
 }

@@ -357,8 +357,9 @@ def write_sweep(run_root: Path, sweep: ProbeSweep) -> None:
 
 def print_sweep(sweep: ProbeSweep) -> None:
     """The table on stderr (stdout keeps the run's one-line JSON summary)."""
-    from rich.console import Console
     from rich.table import Table
+
+    from goatdna.console import output_console
 
     columns = [c for c in table_columns(sweep) if c not in ("chosen", "note")]
     table = Table(title=f"probe sweep: validation only, best val_{sweep.selection} "
@@ -373,4 +374,4 @@ def print_sweep(sweep: ProbeSweep) -> None:
             value = record.get(name, "")
             cells.append(f"{value:.4f}" if isinstance(value, float) else str(value))
         table.add_row(*cells)
-    Console(stderr=True).print(table)
+    output_console(stderr=True).print(table)
