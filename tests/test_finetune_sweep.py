@@ -207,7 +207,7 @@ def test_the_chosen_rows_metrics_recompute_from_predictions(
     from goatdna.checkpoint import load_task_model
     from goatdna.data_prep.tables import encode_sequences, read_table
     from goatdna.inference.predict import predict_tokens
-    from goatdna.training.finetune import evaluate_predictions
+    from goatdna.training.heads import evaluate_predictions
 
     best = chosen_row(sweep_run)
     loaded = load_task_model(sweep_run / "checkpoints" / "best.ckpt")

@@ -37,6 +37,9 @@ from goatdna.errors import GoatDNAError
 from goatdna.model.classifier import pool_hidden, reverse_complement_padded
 from goatdna.training.finetune_config import FINAL_LAYER, spec_items
 from goatdna.training.finetune_data import Split, StepBatches, StepPlan, TaskData, eval_batches
+from goatdna.training.heads import SELECTION_METRIC, evaluate_predictions, head_optimizer
+from goatdna.training.loop import _better
+from goatdna.training.metrics import HIGHER_IS_BETTER
 from goatdna.training.run import CACHE_DIR
 
 if TYPE_CHECKING:
@@ -239,16 +242,8 @@ def fit_head(
 ) -> SweepRow:
     """Train ``model``'s head on cached features as the run's loop does on one process, and
     return its best validation step. Mirrors `finetune.FineTuning` with `loop.fit`: the dropout
-    seed of each step, AdamW (`finetune.head_optimizer`), clipping, the schedule, validation at
+    seed of each step, AdamW (`heads.head_optimizer`), clipping, the schedule, validation at
     every epoch's end, the best by the selection metric (`loop._better`)."""
-    from goatdna.training.finetune import (
-        SELECTION_METRIC,
-        evaluate_predictions,
-        head_optimizer,
-    )
-    from goatdna.training.loop import _better
-    from goatdna.training.metrics import HIGHER_IS_BETTER
-
     head = model.head
     head.set_standardization(features["train"][0])
     total = plan.steps_per_epoch * config.trainer.epochs
@@ -296,10 +291,6 @@ def sweep_probes(
 ) -> ProbeSweep:
     """Fit one head per choice (``model_of`` builds it with the run's initialisation) and pick
     the best validation value of the selection metric; the test split is never read."""
-    from goatdna.training.finetune import SELECTION_METRIC
-    from goatdna.training.loop import _better
-    from goatdna.training.metrics import HIGHER_IS_BETTER
-
     selection = SELECTION_METRIC[task.task]
     higher = HIGHER_IS_BETTER[selection]
     rows = [fit_head(model_of(c), features[c], task, config, plan) for c in features]
