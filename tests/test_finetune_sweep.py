@@ -316,3 +316,41 @@ def test_the_same_sweep_command_is_not_a_different_config_and_the_lock_comes_fir
         assert held.exit_code == 2 and "is in use" in held.output, held.output
         assert "probe sweep" not in held.output
     assert chosen_row(run) == chosen_row(sweep_run)  # nothing was touched
+
+
+def test_computing_probe_features_shows_progress_and_a_cached_run_does_not(
+    small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    one_thread: None,
+) -> None:  # fmt: skip
+    """Issue 40.15: the features of a large task take minutes, with nothing else on the screen;
+    in a log the run now prints `probe features: done/total sequences` lines while it computes
+    them (nothing with --no-progress, nothing when they come from RUN_DIR/cache)."""
+    import goatdna.progress
+
+    monkeypatch.setattr(goatdna.progress, "INTERVAL_S", 0.0)  # a line at every batch
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+
+    def feature_lines(output: str) -> list[str]:
+        return [line for line in output.splitlines() if line.startswith("probe features: ")]
+
+    run = tmp_path / "run"
+    args = finetune_args(small_task, backbone, run, "--layer", "1,final", "--epochs", "1")
+    shown = runner.invoke(app, [*(a for a in args if a != "--no-progress"), "--progress"])
+    assert shown.exit_code == 0, (shown.output, shown.exception)
+    lines = feature_lines(shown.output)
+    rows = sum(json.loads((run / "summary.json").read_text())["rows"].values())
+    assert len(lines) >= 2, shown.output  # one per batch: the work is seen moving
+    counts = [int(line.split()[2].split("/")[0]) for line in lines]
+    assert counts == sorted(counts) and counts[-1] == rows
+    assert lines[-1].startswith(f"probe features: {rows:,}/{rows:,} sequences (100%)")
+    summary = next(line for line in shown.stdout.splitlines() if line.startswith("{"))
+    assert json.loads(summary)["mode"] == "probe"  # stdout keeps the summary alone
+    assert not feature_lines(shown.stdout)
+
+    quiet = runner.invoke(app, finetune_args(small_task, backbone, tmp_path / "quiet", "--layer",
+                                             "1,final", "--epochs", "1"))  # fmt: skip
+    assert quiet.exit_code == 0 and not feature_lines(quiet.output), quiet.output
+    again = runner.invoke(app, [*(a for a in args if a != "--no-progress"), "--progress",
+                                "--force"])  # fmt: skip
+    assert again.exit_code == 0, (again.output, again.exception)
+    assert not feature_lines(again.output)  # read from RUN_DIR/cache: nothing computed

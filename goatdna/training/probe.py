@@ -35,6 +35,7 @@ from torch import Tensor
 from goatdna.atomic import atomic_path
 from goatdna.errors import GoatDNAError
 from goatdna.model.classifier import pool_hidden, reverse_complement_padded
+from goatdna.progress import progress_bar
 from goatdna.training.finetune_config import FINAL_LAYER, spec_items
 from goatdna.training.finetune_data import Split, StepBatches, StepPlan, TaskData, eval_batches
 from goatdna.training.heads import SELECTION_METRIC, evaluate_predictions, head_optimizer
@@ -100,9 +101,10 @@ def pooled_features(
     batch_size: int,
     both_strands: bool,
     device: torch.device,
+    advance: Callable[[int], None] = lambda rows: None,
 ) -> dict[ProbeChoice, Features]:
     """Pooled features of every row for every choice, float32 on the CPU: one trunk pass per
-    batch (and strand) gives every asked layer at once."""
+    batch (and strand) gives every asked layer at once. ``advance(rows)`` after each batch."""
     layers = list(dict.fromkeys(c.layer for c in choices))
     forward: dict[ProbeChoice, list[Tensor]] = {c: [] for c in choices}
     reverse: dict[ProbeChoice, list[Tensor]] = {c: [] for c in choices}
@@ -116,6 +118,7 @@ def pooled_features(
             for choice in choices:
                 pooled = pool_hidden(states[choice.layer], lengths, choice.pool)
                 store[choice].append(pooled.float().cpu())
+        advance(len(lengths))
     return {c: (torch.cat(forward[c]), torch.cat(reverse[c]) if both_strands else None)
             for c in choices}  # fmt: skip
 
@@ -145,12 +148,14 @@ def probe_features(
     config: FinetuneConfig,
     choices: Sequence[ProbeChoice],
     device: torch.device,
-    warn: bool,
+    rank_zero: bool,
 ) -> ProbeFeatures:
     """Features of every split and choice, from RUN_DIR/cache when the key matches, else
     computed now (`ProbeFeatures.save` writes them; only the process that owns the run
     directory calls it). The key holds the input hashes, choices, length cap, strands and the
-    split seed."""
+    split seed. ``rank_zero``: this process reports, a damaged cache and (with the run's
+    progress option) the progress of computing them, which on a large task takes minutes of a
+    run that shows nothing else meanwhile."""
     rc = needs_rc(config)
     key_source = json.dumps(
         {"inputs": inputs, "choices": [c.key for c in choices],
@@ -171,14 +176,19 @@ def probe_features(
                 pickle.UnpicklingError) as err:  # fmt: skip
             # a damaged cache (a killed write cannot leave one: it is renamed in whole) is named
             # and computed again, not silently skipped
-            if warn:
+            if rank_zero:
                 print(f"{path}: damaged probe-feature cache ({type(err).__name__}); "
                       "computing the features again", file=sys.stderr)  # fmt: skip
     backbone = backbone.to(device).eval()
-    per_split = {
-        name: pooled_features(backbone, choices, split, config.trainer.eval_batch_size, rc, device)
-        for name, split in task.splits.items()
-    }
+    rows = sum(len(split) for split in task.splits.values())
+    shown = rank_zero and config.trainer.progress_bar
+    with progress_bar("probe features", rows, "sequences", shown) as advance:
+        per_split = {
+            name: pooled_features(
+                backbone, choices, split, config.trainer.eval_batch_size, rc, device, advance
+            )
+            for name, split in task.splits.items()
+        }
     backbone.cpu()
     by_choice = {c: {name: per_split[name][c] for name in task.splits} for c in choices}
     return ProbeFeatures(by_choice, key, False)
