@@ -133,6 +133,39 @@ def test_sweep_chooses_on_validation_never_on_test(one_thread: None) -> None:
     assert sweep_of(task, poisoned, config).rows == sweep.rows
 
 
+def test_a_head_whose_loss_becomes_nan_keeps_its_best_step_before_it(one_thread: None) -> None:
+    """The sweep fits its heads through the run's loop (`loop.fit`, without a run directory):
+    a head whose loss turns NaN part-way stops there, keeps the best validation it had, and
+    says so in its note; the other heads and the choice go on."""
+    calls = {1: 0, 2: 0}
+
+    class NanAfterSevenSteps(SequenceTaskModel):
+        def loss(self, out: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            layer = self.task_config.layer
+            assert layer is not None
+            calls[layer] += 1
+            value = super().loss(out, labels)
+            return value * math.nan if layer == 1 and calls[layer] >= 8 else value
+
+    config = FinetuneConfig()
+    config.trainer.epochs, config.trainer.batch_size, config.optim.head_lr = 4, 32, 3e-2
+    task, features = crafted_task()  # 96 train rows: 3 steps an epoch, 12 in all
+
+    def model_of(choice: ProbeChoice) -> SequenceTaskModel:
+        torch.manual_seed(config.seed)
+        head = SequenceTaskConfig("classification", ("a", "b"), layer=choice.layer, pool="mean")
+        return NanAfterSevenSteps(tiny_decoder(), head)
+
+    plan = StepPlan(len(task.splits["train"]), config.trainer.batch_size, config.seed, False)
+    sweep = sweep_probes(features, task, config, plan, model_of)
+    by_layer = {r.choice.layer: r for r in sweep.rows}
+    assert calls == {1: 8, 2: 12}  # layer 1 stopped at the NaN step, layer 2 ran every step
+    assert by_layer[1].note == "non-finite loss or gradients at step 8"
+    assert by_layer[1].best_step in (3, 6) and by_layer[1].val["mcc"] > 0.8
+    assert by_layer[2].note == "" and by_layer[2].best_step in (3, 6, 9, 12)
+    assert sweep.chosen == ProbeChoice(1, "mean")  # its best before the NaN still counts
+
+
 def finetune_args(task_dir: Path, checkpoint: Path, out: Path, *extra: str) -> list[str]:
     return ["finetune", "--checkpoint", str(checkpoint), "--train", str(task_dir / "train.csv"),
             "--val", str(task_dir / "val.csv"), "--test", str(task_dir / "test.csv"),

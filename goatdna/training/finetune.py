@@ -63,7 +63,12 @@ from goatdna.training.finetune_data import (
     load_task,
     print_warnings,
 )
-from goatdna.training.heads import SELECTION_METRIC, evaluate_predictions, head_optimizer
+from goatdna.training.heads import (
+    NON_FINITE_HINT,
+    SELECTION_METRIC,
+    evaluate_predictions,
+    head_optimizer,
+)
 from goatdna.training.loop import (
     Due,
     LoopSpec,
@@ -102,7 +107,6 @@ if TYPE_CHECKING:
     from lightning_fabric.wrappers import _FabricModule
 
 FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
-NON_FINITE_HINT = "Lower --lr/--backbone-lr"
 
 
 def metric_columns(task: str) -> tuple[str, ...]:

@@ -23,6 +23,8 @@ from goatdna.training.module import lr_multiplier, parameter_groups
 
 SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
 """The validation number that picks best.ckpt and a sweep's pair, by task."""
+NON_FINITE_HINT = "Lower --lr/--backbone-lr"
+"""What to change when a head's training loss becomes NaN/inf (`loop.LoopSpec`)."""
 
 
 def _decay_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
