@@ -1,10 +1,10 @@
-"""The training loop of `goatdna train` and `goatdna finetune`, on `lightning_fabric.Fabric`.
+"""The training loop of `goatdna train`, `goatdna finetune` and its probe sweep, on Fabric.
 
 Read `fit` from top to bottom: it is the whole loop, in the style of nanoGPT's ``train.py``.
 Fabric owns devices, precision, the DDP/FSDP wrapping, collectives and checkpoint I/O
 (`goatdna.checkpoint` owns the checkpoint's layout); a `Task` (pretraining in
-`training.trainer`, fine-tuning in `training.finetune`) says what one step trains on, how it is
-validated and when. Each optimizer step does, in this order: the micro-batches (backward, the
+`training.trainer`, fine-tuning in `training.finetune`, a probe sweep's head in
+`training.probe`) says what one step trains on, how it is validated and when. Each optimizer step does, in this order: the micro-batches (backward, the
 non-finite guard, clipping, AdamW, the LR schedule), a metrics row, validation, best.ckpt,
 last.ckpt, and the stop after a SIGINT/SIGTERM. A checkpoint written at step K therefore already
 holds step K's validation and best-checkpoint bookkeeping, and the data position is a pure
