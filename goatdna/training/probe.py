@@ -335,17 +335,18 @@ def fit_head(
     trainable = Trainable.setup(
         fabric, model, lambda: head_optimizer(model.head, None, config.optim, fitting.total_steps)
     )
+    note = ""
     try:
-        best_step = fit(fabric, fitting, None, trainable, None, time.perf_counter()).state.best_step
-    except NonFiniteLossError:
+        fit(fabric, fitting, None, trainable, None, time.perf_counter())
+    except NonFiniteLossError:  # the step was refused: the head keeps what it had before it
         note = f"non-finite loss or gradients at step {fitting.step}"
-        best_step = best_validated(fitting.validated, fitting.spec)
-        return SweepRow(model_choice(model), best_step, fitting.validated.get(best_step, {}), note)
-    return SweepRow(model_choice(model), best_step, fitting.validated.get(best_step, {}))
+    best_step = best_validated(fitting.validated, fitting.spec)
+    return SweepRow(model_choice(model), best_step, fitting.validated.get(best_step, {}), note)
 
 
 def best_validated(validated: dict[int, dict[str, float]], spec: LoopSpec) -> int:
-    """The step `loop.fit` would have kept of these validations (0: none is finite)."""
+    """The step `loop.fit` keeps as best of these validations, by its rule (`loop.better`),
+    also of a fit that stopped part-way (0: none is finite)."""
     best_value, best_step = math.nan, 0
     for step, metrics in validated.items():
         if better(metrics[spec.selection], best_value, spec.higher_is_better):
