@@ -26,7 +26,6 @@ adapters from it (merged), so a task costs megabytes, not a copy of the backbone
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from goatdna import __version__
 from goatdna.adapters import (
@@ -54,7 +53,7 @@ from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 from goatdna.runtime import Runtime, gather_blocks, rank_block
 from goatdna.training import preflight
-from goatdna.training.finetune_config import FinetuneConfig, FinetuneOptimConfig
+from goatdna.training.finetune_config import FinetuneConfig
 from goatdna.training.finetune_data import (
     Split,
     StepBatches,
@@ -63,6 +62,12 @@ from goatdna.training.finetune_data import (
     file_sha256,
     load_task,
     print_warnings,
+)
+from goatdna.training.heads import (
+    NON_FINITE_HINT,
+    SELECTION_METRIC,
+    evaluate_predictions,
+    head_optimizer,
 )
 from goatdna.training.loop import (
     Due,
@@ -78,10 +83,7 @@ from goatdna.training.metrics import (
     HIGHER_IS_BETTER,
     REGRESSION_METRICS,
     class_balance,
-    classification_metrics,
-    regression_metrics,
 )
-from goatdna.training.module import lr_multiplier, parameter_groups
 from goatdna.training.probe import (
     FEATURE_CACHE,
     Features,
@@ -104,9 +106,7 @@ if TYPE_CHECKING:
     from lightning_fabric import Fabric
     from lightning_fabric.wrappers import _FabricModule
 
-SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
 FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
-NON_FINITE_HINT = "Lower --lr/--backbone-lr"
 
 
 def metric_columns(task: str) -> tuple[str, ...]:
@@ -214,38 +214,6 @@ class SequenceTaskModule(SequenceTaskModel):
             local = head_predictions(self, features, batch_size, rc_average).to(device)
         self.train_mode()
         return self.label_units(gather_blocks(fabric, local, len(split))).numpy()
-
-
-def _decay_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
-    """Pretraining's weight-decay split (`parameter_groups`) at this learning rate."""
-    return [{**group, "lr": lr} for group in parameter_groups(module, weight_decay)]
-
-
-def head_optimizer(
-    head: nn.Module, backbone: nn.Module | None, optim: FinetuneOptimConfig, total_steps: int
-) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW over the head (and the backbone, when it trains) at their learning rates; linear
-    warmup, then cosine to zero. The run's optimizer and the probe sweep's (`probe.fit_head`)."""
-    groups = [_decay_groups(head, optim.head_lr, optim.weight_decay)]
-    if backbone is not None:
-        groups.append(_decay_groups(backbone, optim.backbone_lr, optim.weight_decay))
-    flat = [g for pair in groups for g in pair if g["params"]]
-    optimizer = torch.optim.AdamW(flat, betas=(0.9, 0.98))
-    warmup = int(optim.warmup_fraction * total_steps)
-    schedule = functools.partial(lr_multiplier, warmup=warmup, total=total_steps, floor=0.0)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-
-
-def evaluate_predictions(task: str, labels: np.ndarray, preds: np.ndarray) -> dict[str, float]:
-    """Metrics plus the loss the head optimises (CE in nats; MSE in label units)."""
-    if task == "classification":
-        metrics = classification_metrics(labels, preds)
-        picked = np.clip(preds[np.arange(labels.size), labels], 1e-12, 1.0)
-        metrics["loss"] = float(-np.log(picked).mean())
-    else:
-        metrics = regression_metrics(labels, preds[:, 0])
-        metrics["loss"] = metrics["mse"]
-    return metrics
 
 
 # ------------------------------------------------------------------------------ features
