@@ -98,7 +98,11 @@ def unreadable_reason(err: BaseException) -> str:
 
 
 def load_checkpoint(
-    path: str | Path, device: str = "cpu", rope_extension: str | None = None
+    path: str | Path,
+    device: str = "cpu",
+    rope_extension: str | None = None,
+    *,
+    lm_command: str | None = None,
 ) -> LoadedCheckpoint:
     """Load a DNADecoder model (eval mode, on ``device``), its config and the run config from a
     checkpoint (a ``.ckpt`` from `goatdna train` or `goatdna finetune`, or a folder from
@@ -113,6 +117,10 @@ def load_checkpoint(
     backbone it names (by path, checked by sha256) with its adapters merged in: the decoder the
     fine-tuned model runs, never the bare pretrained one. A missing or different backbone is
     refused in one line.
+
+    ``lm_command`` names a command that scores with the next-base (language-model) head
+    (``"score-variants"``, ``"evaluate"``, ...): a fine-tuned checkpoint or export is then
+    refused in one line (`refuse_task_model`), before any backbone is read.
     """
     import torch
 
@@ -121,7 +129,7 @@ def load_checkpoint(
     path = Path(path)
     check_device(device)
     if path.is_dir():
-        return load_export(path, device, rope_extension)
+        return load_export(path, device, rope_extension, lm_command=lm_command)
     if not path.is_file():
         raise GoatDNAError(
             f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
@@ -145,6 +153,8 @@ def load_checkpoint(
     model_dict = with_rope_extension(dict(model_dict), rope_extension, path)
     config = {**config, "model": model_dict}
     model_config = from_dict(ModelConfig, dict(model_dict), "model")
+    if lm_command is not None:
+        refuse_task_model(config, path, lm_command)
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
     from goatdna.adapters import adapter_spec
@@ -268,6 +278,38 @@ def task_head(run_config: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return head if isinstance(head, Mapping) and "task" in head else None
 
 
+def refuse_task_model(run_config: Mapping[str, Any], source: Path, command: str) -> None:
+    """Refuse a fine-tuned model where ``command`` needs the pretrained language model.
+
+    The one check behind every command that scores with the next-base head (`load_checkpoint`'s
+    ``lm_command``), the counterpart of `load_task_model`'s refusal of a language model. A
+    fine-tune's checkpoint or export still holds a next-base head (its backbone's state-dict is a
+    language model's), but fine-tuning never trains it: under a fully fine-tuned trunk, or a
+    LoRA/IA3 backbone with its adapters merged in, that head scores something nobody trained
+    (log-likelihood ratios off by over a nat), so it is refused in one line rather than read.
+    """
+    head = task_head(run_config)
+    if head is None:
+        return
+    from goatdna.adapters import adapter_spec
+
+    spec = adapter_spec(run_config, source)
+    section = run_config.get("backbone")
+    mode = section.get("mode") if isinstance(section, Mapping) else None
+    if spec is not None:
+        how = f"{spec.mode} adapters on the backbone {spec.backbone}"
+    elif mode == "probe":
+        how = "a probe on a frozen backbone"
+    else:
+        how = "its backbone fine-tuned too"
+    raise GoatDNAError(
+        f"{source}: is a fine-tuned {head['task']} model ({how}), not a pretrained language "
+        f"model; {command} scores with the language model's next-base head, which fine-tuning "
+        "does not train: pass the pretraining checkpoint (e.g. runs/goat/checkpoints/best.ckpt), "
+        "or apply the fine-tuned model with `goatdna predict`"
+    )
+
+
 def adapter_weights(path: str | Path) -> dict[str, Any]:
     """A LoRA/IA3 fine-tune checkpoint's adapter tensors, under their names in the fine-tuned
     model (``"model." + <peft name>``), for an unmerged export."""
@@ -350,12 +392,17 @@ def with_rope_extension(
 
 
 def load_export(
-    folder: str | Path, device: str = "cpu", rope_extension: str | None = None
+    folder: str | Path,
+    device: str = "cpu",
+    rope_extension: str | None = None,
+    *,
+    lm_command: str | None = None,
 ) -> LoadedCheckpoint:
     """Load a `goatdna export` folder (kind ``"export"``; DNADecoder in eval mode on ``device``).
 
     The run config is the one the model was trained with (``goatdna_run_config``), its
-    ``"model"`` entry rebuilt from the folder's own ModelConfig fields.
+    ``"model"`` entry rebuilt from the folder's own ModelConfig fields. ``lm_command``: as in
+    `load_checkpoint` (a classifier's folder is refused).
     """
     import dataclasses
 
@@ -371,6 +418,9 @@ def load_export(
             f"{config_path}: lacks model field(s) {', '.join(missing)}; re-run `goatdna export`"
         )
     check_export_edits(data, config_path)
+    recorded = data.get("goatdna_run_config")
+    if lm_command is not None and isinstance(recorded, Mapping):
+        refuse_task_model(recorded, folder, lm_command)
     model_dict = with_rope_extension({name: data[name] for name in names}, rope_extension, folder)
     model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
     weights_path = folder / EXPORT_WEIGHTS

@@ -347,3 +347,68 @@ def test_missing_peft_is_one_error_line(
         "pip install 'goatdna[lora]'"
     ]
     assert not (tmp_path / "r").exists()
+
+
+@pytest.fixture(scope="module")
+def fine_tuned_models(
+    lora_run: tuple[Path, Path], task_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Every kind of fine-tuned model a user may hold: a LoRA and a full fine-tune's .ckpt, the
+    LoRA's merged export folder and its unmerged export's base/ (backbone + head)."""
+    pytest.importorskip("transformers")
+    backbone, run = lora_run
+    root = tmp_path_factory.mktemp("fine_tuned_models")
+    _invoke(*_args(task_dir, backbone, "full", "--epochs", "1", "--out", root / "full"))
+    lora = run / "checkpoints" / "best.ckpt"
+    _invoke("export", "--checkpoint", lora, "--out", root / "merged")
+    _invoke("export", "--checkpoint", lora, "--out", root / "unmerged", "--no-merge")
+    return {
+        "lora": lora,
+        "full": root / "full" / "checkpoints" / "best.ckpt",
+        "merged-export": root / "merged",
+        "unmerged-base": root / "unmerged" / "base",
+    }
+
+
+LM_COMMANDS = ("score-variants", "mutagenesis", "score-track", "check-precision", "evaluate",
+               "generate", "probe-recall")  # fmt: skip
+"""Every command that scores with the language model's next-base head."""
+
+
+@pytest.mark.parametrize("command", LM_COMMANDS)
+def test_language_model_commands_refuse_a_fine_tuned_model(
+    fine_tuned_models: dict[str, Path], synthetic_shards: Path, tmp_path: Path, command: str
+) -> None:
+    """A fine-tuned model's next-base head was never trained with its backbone (a LoRA's merged
+    backbone under the pretrained head scored LLRs off by over a nat): each LM command refuses
+    it in one line naming the file and `goatdna predict`, writing nothing."""
+    rng = np.random.default_rng(0)
+    fasta = tmp_path / "ref.fa"
+    bases = "".join(rng.choice(list("ACGT"), 400))
+    fasta.write_text(">chr1\n" + bases + "\n")
+    variants = tmp_path / "variants.tsv"
+    variants.write_text(
+        f"chrom\tpos\tref\talt\nchr1\t100\t{bases[99]}\t{'A' if bases[99] != 'A' else 'C'}\n"
+    )
+    out = tmp_path / "out"
+    args = {
+        "score-variants": ["--fasta", fasta, "--variants", variants, "--out", out.with_suffix(".tsv")],
+        "mutagenesis": ["--fasta", fasta, "--region", "chr1:101-120", "--out", out.with_suffix(".tsv")],
+        "score-track": ["--fasta", fasta, "--region", "chr1:1-200", "--out", out.with_suffix(".bedgraph")],
+        "check-precision": ["--fasta", fasta, "--out", out.with_suffix(".json")],
+        "evaluate": ["--data", synthetic_shards, "--out", out],
+        "generate": ["--prompt", "ACGTACGT", "--out", out.with_suffix(".fa")],
+        "probe-recall": ["--data", synthetic_shards, "--out", out],
+    }[command]  # fmt: skip
+    for kind, model in fine_tuned_models.items():
+        result = runner.invoke(app, [command, "--checkpoint", str(model), *map(str, args)])
+        assert result.exit_code == 2, (kind, result.output, result.exception)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {model}: is a fine-tuned"), (
+            kind,
+            lines,
+        )
+        assert "not a pretrained language model" in lines[0] and command in lines[0], lines
+        assert "`goatdna predict`" in lines[0], lines
+        assert ("lora adapters" in lines[0]) == (kind != "full"), lines
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith("out")], kind
