@@ -175,24 +175,12 @@ def _adapted_backbone(
     device: str,
     rope_extension: str | None,
 ) -> DNADecoder:
-    """An adapter fine-tune's backbone: the pretrained checkpoint it names (refused unless its
-    sha256 is the recorded one), its peft adapters loaded from ``state`` and merged in."""
-    from goatdna.adapters import attach, backbone_sha256, merged, require_peft
+    """An adapter fine-tune's backbone: the pretrained checkpoint it names (`find_backbone`),
+    its peft adapters loaded from ``state`` and merged in."""
+    from goatdna.adapters import attach, merged, require_peft
 
     require_peft()
-    base = Path(spec.backbone)
-    if not base.exists():
-        raise GoatDNAError(
-            f"{source}: its backbone {base} is missing; these adapters need that checkpoint "
-            f"(sha256 {spec.backbone_sha256[:12]}...) back at that path"
-        )
-    found = backbone_sha256(base)
-    if found != spec.backbone_sha256:
-        raise GoatDNAError(
-            f"{source}: backbone {base} is not the one these adapters were trained on (sha256 "
-            f"{found[:12]}..., expected {spec.backbone_sha256[:12]}...); restore that checkpoint"
-        )
-    loaded = load_checkpoint(base, "cpu", rope_extension)
+    loaded = load_checkpoint(find_backbone(spec, source), "cpu", rope_extension)
     model = attach(loaded.model, spec)
     trained = {n for n, p in model.named_parameters() if p.requires_grad}
     weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
@@ -208,6 +196,31 @@ def _adapted_backbone(
     model.to(device)
     model.eval()
     return model
+
+
+def find_backbone(spec: AdapterSpec, source: Path) -> Path:
+    """The backbone checkpoint an adapter fine-tune ``source`` was trained on: the first of
+    `AdapterSpec.backbone_paths` (relative to the run folder, then the recorded absolute path)
+    whose sha256 is the recorded one. None there, or only other weights, is one line."""
+    from goatdna.adapters import backbone_sha256
+
+    tried = spec.backbone_paths(source)
+    present = [path for path in tried if path.exists()]
+    if not present:
+        shown = " or ".join(str(path) for path in tried) or "(no path recorded)"
+        raise GoatDNAError(
+            f"{source}: its backbone {shown} is missing; these adapters need that checkpoint "
+            f"(sha256 {spec.backbone_sha256[:12]}...) back at that path"
+        )
+    found = []
+    for path in present:
+        found.append(backbone_sha256(path))
+        if found[-1] == spec.backbone_sha256:
+            return path
+    raise GoatDNAError(
+        f"{source}: backbone {present[0]} is not the one these adapters were trained on (sha256 "
+        f"{found[0][:12]}..., expected {spec.backbone_sha256[:12]}...); restore that checkpoint"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

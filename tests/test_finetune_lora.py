@@ -412,3 +412,51 @@ def test_language_model_commands_refuse_a_fine_tuned_model(
         assert "`goatdna predict`" in lines[0], lines
         assert ("lora adapters" in lines[0]) == (kind != "full"), lines
         assert not [p for p in tmp_path.iterdir() if p.name.startswith("out")], kind
+
+
+def test_a_run_moved_with_its_backbone_finds_it(task_dir: Path, tmp_path: Path) -> None:
+    """The adapter section records the backbone relative to the run folder too, and that path
+    is tried first: a run moved together with its backbone loads, predicts and exports from
+    the new place (the recorded absolute path is gone)."""
+    pytest.importorskip("transformers")
+    before = tmp_path / "before"
+    backbone = _backbone(before)
+    _invoke(*_args(task_dir, backbone, "lora", "--epochs", "1", "--out", before / "run"))
+    section = torch.load(before / "run" / "checkpoints" / "last.ckpt", weights_only=True)[
+        "hyper_parameters"
+    ]["config"]["adapter"]
+    assert section["backbone_relative"] == "../lm.ckpt"
+    assert section["backbone"] == str(backbone.resolve())  # still read by older goatdna
+    want = load_checkpoint(before / "run" / "checkpoints" / "last.ckpt").model.state_dict()
+
+    after = tmp_path / "moved" / "elsewhere"
+    after.parent.mkdir()
+    shutil.move(before, after)
+    assert not backbone.exists()
+    ckpt = after / "run" / "checkpoints" / "last.ckpt"
+    got = load_checkpoint(ckpt).model.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in want.items())
+    (tmp_path / "x.csv").write_text("sequence\nACGTACGTTGCA\n")
+    _invoke("predict", "-c", ckpt, "--sequences", tmp_path / "x.csv", "--out", tmp_path / "p.csv")
+    _invoke("export", "-c", ckpt, "--out", tmp_path / "unmerged", "--no-merge")
+    # a checkpoint taken out of its run folder falls back to the absolute path: gone here
+    shutil.copy(ckpt, tmp_path / "alone.ckpt")
+    result = runner.invoke(app, ["export", "-c", str(tmp_path / "alone.ckpt"), "--out",
+                                 str(tmp_path / "e")])  # fmt: skip
+    assert (
+        result.exit_code == 2 and f"its backbone {backbone.resolve()} is missing" in result.output
+    )
+
+
+def test_a_run_from_before_the_relative_path_resumes(task_dir: Path, tmp_path: Path) -> None:
+    """config.yaml written without ``adapter.backbone_relative`` (older goatdna) still resumes:
+    where the backbone lies may differ on resume, which backbone it is (its sha256) may not."""
+    import yaml
+
+    backbone = _backbone(tmp_path)
+    run = tmp_path / "run"
+    _invoke(*_args(task_dir, backbone, "lora", "--epochs", "1", "--out", run))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    del config["adapter"]["backbone_relative"]
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    assert '"steps": 4' in _invoke("finetune", "--out", run, "--resume")

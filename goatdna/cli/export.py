@@ -69,11 +69,11 @@ def export(
             model = task.model
         adapter = None
         if not merge and spec is not None and task is not None:
-            from goatdna.checkpoint import adapter_weights
+            from goatdna.checkpoint import adapter_weights, find_backbone
             from goatdna.hf.export import AdapterExport
             from goatdna.model.classifier import SequenceTaskModel
 
-            model = load_checkpoint(spec.backbone, device="cpu").model  # checked by the load
+            model = load_checkpoint(find_backbone(spec, checkpoint), device="cpu").model
             head = task.head
             task = SequenceTaskModel(model, task.task_config)
             task.head.load_state_dict(head.state_dict())
