@@ -56,7 +56,8 @@ config has a ``head`` section, a `SequenceTaskConfig`) or a `goatdna export` fol
 class LoadedCheckpoint:
     """What `load_checkpoint` returns: the decoder, its typed config, what was read, and the run.
 
-    ``model`` is the `DNADecoder` (for a fine-tuned checkpoint: its backbone) in eval mode;
+    ``model`` is the `DNADecoder` (for a fine-tuned checkpoint: its backbone; a fine-tuned
+    model's export folder stores no next-base head, so that head is NaN there) in eval mode;
     ``model_config`` is its `ModelConfig` (with any ``rope_extension`` asked for applied).
     ``run_config`` is the raw run-config mapping the model was trained with (``"model"`` entry
     matching ``model_config``). It stays a mapping rather than a dataclass because its readers need
@@ -341,6 +342,24 @@ def _weights(path: Path) -> Mapping[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
 
 
+def _without_lm_head(
+    state: dict[str, torch.Tensor], model_config: ModelConfig
+) -> dict[str, torch.Tensor]:
+    """A classifier export's weights, its next-base head filled in with NaN when not stored.
+
+    Fine-tuning never trains that head, so an export of a fine-tuned model leaves it out (older
+    exports hold the pretrained one, loaded as it is). The decoder still has the parameter; NaN
+    makes any next-base score from it visibly wrong instead of plausible (the commands that
+    score with it refuse a fine-tuned model first: `refuse_task_model`)."""
+    import torch
+
+    key = MODEL_PREFIX + "head.weight"
+    if model_config.tie_embeddings or key in state:
+        return state
+    shape = (model_config.vocab_size, model_config.d_model)
+    return {**state, key: torch.full(shape, math.nan)}
+
+
 def _build_model(
     model_config: ModelConfig, state: Mapping[str, Any], device: str, source: Path, describes: str
 ) -> DNADecoder:
@@ -450,6 +469,8 @@ def load_export(
         state = load_file(str(weights_path), device="cpu")
     except (SafetensorError, OSError) as err:
         raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    if isinstance(recorded, Mapping) and task_head(recorded) is not None:
+        state = _without_lm_head(state, model_config)
     model = _build_model(
         model_config, state, device, weights_path, f"the model fields in {EXPORT_CONFIG}"
     )

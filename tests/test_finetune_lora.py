@@ -236,7 +236,7 @@ def _test_rows(task: Path, tmp_path: Path) -> tuple[Path, list[str]]:
 
 
 def test_merged_and_unmerged_exports_predict_what_predict_does(
-    lora_run: tuple[Path, Path], task_dir: Path, tmp_path: Path
+    lora_run: tuple[Path, Path], task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     transformers = pytest.importorskip("transformers")
     from peft import PeftModel
@@ -274,6 +274,29 @@ def test_merged_and_unmerged_exports_predict_what_predict_does(
     lm = load_checkpoint(lora_run[0]).model.state_dict()
     weight = base.model.blocks[0].attn.q_proj.base_layer.weight  # peft wrapped it in place
     assert torch.equal(weight, lm["blocks.0.attn.q_proj.weight"])
+    # the adapter config names the base by its place in the folder and builds it through
+    # transformers' Auto class (the folder's own code), not an installed goatdna's class or
+    # an absolute path: peft's AutoPeftModel loads the moved folder without goatdna's help
+    import json
+
+    from peft import AutoPeftModel
+
+    adapter_config = json.loads((unmerged / "adapter" / "adapter_config.json").read_text())
+    assert adapter_config["base_model_name_or_path"] == "base"
+    assert adapter_config["auto_mapping"] == {
+        "base_model_class": "AutoModelForSequenceClassification",
+        "parent_library": "transformers",
+    }
+    for path in (unmerged / "adapter").iterdir():
+        text = path.read_bytes()
+        assert str(tmp_path).encode() not in text and b"goatdna.hf" not in text, path.name
+    moved = tmp_path / "moved"
+    shutil.move(unmerged, moved)
+    monkeypatch.chdir(moved)
+    auto = AutoPeftModel.from_pretrained("adapter", trust_remote_code=True).eval()
+    with torch.no_grad():
+        probs = auto(**batch).logits.softmax(-1).numpy()
+    np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0)
     # --no-merge of a checkpoint without adapters is one line
     result = runner.invoke(app, ["export", "--checkpoint", str(lora_run[0]), "--out",
                                  str(tmp_path / "x"), "--no-merge"])  # fmt: skip
