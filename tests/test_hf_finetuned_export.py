@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -90,11 +91,26 @@ def test_classifier_export_predicts_what_goatdna_predict_does(
     count = model.num_parameters()
     assert f"exported {count:,} parameters to {folder}" in said, said
     assert f"; {count:,} parameters" in card
+    # goatdna reads the folder with that head NaN (never a plausible next-base score), and a
+    # folder from before, which stored the pretrained head, predicts the same
+    from safetensors.torch import load_file, save_file
+
+    from goatdna.checkpoint import load_checkpoint
+
+    assert load_checkpoint(folder).model.head.weight.isnan().all()
+    older = tmp_path / "older"
+    shutil.copytree(folder, older)
+    weights = load_file(str(folder / "model.safetensors"))
+    lm_head = torch.load(ckpt, weights_only=True)["state_dict"]["model.head.weight"]
+    save_file({**weights, "model.head.weight": lm_head}, str(older / "model.safetensors"))
+    assert torch.equal(load_checkpoint(older).model.head.weight, lm_head)
 
     sequences, seqs = _sequences(task_csv, tmp_path)
     expected = _predict_csv(ckpt, sequences, tmp_path / "pred.csv")
     classes = list(config["id2label"].values())
     assert classes == ["high", "low", "mid"]
+    for source in (folder, older):
+        assert _predict_csv(source, sequences, tmp_path / f"{source.name}.csv") == expected
 
     model.eval()
     want = np.array([[float(r[f"prob_{c}"]) for c in classes] for r in expected])
