@@ -136,7 +136,7 @@ def score_track(
         Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference,
     ):
         regions = resolve_regions(requested, reference)
-        loaded = load_checkpoint(checkpoint, "cpu")
+        loaded = load_checkpoint(checkpoint, "cpu", lm_command="score-track")
         model, train_length = loaded.model, loaded.train_length
         C = context if context is not None else train_length
         options = TrackOptions(

@@ -19,14 +19,16 @@ several layers or poolings are swept and the best on validation kept (`training.
 ``mode: lora`` / ``ia3`` freeze the backbone and train peft adapters on its projections with the
 head (`goatdna.adapters`). Their checkpoints hold only what was trained: ``state_dict`` has the
 adapter weights (``"model." + <peft name>``) and ``"head."``, and the config an ``adapter``
-section naming the backbone by absolute path and sha256; `load_checkpoint` rebuilds base +
-adapters from it (merged), so a task costs megabytes, not a copy of the backbone.
+section naming the backbone by path (relative to the run folder, and absolute) and sha256;
+`load_checkpoint` rebuilds base + adapters from it (merged), so a task costs megabytes, not a
+copy of the backbone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -263,9 +265,10 @@ def input_hashes(backbone_sha: str, task: TaskData) -> dict[str, str]:
 
 def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any],
             inputs: dict[str, str], total_steps: int, steps_per_epoch: int,
-            choice: ProbeChoice) -> dict[str, Any]:  # fmt: skip
+            choice: ProbeChoice, run_root: Path) -> dict[str, Any]:  # fmt: skip
     """config.yaml: the sections, the backbone's model config, the task model's config
-    (``head``, with the probe's layer and pooling), the step schedule and input hashes."""
+    (``head``, with the probe's layer and pooling), the step schedule and input hashes; an
+    adapter run's backbone by absolute path and relative to ``run_root``."""
     out = to_dict(config)
     out["model"] = dict(model_config)
     out["head"] = to_dict(task_config(config, task, choice))
@@ -279,6 +282,7 @@ def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any]
             mode=b.mode, targets=split_targets(b.lora_targets), rank=b.lora_rank,
             alpha=b.lora_alpha, dropout=b.lora_dropout, backbone=str(backbone.resolve()),
             backbone_sha256=digest,
+            backbone_relative=os.path.relpath(backbone.resolve(), run_root.resolve()),
         ).to_dict()  # fmt: skip
     out["goatdna_version"] = __version__
     return out
@@ -306,7 +310,7 @@ def finetune(
 
     def resolved_for(choice: ProbeChoice) -> dict[str, Any]:
         return resolve(config, task, backbone_config["model"], inputs, total_steps,
-                       plan.steps_per_epoch, choice)  # fmt: skip
+                       plan.steps_per_epoch, choice, run.root)  # fmt: skip
 
     # every rank, read only (a sweep's choice is checked again once made: an occupied folder
     # is refused before its work, a resumed one is compared with the choice)
