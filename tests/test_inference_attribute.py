@@ -344,6 +344,40 @@ def test_bed_regions_give_a_track_in_genome_orientation(checkpoints, inputs, tmp
     np.testing.assert_allclose(observed_contribution("ism", ism_values, hyp, tokens), 0.25)
 
 
+def test_a_truncated_minus_strand_region_lands_on_the_bases_the_model_read(
+    checkpoints, inputs, tmp_path
+) -> None:
+    """A fine-tuned model with max_length 8 reads the first 8 bases of a 12-base '-' region's
+    reverse complement, the genome's bases [end - 8, end); the track holds values there and
+    nothing on the 4 bases it never read (issue 40.2: they landed at the region's start)."""
+    from goatdna.inference.attribute_run import observed_contribution
+
+    state = torch.load(checkpoints["cls"], weights_only=False)
+    state["hyper_parameters"]["config"]["head"]["max_length"] = 8
+    short = tmp_path / "short.ckpt"
+    torch.save(state, short)
+    bed = tmp_path / "cut.bed"
+    bed.write_text("chrB\t2\t14\tplus\t0\t+\nchrB\t20\t32\tminus\t0\t-\n")
+    track = tmp_path / "a.bw"
+    got = run_ok("--checkpoint", short, "--fasta", inputs["ref"], "--bed", bed, "--method",
+                 "saliency", "--out", tmp_path / "a.npz", "--out", track)  # fmt: skip
+    genome = CONTIG[::-1]  # chrB
+    read = [genome[2:10], genome[24:32][::-1].translate(str.maketrans("ACGTN", "TGCAN"))]
+    assert list(got["sequences"]) == read and list(got["lengths"]) == [8, 8]
+    bw = pyBigWig.open(str(track))
+    for i, (start, end) in enumerate([(2, 14), (20, 32)]):
+        values = observed_contribution("saliency", got["attributions"][i, :8],
+                                       got["hypothetical"][i, :8], encode(read[i]))  # fmt: skip
+        placed = np.array(bw.values("chrB", start, end))
+        if i == 0:  # '+': the first 8 bases, in order
+            want = np.concatenate([values, np.full(4, np.nan)])
+        else:  # '-': the last 8 bases, genome orientation
+            want = np.concatenate([np.full(4, np.nan), values[::-1]])
+        np.testing.assert_allclose(placed, want, atol=1e-6)
+        assert np.abs(values).max() > 0
+    bw.close()
+
+
 def test_a_killed_run_resumes_to_the_same_bytes(
     checkpoints, inputs, tmp_path, monkeypatch, one_thread
 ):

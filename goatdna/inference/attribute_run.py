@@ -17,7 +17,10 @@ Outputs, by suffix (`goatdna.formats.output_format`, repeatable ``--out``):
   grow with the number of records (benchmarks/attribute_bench.py).
 * ``.bw``/``.bigWig``/``.bedGraph`` (BED input only): one value per base of every region, the
   contribution of the base that is there (`observed_contribution`), in genome orientation, by
-  the bigWig writer of `goatdna.inference.track_files`.
+  the bigWig writer of `goatdna.inference.track_files`. A region longer than a fine-tuned
+  model's ``max_length`` has values on the bases the model read only: the first ``max_length``
+  of a '+' region, the *last* ``max_length`` (in genome order) of a '-' region, whose reverse
+  complement is read from its 5' end.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -338,6 +341,13 @@ def _write_track(out: Path, work: WorkDir, n_units: int, records: Sequence[Seque
     name = f"attribute {request.options.method} {request.options.target or ''}".strip()
     with open_track(out, _chrom_sizes(request), name) as writer:
         for i in order:
-            writer.add(
-                str(records[i].columns["chrom"]), int(records[i].columns["start"]), values[i]
-            )
+            columns = records[i].columns
+            writer.add(str(columns["chrom"]), _track_start(columns, values[i].size), values[i])
+
+
+def _track_start(columns: dict[str, Any], explained: int) -> int:
+    """Where a region's ``explained`` values begin on the genome. A fine-tuned model reads the
+    first ``max_length`` bases of the record: for a '+' region its first bases, for a '-' region
+    (the reverse complement) its *last* ones in genome order, ``[end - explained, end)``."""
+    start, end = int(columns["start"]), int(columns["end"])
+    return end - explained if columns.get("strand") == "-" else start
