@@ -244,8 +244,9 @@ def test_integrated_gradients_are_complete_at_64_steps(checkpoints, inputs, tmp_
                 tokens = torch.from_numpy(encode(s).astype(np.int64))[None]
                 with torch.no_grad():
                     logp = sequence_log_probs(model, tokens)[0].double()
-                if target == "base:12":
-                    logp = logp[10:11]
+                if target == "base:12":  # base 12 on each strand: offset 11, L - 12 of rc
+                    at = 11 if s is fwd else len(s) - 12
+                    logp = logp[at - 1 : at]
                 both.append(float(logp.sum()))
             values.append(np.mean(both))
         values = np.array(values)
@@ -267,6 +268,37 @@ def test_integrated_gradients_are_complete_at_64_steps(checkpoints, inputs, tmp_
     sums = got["attributions"].sum(axis=(1, 2))
     np.testing.assert_allclose(sums, values[:n] - values[n:], rtol=0, atol=1e-3)
     assert np.abs(values[:n] - values[n:]).max() > 0.1
+
+
+def test_base_target_on_both_strands_is_score_tracks_value_of_that_base(
+    checkpoints, inputs, tmp_path
+) -> None:
+    """`--target base:I --strands both` explains the value score-track writes for base I (one
+    window holding the region): the same base on both strands, the last base its forward value
+    alone (issue 40.4: base I was averaged with the reverse strand's base L + 1 - I)."""
+    from goatdna.checkpoint import load_checkpoint
+    from goatdna.inference.attribute import attribute_tokens, one_hot
+
+    n = 19  # chrA's first 19 bases: no N
+    track = tmp_path / "t.bw"
+    res = invoke("score-track", "--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"],
+                 "--region", f"chrA:1-{n}", "--context", n, "--out", track)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    bw = pyBigWig.open(str(track))
+    want = np.array(bw.values("chrA", 0, n))
+    bw.close()
+    model = load_checkpoint(checkpoints["lm"]).model
+    x = torch.from_numpy(one_hot(encode(CONTIG[:n]))[None])
+    for i in (2, 7, 12, n):
+        target = language_model_target(model, f"base:{i}")
+        with torch.no_grad():
+            got = float(target.function("both")(x)[0])
+        assert got == pytest.approx(want[i - 1], abs=1e-4), i
+    assert abs(want[6] - want[n - 7]) > 1e-3  # base 7 and base L + 1 - 7 differ
+    last = language_model_target(model, f"base:{n}")
+    options = AttributeOptions("integrated-gradients", steps=8)
+    ((attributions, _),) = attribute_tokens(last, [encode(CONTIG[:n])], options)
+    assert np.isfinite(attributions).all() and np.abs(attributions).max() > 0
 
 
 def test_uniform_baseline_is_complete_too(checkpoints, inputs) -> None:

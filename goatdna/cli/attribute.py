@@ -58,7 +58,8 @@ def attribute(
             help="Fine-tuned: the class whose log-probability is explained (default: the last "
             "class; none for regression), or log-odds:CLASS for its log-odds log p/(1-p), "
             "which does not saturate where the model is sure. Language model: loglik "
-            "(default) or base:I (log p of base I, 1-based, given the bases before it).",
+            "(default) or base:I (log p of base I, 1-based, given the bases before it; with "
+            "--strands both averaged with the same base's reverse-strand value, as score-track).",
         ),
     ] = None,
     strands: Annotated[

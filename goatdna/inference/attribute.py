@@ -23,6 +23,10 @@ so an exact one-hot gives the embedding lookup of its tokens (an N row, the zero
 ``strands="both"`` (the default) explains ``(f(x) + f(rc(x))) / 2``, where ``rc(x)`` flips both
 axes of the one-hot (reversing A C G T gives T G C A, the complement): the strands are averaged
 inside the function, so every method, and integrated gradients' completeness, holds for it.
+``base:I`` averages *the same base* on both strands, as `goatdna score-track` does (one
+function, `goatdna.inference.tracks.combine_strands`): ``log p(x_I | x_<I)`` with the reverse
+strand's ``log p(comp(x_I) | the bases after I, reverse-complemented)``; the last base has no
+reverse-strand value (nothing follows it) and keeps its forward one.
 
 Methods (each gives ``attributions`` (L, 4) and ``hypothetical`` (L, 4), what TF-MoDISco reads):
 
@@ -142,14 +146,21 @@ class Target:
     one_strand: Callable[[torch.Tensor], torch.Tensor]
     loglik_of: DNADecoder | None = None  # set for ``loglik``: mutagenesis' machinery applies
     min_length: int = 1
+    other_strand: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """The same quantity read on the reverse strand, given ``rc(x)``; NaN where that strand has
+    no value. None: ``one_strand`` itself (a value of the whole sequence, not of one base)."""
 
     def function(self, strands: str) -> Callable[[torch.Tensor], torch.Tensor]:
-        """``f`` itself (``forward``) or the mean of both strands' values (``both``)."""
+        """``f`` itself (``forward``) or the two strands' values combined (``both``) by
+        `combine_strands`, the definition score-track's tracks use."""
+        from goatdna.inference.tracks import combine_strands
+
         if strands == "forward":
             return self.one_strand
+        other = self.other_strand or self.one_strand
 
         def both(x: torch.Tensor) -> torch.Tensor:
-            return 0.5 * (self.one_strand(x) + self.one_strand(reverse_complement_onehot(x)))
+            return combine_strands(self.one_strand(x), other(reverse_complement_onehot(x)))
 
         return both
 
@@ -166,11 +177,24 @@ def language_model_target(model: DNADecoder, target: str | None) -> Target:
     if name.startswith("base:") and name[5:].isdigit() and int(name[5:]) >= 2:
         position = int(name[5:]) - 1  # 0-based; needs >= 1 base before it
 
-        def base(x: torch.Tensor) -> torch.Tensor:
-            logp = _base_log_probs(model, x[:, : position + 1])  # (B, position, 4)
-            return (logp[:, position - 1] * x[:, position].float()).sum(dim=1)
+        def base_at(x: torch.Tensor, at: int) -> torch.Tensor:
+            logp = _base_log_probs(model, x[:, : at + 1])  # (B, at, 4)
+            return (logp[:, at - 1] * x[:, at].float()).sum(dim=1)
 
-        return Target(name, base, min_length=position + 1)
+        def base(x: torch.Tensor) -> torch.Tensor:
+            return base_at(x, position)
+
+        def same_base_reverse(rc: torch.Tensor) -> torch.Tensor:
+            """The same base on the reverse strand: offset L - 1 - position of ``rc(x)``; the
+            last base (offset 0 there) has nothing before it: NaN, no value."""
+            import torch
+
+            at = rc.shape[1] - 1 - position
+            if at == 0:
+                return torch.full(rc.shape[:1], float("nan"), device=rc.device)
+            return base_at(rc, at)
+
+        return Target(name, base, min_length=position + 1, other_strand=same_base_reverse)
     raise GoatDNAError(
         f"--target {target!r}: a language model explains {LM_TARGETS} (I >= 2: base 1 has "
         "nothing before it)"
