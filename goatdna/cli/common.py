@@ -420,6 +420,7 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "max_seqlets": COUNT,
     "min_metacluster": COUNT,
     "leiden_runs": COUNT,
+    "tolerance": OPEN_FRACTION,  # attribute: a relative completeness gap
     "plant_rate": Bounds(0, 1, low_open=True),  # (0, 1]: the share of motif-class sequences planted
 }
 COMMAND_RANGES: dict[tuple[str, str], Bounds] = {
