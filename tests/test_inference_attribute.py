@@ -507,7 +507,7 @@ def test_passes_hold_at_most_batch_size_rows_and_memory_bound_them(checkpoints, 
     """Integrated gradients and ISM run at most --batch-size rows per pass (Captum ran every
     path step of a batch in one pass: 3 x 8 rows here), fewer where the memory estimate says
     so; progress is told per position, after every pass (issue 40.6)."""
-    from goatdna.checkpoint import load_task_model
+    from goatdna.checkpoint import load_checkpoint, load_task_model
     from goatdna.inference import variants
     from goatdna.inference.attribute import Target, attribute_tokens, row_bytes, task_model_target
 
@@ -529,6 +529,10 @@ def test_passes_hold_at_most_batch_size_rows_and_memory_bound_them(checkpoints, 
     attribute_tokens(spied, tokens[:1], AttributeOptions("ism", batch_size=6),
                      advance=told.append)  # fmt: skip
     assert max(rows) <= 6 and sum(told) == 24 and len(told) >= 12, (rows, told)
+    lm = language_model_target(load_checkpoint(checkpoints["lm"]).model, "loglik")
+    told.clear()  # mutagenesis' machinery: 2 positions (groups of 4 rows) per call
+    attribute_tokens(lm, tokens[:1], AttributeOptions("ism", batch_size=8), advance=told.append)
+    assert told == [2] * 12, told
     assert target.config is not None
     two = 2 * row_bytes(target.config, 24, "integrated-gradients", "both")
     monkeypatch.setattr(variants, "MEMORY_BOUND_BYTES", two + 1)

@@ -402,9 +402,10 @@ def ism(target: Target, tokens: np.ndarray, options: AttributeOptions, device: t
 
     rows = pass_rows(target, tokens.size, options)
     if target.loglik_of is not None:  # mutagenesis' exact LLR: a window holding the whole sequence
-        scan = MutagenesisOptions(2 * tokens.size + 2, "full", options.strands, rows)
+        groups = max(1, rows // NUM_BASES)  # mutagenesis' passes hold groups of 4 rows (A C G T)
+        scan = MutagenesisOptions(2 * tokens.size + 2, "full", options.strands, groups)
         values = np.empty((tokens.size, 2, NUM_BASES))
-        chunk = max(1, rows // 3)  # positions per call: about one pass of mutants each
+        chunk = groups  # positions per call: one pass a strand
         for lo in range(0, tokens.size, chunk):
             hi = min(lo + chunk, tokens.size)
             values[lo:hi] = full_scores(target.loglik_of, tokens, range(lo, hi), scan)
