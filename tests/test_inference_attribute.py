@@ -484,6 +484,27 @@ def test_integrated_gradients_record_and_warn_about_their_completeness(
     assert np.load(tmp_path / "sixteen.npz")["completeness_gap"].max() < 1e-4
 
 
+def test_integrated_gradients_equal_captums_in_bounded_passes(checkpoints) -> None:
+    """goatdna's passes of a few path nodes give Captum's `IntegratedGradients` (Gauss-Legendre,
+    every node of the batch in one pass): the same rule, only bounded."""
+    from captum.attr import IntegratedGradients
+
+    from goatdna.checkpoint import load_task_model
+    from goatdna.inference.attribute import attribute_tokens, one_hot, task_model_target
+
+    target = task_model_target(load_task_model(checkpoints["cls"]), "pos")
+    tokens = [encode(s) for s in SEQS[:2]]
+    options = AttributeOptions("integrated-gradients", steps=12, batch_size=4)
+    got = attribute_tokens(target, tokens, options)
+    x = torch.from_numpy(np.stack([one_hot(t) for t in tokens]))
+    want = IntegratedGradients(target.function("both")).attribute(
+        x, baselines=torch.zeros_like(x), n_steps=12
+    )
+    for i, explained in enumerate(got):
+        np.testing.assert_allclose(explained.attributions, want[i].numpy(), rtol=0, atol=1e-5)
+        assert explained.steps == 12
+
+
 def test_steps_auto_doubles_each_sequence_until_complete(checkpoints, inputs, tmp_path,
                                                          monkeypatch) -> None:  # fmt: skip
     """From 2 steps (64 by default) each sequence doubles until its gap is within --tolerance
