@@ -204,3 +204,15 @@ def test_score_variants_names_the_flag_the_user_typed(
             "-o", str(tmp_path / "o.tsv"), "--accelerator", "cpu"]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and f"--variants {missing}: file not found" in result.output
+
+
+def test_attribute_help_shows_its_own_method_and_baseline_choices() -> None:
+    """`attribute --method` takes ism|saliency|integrated-gradients, not mutagenesis' full|local
+    (issue 40.14a): the choices come from the library's tuples, in --help and the docs."""
+    from goatdna.inference.attribute import BASELINES, METHODS
+
+    text = CliRunner().invoke(app, ["attribute", "--help"], env={"COLUMNS": "250"}).output
+    assert f"<{'|'.join(METHODS)}>" in text and f"<{'|'.join(BASELINES)}>" in text, text
+    assert "full|local" not in text
+    mutagenesis = CliRunner().invoke(app, ["mutagenesis", "--help"], env={"COLUMNS": "250"})
+    assert "<full|local>" in mutagenesis.output

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypedDict, TypeVar
 import typer
 
 from goatdna.errors import GoatDNAError
+from goatdna.inference.attribute import BASELINES as ATTRIBUTE_BASELINES
+from goatdna.inference.attribute import METHODS as ATTRIBUTE_METHODS
 
 if TYPE_CHECKING:  # pandas and rich load inside the functions: `goatdna --help` stays instant
     import pandas as pd
@@ -419,6 +421,7 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "max_seqlets": COUNT,
     "min_metacluster": COUNT,
     "leiden_runs": COUNT,
+    "tolerance": OPEN_FRACTION,  # attribute: a relative completeness gap
     "plant_rate": Bounds(0, 1, low_open=True),  # (0, 1]: the share of motif-class sequences planted
 }
 COMMAND_RANGES: dict[tuple[str, str], Bounds] = {
@@ -449,6 +452,9 @@ COMMAND_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("make-task", "decoys"): ("shuffled", "none"),
     ("finetune", "strategy"): ("auto", "ddp"),
     ("check-precision", "precision"): ("bf16-mixed", "16-mixed", "bf16-true", "32-true"),
+    # attribute's --method is not mutagenesis' (full|local): its own words, from the library
+    ("attribute", "method"): ATTRIBUTE_METHODS,
+    ("attribute", "baseline"): ATTRIBUTE_BASELINES,
 }
 
 _TYPE_NAMES = {int: "int", float: "float", str: "text", Path: "path", bool: ""}
