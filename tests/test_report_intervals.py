@@ -15,6 +15,7 @@ from goatdna.analysis import plots
 from goatdna.analysis.evaluate import ContextResult
 from goatdna.analysis.recall import summarize_recall
 from goatdna.analysis.report_frames import (
+    NOT_GPU_MEMORY,
     NOT_SIDE_BY_SIDE,
     difference_text,
     nll_difference,
@@ -91,6 +92,65 @@ def test_recall_figure_lines_stand_at_the_training_length_and_the_ceiling(
     for (x0, y0), (_, y1) in (s for s in segments):
         row = summaries["goat"][2 * segment + summaries["goat"]["distance"] - 1 == x0].iloc[0]
         assert (y0, y1) == pytest.approx((row.recall_gain_low, row.recall_gain_high))
+
+
+def test_recall_figure_labels_its_baselines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The grey lines at gain 0 and accuracy 0.25 are named in each panel's legend."""
+    figures = _captured(monkeypatch)
+    summaries = {"goat": summarize_recall(_recall_frame(np.random.default_rng(2)), 256, 50)}
+    plots.plot_recall(summaries, {"goat": 256}, 50, tmp_path / "recall.png")
+    gain_ax, acc_ax = figures["recall"].axes[:2]
+    for ax, label, level in ((gain_ax, "no recall (gain 0)", 0.0),
+                             (acc_ax, "chance (1 of 4 bases)", 0.25)):  # fmt: skip
+        lines = [ln for ln in ax.get_lines() if ln.get_label() == label]
+        assert len(lines) == 1 and list(lines[0].get_ydata()) == [level, level]
+        legend = ax.get_legend()
+        assert legend is not None and label in [t.get_text() for t in legend.get_texts()]
+
+
+def test_prior_heatmap_says_which_positions_it_shows(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import torch
+
+    from goatdna.model import DNADecoder, ModelConfig
+
+    figures = _captured(monkeypatch)
+    torch.manual_seed(0)
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
+                         train_length=32)  # fmt: skip
+    prior = DNADecoder(config).blocks[0].attn.prior
+    plots.plot_prior_heatmap(prior, 0, tmp_path / "part.png", 16, train_length=32)
+    title = figures["part"].get_suptitle()
+    assert "positions 0-15 (the first 16 of the 32-base training window)" in title
+    assert figures["part"].axes[0].get_images()[0].get_array().shape == (16, 16)
+    plots.plot_prior_heatmap(prior, 0, tmp_path / "whole.png", 32, train_length=32)
+    assert "positions 0-31 (the whole 32-base training window)" in figures["whole"].get_suptitle()
+
+
+def test_paper_table_memory_row_says_gpu_memory_against_cpu_rss() -> None:
+    summary = pd.DataFrame(
+        {"model": ["goat", "rope"], "val_nll": [1.2, 1.3], "bits_per_base": [1.7, 1.9],
+         "tokens_per_s": [1.0, 1.0], "peak_memory_gb": [0.6, 0.5]}
+    )  # fmt: skip
+
+    def memory_row(devices: dict[str, object] | None) -> pd.Series:
+        table = paper_frame(summary, "goat", "rope", None, devices)
+        return table[table["metric"].str.startswith("peak memory")].iloc[0]
+
+    cpu = memory_row({"goat": "cpu", "rope": "cpu"})
+    assert cpu["metric"] == (
+        "peak memory, GB (paper: GPU memory, CUDA max allocated; ours: process peak RSS on CPU)"
+    )
+    assert cpu["ours GOAT vs RoPE"] == "+20.0%" + NOT_GPU_MEMORY
+    gpu = memory_row({"goat": "NVIDIA H100 80GB HBM3", "rope": "NVIDIA H100 80GB HBM3"})
+    assert gpu["metric"].endswith("ours: GPU memory, CUDA max allocated)")
+    assert gpu["ours GOAT vs RoPE"] == "+20.0%"
+    mixed = memory_row({"goat": "NVIDIA H100 80GB HBM3", "rope": "cpu"})["metric"]
+    assert "RoPE process peak RSS on CPU; GOAT GPU memory" in mixed
+    assert "RSS on CPU" in memory_row(None)["metric"]  # no devices: both measures named
 
 
 def _result(nll: float, resampled: np.ndarray, windows: int = 10) -> ContextResult:

@@ -136,6 +136,10 @@ def nll_error_bars(frame: Any) -> np.ndarray | None:
     return np.nan_to_num(np.stack([nll - low, high - nll]).clip(min=0.0))
 
 
+RECALL_NO_GAIN_LABEL = "no recall (gain 0)"
+RECALL_CHANCE_LABEL = "chance (1 of 4 bases)"
+
+
 def recall_probe_length(distance: Any, segment_length: int) -> Any:
     """Inputs the model reads for a recall probe at filler ``distance``: 2S + d - 1 (the probe
     is S + d + S bases; the last predicts nothing), the length compared with training's."""
@@ -154,7 +158,9 @@ def plot_recall(
     so the dashed line stands at the training length itself and the points right of it are
     extrapolation, as the summary's ``extrapolation`` column says. The dotted line of each model
     is its ceiling: the gain of a perfect copier, which predicts the second copy at no cost, is
-    the NLL of the first copy (``nll_first``), not ln 4.
+    the NLL of the first copy (``nll_first``), not ln 4. The grey baselines are labelled in each
+    panel's legend, so a reader knows what a point near them means: gain 0 is no recall (the
+    second copy predicted no better than the first), accuracy 0.25 is chance (1 of 4 bases).
     """
     colors = model_colors(list(summaries))
     fig = new_figure(figsize=(10.0, 3.8))
@@ -182,7 +188,7 @@ def plot_recall(
             ax.axvline(
                 length, color="0.5", ls="--", lw=1, label="training length" if i == 0 else None
             )
-    gain_ax.axhline(0, color="0.7", lw=0.8)
+    gain_ax.axhline(0, color="0.7", lw=0.8, label=RECALL_NO_GAIN_LABEL)
     for ax, label in ((gain_ax, "recall gain (nats / base)"), (acc_ax, "greedy copy accuracy")):
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(t for t, _ in ticks))
@@ -191,9 +197,10 @@ def plot_recall(
         ax.set_xlabel(f"probe length 2S + d - 1 (bases; S = {segment_length}, d = filler)")
         ax.set_ylabel(label + " (bars: 95% interval)")
         ax.grid(True, alpha=0.3)
-    acc_ax.axhline(0.25, color="0.7", lw=0.8)
+    acc_ax.axhline(0.25, color="0.7", lw=0.8, label=RECALL_CHANCE_LABEL)
     # below the axes: the ceilings run across the top of the gain panel
-    gain_ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.3), ncol=2, frameon=False)
+    for ax in (gain_ax, acc_ax):
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.3), ncol=2, frameon=False)
     fig.suptitle(f"Recall of a {segment_length}-base segment across real DNA filler")
     return _save(fig, path)
 
@@ -353,8 +360,15 @@ def plot_prior_curves(prior: GoatPrior, train_length: int, layer: int, path: Pat
 
 
 @styled
-def plot_prior_heatmap(prior: GoatPrior, layer: int, path: Path, length: int = 128) -> Path:
-    """Per head: the causally masked, row-normalised prior exp(K_ij)/sum_j<=i exp(K_ij), log scale."""
+def plot_prior_heatmap(
+    prior: GoatPrior, layer: int, path: Path, length: int = 128, train_length: int | None = None
+) -> Path:
+    """Per head: the causally masked, row-normalised prior exp(K_ij)/sum_j<=i exp(K_ij), log scale.
+
+    Only query and key positions 0..``length``-1 are drawn (`heatmap_positions` says which in
+    the title): a reader would otherwise take a map of the first 128 positions for the whole
+    ``train_length`` window.
+    """
     from matplotlib.colors import LogNorm
 
     probs = prior_attention(prior, length)  # (H, L, L)
@@ -378,10 +392,25 @@ def plot_prior_heatmap(prior: GoatPrior, layer: int, path: Path, length: int = 1
         ax.set_xlabel("key position j")
         if h % cols == 0:
             ax.set_ylabel("query position i")
-    fig.suptitle(f"Layer {layer}: masked, normalised prior softmax_j\u2264i(K_ij)")
+    fig.suptitle(
+        f"Layer {layer}: masked, normalised prior softmax_j\u2264i(K_ij), "
+        + heatmap_positions(length, train_length)
+    )
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="prior probability")
     return _save(fig, path)
+
+
+def heatmap_positions(length: int, train_length: int | None = None) -> str:
+    """Which positions a prior heat map shows, for its title and the report's caption."""
+    shown = f"query and key positions 0-{length - 1:,}"
+    if train_length is None:
+        return shown
+    if length < train_length:
+        return f"{shown} (the first {length:,} of the {train_length:,}-base training window)"
+    if length == train_length:
+        return f"{shown} (the whole {train_length:,}-base training window)"
+    return f"{shown} (past the {train_length:,}-base training window from {train_length:,} on)"
 
 
 @styled

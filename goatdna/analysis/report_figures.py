@@ -24,6 +24,7 @@ class PriorImages:
     layer: int
     curves: Path
     heatmap: Path
+    heatmap_positions: str  # which positions the heat map shows (plots.heatmap_positions)
 
 
 def draw_figures(
@@ -80,11 +81,14 @@ def draw_priors(
         curves = plots.plot_prior_curves(
             prior, run.train_length, layer, out_dir / f"prior_curves_{stem}_layer{layer}.png"
         )
+        shown = min(options.heatmap_length, run.train_length)
         heatmap = plots.plot_prior_heatmap(
             prior,
             layer,
             out_dir / f"prior_heatmap_{stem}_layer{layer}.png",
-            min(options.heatmap_length, run.train_length),
+            shown,
+            run.train_length,
         )
-        priors.append(PriorImages(run.name, layer, curves, heatmap))
+        positions = plots.heatmap_positions(shown, run.train_length)
+        priors.append(PriorImages(run.name, layer, curves, heatmap, positions))
     return priors

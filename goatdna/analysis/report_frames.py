@@ -108,6 +108,35 @@ PAPER_METRICS = [  # (row label, paper key, summary column, number format)
     ("peak memory (GB)", "peak_memory_gb", "peak_memory_gb", ".2f"),
 ]
 BYTES_PER_GB = 1e9
+GPU_MEMORY = "GPU memory, CUDA max allocated"
+RSS = "process peak RSS"
+NOT_GPU_MEMORY = f" ({RSS}, not GPU memory as the paper's)"
+
+
+def memory_measure(device: object) -> str:
+    """What a run's ``peak_memory_bytes`` measured, from its summary.json ``device`` (the CUDA
+    device's name on a GPU, else torch's device type, e.g. ``cpu``): GPU_MEMORY on a GPU, else
+    the process's peak RSS on that device (`training.throughput.peak_memory_bytes`). The paper's numbers are GPU memory, so
+    the paper table must say when ours are not; an unknown device says so too."""
+    import torch
+
+    if not isinstance(device, str) or not device or device == "?":
+        return "unknown, no device in summary.json"
+    try:
+        kind = torch.device(device).type  # "cpu", "mps", ...: a device type, not a GPU's name
+    except RuntimeError:
+        return GPU_MEMORY  # the trainer writes a CUDA device's name, which is no device type
+    return GPU_MEMORY if kind == "cuda" else f"{RSS} on {kind.upper()}"
+
+
+def memory_label(devices: Mapping[str, object] | None, goat: str, rope: str) -> str:
+    """The paper table's memory row label: the paper's measure and what ours measured."""
+    if devices is None:
+        ours = f"{GPU_MEMORY} on a GPU; {RSS} on CPU"
+    else:
+        goat_kind, rope_kind = memory_measure(devices.get(goat)), memory_measure(devices.get(rope))
+        ours = goat_kind if goat_kind == rope_kind else f"RoPE {rope_kind}; GOAT {goat_kind}"
+    return f"peak memory, GB (paper: {GPU_MEMORY}; ours: {ours})"
 
 
 def _num(value: SupportsFloat | str | None) -> float:
@@ -366,13 +395,17 @@ def paper_frame(
     goat_name: str,
     rope_name: str,
     nll_change: Difference | None = None,
+    devices: Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
     """The paper's DNA numbers beside ours for one GOAT and one RoPE model of ``summary``.
 
     Our throughput comes from each run's own summary.json, measured while that run trained: two
     runs one after the other, on a machine whose load may have changed in between, so its change
     says so (a fair comparison runs both side by side: benchmarks/). Our NLL change is marked
-    when ``nll_change`` (`nll_difference`, GOAT - RoPE) shows it inside the noise.
+    when ``nll_change`` (`nll_difference`, GOAT - RoPE) shows it inside the noise. The memory
+    row's label says what each side measured (`memory_label`; ``devices``: run name -> its
+    summary.json ``device``): the paper's is GPU memory, a CPU run's is the process's peak RSS,
+    which also counts Python, torch and the data, so that change is marked as well.
     """
     import pandas as pd
 
@@ -387,6 +420,10 @@ def paper_frame(
             ours += NOT_SIDE_BY_SIDE
         if ours != "n/a" and our_key in ("val_nll", "bits_per_base") and nll_change is not None:
             ours += INSIDE_NOISE if nll_change.within_noise else ""
+        if our_key == "peak_memory_gb":
+            label = memory_label(devices, goat_name, rope_name)
+            if ours != "n/a" and RSS in label:
+                ours += NOT_GPU_MEMORY
         rows.append(
             {
                 "metric": label,

@@ -148,7 +148,8 @@ def _paper_section(doc: ReportDocument) -> list[str]:
     goat, rope = pair
     runs = {run.name: run for run in doc.runs}
     change = nll_difference(validation_result(runs[goat]), validation_result(runs[rope]))
-    table = formatted(paper_frame(doc.summary, goat, rope, change), {})
+    devices = {run.name: run.summary.get("device") for run in doc.runs}
+    table = formatted(paper_frame(doc.summary, goat, rope, change, devices), {})
     return [fill("paper.md", goat=code(goat), rope=code(rope), table=markdown_table(table))]
 
 
@@ -201,6 +202,7 @@ def _prior_sections(doc: ReportDocument) -> list[str]:
             layer=p.layer,
             curves=p.curves.name,
             heatmap=p.heatmap.name,
+            positions=p.heatmap_positions,
         )
         for p in doc.priors
     ]
