@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import BASES, NUM_BASES, TOKEN_MASK, N, encode
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import BASES, NUM_BASES, TOKEN_MASK, N, encode
 
 if TYPE_CHECKING:
     import torch

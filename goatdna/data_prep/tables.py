@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import BYTE_LUT, COMPLEMENT, INVALID, TOKEN_MASK
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import BYTE_LUT, INVALID, TOKEN_MASK, reverse_complement_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -299,15 +299,6 @@ def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -
     return SequenceTable(path, columns, line_offset=0)
 
 
-_RC_TABLE = str.maketrans(
-    "ACGTNRYKMSWBDHV" + "ACGTNRYKMSWBDHV".lower(), "TGCANYRMKSWVHDB" + "TGCANYRMKSWVHDB".lower()
-)
-
-
-def reverse_complement_text(seq: str) -> str:
-    return seq.translate(_RC_TABLE)[::-1]
-
-
 def encode_sequences(table: SequenceTable, column: str, option: str) -> list[np.ndarray]:
     """Token arrays (uint8, 0..4) of a column; an empty cell or a non-nucleotide names its row."""
     out: list[np.ndarray] = []
@@ -332,11 +323,6 @@ def encode_sequences(table: SequenceTable, column: str, option: str) -> list[np.
             )
         out.append(tokens & TOKEN_MASK)
     return out
-
-
-def reverse_complement(tokens: np.ndarray) -> np.ndarray:
-    """Reverse complement of plain tokens 0..4."""
-    return COMPLEMENT[tokens[::-1]]
 
 
 def _as_float(text: str) -> float | None:

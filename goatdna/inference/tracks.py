@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.data_prep.tables import read_bed_intervals
-from goatdna.data_prep.tokens import COMPLEMENT, N
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_lock, save_arrays
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
+from goatdna.io.tokens import N, reverse_complement
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import (
     JSONValue,
@@ -358,7 +358,7 @@ def region_blocks(
 
     def read_reverse(lo: int, hi: int) -> np.ndarray:
         # reverse complement offsets [lo, hi) = complement of forward [n - hi, n - lo), reversed
-        return COMPLEMENT[read(n - hi, n - lo)][::-1]
+        return reverse_complement(read(n - hi, n - lo))
 
     total = window_count(n, C, S)
     step = options.windows_per_block

@@ -1,0 +1,5 @@
+"""One module per file format or encoding, each the one home of its concept (issue 42).
+
+`goatdna.io.tokens`: the nucleotide token table, the encoder and the reverse complement.
+numpy only, below data_prep and above the shared pieces (pyproject.toml's import contracts).
+"""

@@ -1,0 +1,116 @@
+"""One definition each (issue 42): the token table, the reverse complement and the region parser
+live in `goatdna.io`; a second copy anywhere else in goatdna fails here.
+
+Issue 42 found two token tables (one raising on non-DNA, one mapping it silently to N), three
+reverse complements and two ``parse_region`` with different conventions. They drifted because
+nothing stopped a module from writing its own; this scan does.
+
+The package scanned is the imported ``goatdna`` (``goatdna.__file__``), so running this file with
+another checkout first on ``PYTHONPATH`` checks that tree.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import goatdna
+
+PACKAGE = Path(goatdna.__file__).resolve().parent
+
+CONCEPTS = {
+    "reverse complement": re.compile(r"complement|^_?RC_TABLE$", re.IGNORECASE),
+    "token table": re.compile(r"^_?(TOKEN_TABLE|TOKEN_OF|BYTE_LUT)$"),
+}
+"""Names (functions, module constants) that define one of the consolidated concepts.
+
+Consolidated into goatdna/io/tokens.py: data_prep/tokens.py (TOKEN_TABLE, BYTE_LUT, COMPLEMENT,
+reverse_complement_tokens), data_prep/tables.py (reverse_complement, reverse_complement_text,
+_RC_TABLE), inference/variants.py (_TOKEN_OF, reverse_complement) and the inline complements of
+training/windows.py, inference/tracks.py and data_prep/synthetic.py (now calls).
+"""
+
+ALLOWED = {
+    # torch side of the boundary: model is torch-only and ships verbatim with `goatdna export`,
+    # so it cannot import numpy's io; tests/test_tokens.py pins these equal to io's table.
+    ("model/vocab.py", "COMPLEMENT"),
+    ("model/classifier.py", "COMPLEMENT_TOKENS"),
+    ("model/classifier.py", "reverse_complement_padded"),  # padded torch batches, from vocab
+    # one-hot is another representation; its channel map is built from io's COMPLEMENT
+    ("inference/attribute.py", "_ONEHOT_COMPLEMENT"),
+    ("inference/attribute.py", "reverse_complement_onehot"),
+}
+
+
+def _definitions(tree: ast.Module) -> list[tuple[str, int]]:
+    """Functions at any depth and module-level assigned names: what a second copy would be."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append((node.name, node.lineno))
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    found.append((name.id, node.lineno))
+    return found
+
+
+def _maketrans_calls(tree: ast.Module) -> list[int]:
+    """``str.maketrans`` / ``bytes.maketrans``: how a text complement table gets written."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "maketrans"
+    ]
+
+
+def scan(package: Path) -> tuple[list[str], set[tuple[str, str]]]:
+    """(offending definitions outside goatdna/io, allowed definitions seen)."""
+    offenders: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel.startswith("io/"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for name, line in _definitions(tree):
+            for concept, pattern in CONCEPTS.items():
+                if not pattern.search(name):
+                    continue
+                if (rel, name) in ALLOWED:
+                    seen.add((rel, name))
+                else:
+                    offenders.append(f"goatdna/{rel}:{line}: {name} ({concept})")
+        offenders += [
+            f"goatdna/{rel}:{line}: maketrans (text table)" for line in _maketrans_calls(tree)
+        ]
+    return offenders, seen
+
+
+def test_each_concept_is_defined_only_in_goatdna_io() -> None:
+    offenders, _ = scan(PACKAGE)
+    assert not offenders, "defined outside goatdna/io (import it from there):\n" + "\n".join(
+        offenders
+    )
+
+
+def test_the_allowed_exceptions_still_exist() -> None:
+    """An exception that no longer exists is removed from ALLOWED, so the list stays true."""
+    _, seen = scan(PACKAGE)
+    assert seen == ALLOWED
+
+
+def test_io_holds_the_one_definitions() -> None:
+    from goatdna.io import tokens
+
+    for name in ("TOKEN_TABLE", "BYTE_LUT", "COMPLEMENT", "encode", "reverse_complement"):
+        assert hasattr(tokens, name), name
