@@ -15,6 +15,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import goatdna
 
 PACKAGE = Path(goatdna.__file__).resolve().parent
@@ -22,6 +24,7 @@ PACKAGE = Path(goatdna.__file__).resolve().parent
 CONCEPTS = {
     "reverse complement": re.compile(r"complement|^_?RC_TABLE$", re.IGNORECASE),
     "token table": re.compile(r"^_?(TOKEN_TABLE|TOKEN_OF|BYTE_LUT)$"),
+    "region parser": re.compile(r"^_?parse_\w*region|^Region$"),
 }
 """Names (functions, module constants) that define one of the consolidated concepts.
 
@@ -29,6 +32,8 @@ Consolidated into goatdna/io/tokens.py: data_prep/tokens.py (TOKEN_TABLE, BYTE_L
 reverse_complement_tokens), data_prep/tables.py (reverse_complement, reverse_complement_text,
 _RC_TABLE), inference/variants.py (_TOKEN_OF, reverse_complement) and the inline complements of
 training/windows.py, inference/tracks.py and data_prep/synthetic.py (now calls).
+Consolidated into goatdna/io/regions.py: inference/tracks.py (Region, parse_region) and
+analysis/generate.py (parse_region, now ``parse_region(..., whole_contig=True)``).
 """
 
 ALLOWED = {
@@ -44,10 +49,11 @@ ALLOWED = {
 
 
 def _definitions(tree: ast.Module) -> list[tuple[str, int]]:
-    """Functions at any depth and module-level assigned names: what a second copy would be."""
+    """Functions and classes at any depth and module-level assigned names: what a second copy
+    would be."""
     found: list[tuple[str, int]] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             found.append((node.name, node.lineno))
     for node in tree.body:
         targets: list[ast.expr] = []
@@ -110,7 +116,29 @@ def test_the_allowed_exceptions_still_exist() -> None:
 
 
 def test_io_holds_the_one_definitions() -> None:
-    from goatdna.io import tokens
+    from goatdna.io import regions, tokens
 
     for name in ("TOKEN_TABLE", "BYTE_LUT", "COMPLEMENT", "encode", "reverse_complement"):
         assert hasattr(tokens, name), name
+    for name in ("Region", "parse_region"):
+        assert hasattr(regions, name), name
+
+
+def test_region_forms_each_command_accepted_are_kept() -> None:
+    """One parser, one switch: the strings each command accepted before issue 42 still parse the
+    same, and the ones it refused are still refused (with its own message)."""
+    from goatdna.errors import GoatDNAError
+    from goatdna.io.regions import Region, parse_region
+
+    # score-track / mutagenesis / attention: a span is required, digits and commas only
+    assert parse_region(" 20: 5-9 ") == Region("20", 4, 9)
+    for text in ("20", "20:5 - 9", "20:+5-9", "20:1_000-2_000"):
+        with pytest.raises(GoatDNAError, match="expected contig:start-end"):
+            parse_region(text)
+    # generate's prompt: a bare contig is the whole record; numbers are read with int()
+    assert parse_region("20", whole_contig=True) == "20"
+    assert parse_region("20:5 - 9", whole_contig=True) == Region("20", 4, 9)
+    assert parse_region("20:+5-1_000", whole_contig=True) == Region("20", 4, 1000)
+    assert parse_region("c,hr2:1-3", whole_contig=True) == Region("chr2", 0, 3)
+    with pytest.raises(GoatDNAError, match="integer start and end"):
+        parse_region("20:5", whole_contig=True)

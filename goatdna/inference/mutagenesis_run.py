@@ -41,8 +41,8 @@ from goatdna.inference.mutagenesis import BASES, MutagenesisOptions, combine, sc
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import open_track
 from goatdna.inference.track_files import output_paths as track_paths
-from goatdna.inference.tracks import Region, parse_region
 from goatdna.inference.variants import check_window
+from goatdna.io.regions import Region, parse_region
 from goatdna.io.tokens import BASES as TOKEN_LETTERS
 from goatdna.io.tokens import NUM_BASES
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric

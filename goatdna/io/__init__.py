@@ -1,5 +1,6 @@
 """One module per file format or encoding, each the one home of its concept (issue 42).
 
 `goatdna.io.tokens`: the nucleotide token table, the encoder and the reverse complement.
-numpy only, below data_prep and above the shared pieces (pyproject.toml's import contracts).
+`goatdna.io.regions`: `Region` (0-based, half-open) and the one ``--region`` parser.
+No torch (numpy at most), below data_prep and above the shared pieces (pyproject.toml's import contracts).
 """
