@@ -25,6 +25,7 @@ CONCEPTS = {
     "reverse complement": re.compile(r"complement|^_?RC_TABLE$", re.IGNORECASE),
     "token table": re.compile(r"^_?(TOKEN_TABLE|TOKEN_OF|BYTE_LUT)$"),
     "region parser": re.compile(r"^_?parse_\w*region|^Region$"),
+    "BED reader": re.compile(r"^(read_bed_intervals|BedInterval)$"),
 }
 """Names (functions, module constants) that define one of the consolidated concepts.
 
@@ -33,7 +34,9 @@ reverse_complement_tokens), data_prep/tables.py (reverse_complement, reverse_com
 _RC_TABLE), inference/variants.py (_TOKEN_OF, reverse_complement) and the inline complements of
 training/windows.py, inference/tracks.py and data_prep/synthetic.py (now calls).
 Consolidated into goatdna/io/regions.py: inference/tracks.py (Region, parse_region) and
-analysis/generate.py (parse_region, now ``parse_region(..., whole_contig=True)``).
+analysis/generate.py (parse_region, now ``parse_region(..., whole_contig=True)``), and
+data_prep/tables.py's BED reader (read_bed_intervals, BedInterval), which score-track, embed,
+the task tables and prepare's --split-bed all read through.
 """
 
 ALLOWED = {
@@ -120,7 +123,7 @@ def test_io_holds_the_one_definitions() -> None:
 
     for name in ("TOKEN_TABLE", "BYTE_LUT", "COMPLEMENT", "encode", "reverse_complement"):
         assert hasattr(tokens, name), name
-    for name in ("Region", "parse_region"):
+    for name in ("Region", "parse_region", "read_bed_intervals", "BedInterval"):
         assert hasattr(regions, name), name
 
 

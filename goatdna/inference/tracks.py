@@ -36,14 +36,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tables import read_bed_intervals
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_lock, save_arrays
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
-from goatdna.io.regions import Region
+from goatdna.io.regions import Region, read_bed_intervals
 from goatdna.io.tokens import N, reverse_complement
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import (
@@ -73,7 +72,7 @@ DEFAULT_BLOCK_BASES = 1 << 16
 def read_bed(path: str | Path) -> list[Region]:
     """Regions of a BED file (0-based, half-open; columns beyond the third are ignored).
 
-    Read by `goatdna.data_prep.tables.read_bed_intervals` (comments, ``track``/``browser`` and
+    Read by `goatdna.io.regions.read_bed_intervals` (comments, ``track``/``browser`` and
     blank lines skipped; a bad line is an error naming it).
     """
     return [Region(i.chrom, i.start, i.end) for i in read_bed_intervals(path, "--bed")]

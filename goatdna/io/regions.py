@@ -9,15 +9,20 @@ Before issue 42 there were two parsers (score-track/mutagenesis/attention, and g
 region). Both read text the same way (1-based inclusive) but accepted slightly different strings,
 and each command must keep accepting exactly what it did, so the one parser has one switch,
 ``whole_contig``: see `parse_region`.
+
+`read_bed_intervals` is the one BED reader (score-track's ``--bed``, embed's and the task tables'
+BED inputs, prepare's ``--split-bed``): BED is 0-based, half-open, as `Region`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, overload
 
 from goatdna.errors import GoatDNAError
+from goatdna.io.text import open_text
 
 
 @dataclass(frozen=True)
@@ -94,3 +99,56 @@ def _parse_prompt_region(region: str) -> Region | str:
             f"--region {region!r}: need a contig name and 1 <= start <= end (1-based, inclusive)"
         )
     return Region(name, first - 1, last)
+
+
+@dataclass(frozen=True)
+class BedInterval:
+    """One BED line: its line number, the interval (0-based, half-open) and all its fields."""
+
+    line: int
+    chrom: str
+    start: int
+    end: int
+    fields: list[str]
+
+
+def read_bed_intervals(path: str | Path, option: str = "--bed") -> list[BedInterval]:
+    """The intervals of a BED file in file order (fields split on tabs, else on whitespace).
+
+    ``track``/``browser`` lines, ``#`` comments and blank lines are skipped; any other line that
+    is not ``chrom start end ...`` with 0 <= start < end is an error naming the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise GoatDNAError(f"{option} {path}: file not found")
+    intervals: list[BedInterval] = []
+    try:
+        with open_text(path) as handle:
+            lines = list(handle)
+    except (OSError, UnicodeDecodeError, EOFError) as err:
+        raise GoatDNAError(f"{option} {path}: not a text BED file ({err})") from None
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith(("#", "track", "browser")):
+            continue
+        fields = text.split("\t") if "\t" in text else text.split()
+        where = f"{option} {path} line {number}"
+        if len(fields) < 3:
+            raise GoatDNAError(f"{where}: expected contig, start, end; got {text[:60]!r}")
+        try:
+            start, end = int(fields[1]), int(fields[2])
+        except ValueError:
+            raise GoatDNAError(
+                f"{where}: start and end must be integers, got {fields[1]!r} and {fields[2]!r}"
+            ) from None
+        if end <= start:
+            raise GoatDNAError(
+                f"{where}: empty region {fields[0]}:{start}-{end}; need 0 <= start < end "
+                "(BED is 0-based, half-open)"
+            )
+        if start < 0:
+            raise GoatDNAError(f"{where}: start {start} is negative; need 0 <= start < end")
+        intervals.append(BedInterval(number, fields[0], start, end, fields))
+    if not intervals:
+        raise GoatDNAError(f"{option} {path}: holds no regions")
+    return intervals
