@@ -82,6 +82,39 @@ def _maketrans_calls(tree: ast.Module) -> list[int]:
     ]
 
 
+def _is_reversal(node: ast.AST) -> bool:
+    """``[::-1]`` (or ``[..., ::-1]``) somewhere in ``node``."""
+    for sub in ast.walk(node):
+        if (
+            isinstance(sub, ast.Slice)
+            and isinstance(sub.step, ast.UnaryOp)
+            and isinstance(sub.step.op, ast.USub)
+            and isinstance(sub.step.operand, ast.Constant)
+            and sub.step.operand.value == 1
+        ):
+            return True
+    return False
+
+
+def _inline_reverse_complements(tree: ast.Module) -> list[int]:
+    """``COMPLEMENT[x[::-1]]`` or ``COMPLEMENT[x][::-1]``: a reverse complement written inline
+    (training windows, score-track's reverse strand and the synthetic genome each had one)."""
+
+    def is_table(node: ast.AST) -> bool:
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+        return "COMPLEMENT" in str(name).upper()
+
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Subscript):
+            continue
+        inline = is_table(node.value) and _is_reversal(node.slice)
+        outer = isinstance(node.value, ast.Subscript) and is_table(node.value.value)
+        if inline or (outer and _is_reversal(node.slice)):
+            lines.append(node.lineno)
+    return lines
+
+
 def scan(package: Path) -> tuple[list[str], set[tuple[str, str]]]:
     """(offending definitions outside goatdna/io, allowed definitions seen)."""
     offenders: list[str] = []
@@ -101,6 +134,10 @@ def scan(package: Path) -> tuple[list[str], set[tuple[str, str]]]:
                     offenders.append(f"goatdna/{rel}:{line}: {name} ({concept})")
         offenders += [
             f"goatdna/{rel}:{line}: maketrans (text table)" for line in _maketrans_calls(tree)
+        ]
+        offenders += [
+            f"goatdna/{rel}:{line}: inline reverse complement"
+            for line in _inline_reverse_complements(tree)
         ]
     return offenders, seen
 
