@@ -56,7 +56,7 @@ def _random_tokens(length: int, seed: int) -> np.ndarray:
 
 def _genome_tokens(length: int) -> tuple[np.ndarray, str]:
     if CHR20.is_file():
-        from goatdna.data_prep.tokens import encode
+        from goatdna.io.tokens import encode
 
         with gzip.open(CHR20, "rt") as handle:
             seq = "".join(line.strip() for line in handle if not line.startswith(">"))

@@ -47,12 +47,13 @@ sys.path.insert(0, str(ROOT))
 from bench_data import DATA, FASTA, VCF, chr20_piece, chr20_reference, write_fasta  # noqa: E402
 
 from goatdna.configfile import from_dict, load_yaml  # noqa: E402
-from goatdna.data_prep.tokens import TOKEN_MASK, encode  # noqa: E402
 from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed_records  # noqa: E402
 from goatdna.inference.reference import Reference  # noqa: E402
-from goatdna.inference.tracks import Region, TrackOptions, write_tracks  # noqa: E402
+from goatdna.inference.tracks import TrackOptions, write_tracks  # noqa: E402
 from goatdna.inference.variant_io import read_alleles  # noqa: E402
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles  # noqa: E402
+from goatdna.io.regions import Region  # noqa: E402
+from goatdna.io.tokens import TOKEN_MASK, encode  # noqa: E402
 from goatdna.model import DNADecoder, ModelConfig  # noqa: E402
 from goatdna.model.goat import WINDOW_CACHE_ENTRIES, GoatPrior  # noqa: E402
 

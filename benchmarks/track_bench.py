@@ -33,7 +33,8 @@ import torch
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.inference.reference import Reference
-from goatdna.inference.tracks import Region, TrackOptions, write_tracks
+from goatdna.inference.tracks import TrackOptions, write_tracks
+from goatdna.io.regions import Region
 from goatdna.model import DNADecoder, ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]

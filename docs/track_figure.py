@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from goatdna.cli.app import app
 from goatdna.inference.reference import Reference
-from goatdna.inference.tracks import parse_region
+from goatdna.io.regions import parse_region
 
 ROOT = Path(__file__).resolve().parents[1]
 PIECE = ROOT.parent / "shared" / "data" / "grch37_chr20_1000001-2000000.fa.gz"

@@ -112,7 +112,7 @@ def _brute_layer(model: DNADecoder, ids: torch.Tensor, layer: int) -> tuple[np.n
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_maps_equal_a_float64_brute_force_and_the_fused_output(scheme: str) -> None:
-    from goatdna.data_prep.tokens import encode
+    from goatdna.io.tokens import encode
     from goatdna.model.attention_maps import attention_terms
 
     model = _model(scheme)
@@ -165,7 +165,7 @@ def test_prior_share_tells_a_positional_head_from_a_content_head() -> None:
         for name in ("alpha", "beta", "slope", "sink", "mlp_b2"):
             getattr(prior, name)[1] = 0.0
         prior.mlp_w2[1] = 0.0  # head 1: K == 0
-    from goatdna.data_prep.tokens import encode
+    from goatdna.io.tokens import encode
 
     maps = attention_maps(model, encode(SEQUENCE), [0])
     assert maps.prior_share[0, 0] == pytest.approx(1.0, abs=1e-6)
@@ -203,7 +203,7 @@ def test_the_command_writes_the_arrays_and_the_figure(checkpoints, fasta, tmp_pa
             data["weights"].shape == data["content"].shape == data["prior"].shape == (1, 2, 40, 40)
         )
         assert data["prior_share"].shape == (1, 2) and data["weight_profile"].shape == (1, 2, 40)
-        from goatdna.data_prep.tokens import encode
+        from goatdna.io.tokens import encode
 
         want = attention_maps(_model("goat"), encode((SEQUENCE * 2)[:40]), [1])
         np.testing.assert_allclose(data["weights"], want.weights, atol=1e-6)

@@ -15,12 +15,12 @@ from goatdna.analysis.generate import (
     SamplingOptions,
     generate,
     generate_continuations,
-    parse_region,
 )
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
+from goatdna.io.regions import Region, parse_region
 from goatdna.model import DNADecoder, ModelConfig
 
 TINY = {
@@ -152,11 +152,12 @@ def test_bad_options(kwargs: dict) -> None:
 
 
 def test_parse_region() -> None:
-    assert parse_region("chr1:1,001-2,000") == ("chr1", 1001, 2000)
-    assert parse_region("chrX") == ("chrX", None, None)
+    """generate's prompt --region: the one parser with ``whole_contig=True``."""
+    assert parse_region("chr1:1,001-2,000", whole_contig=True) == Region("chr1", 1000, 2000)
+    assert parse_region("chrX", whole_contig=True) == "chrX"
     for bad in ("chr1:0-10", "chr1:10-5", "chr1:a-b", ":1-5", ""):
         with pytest.raises(GoatDNAError):
-            parse_region(bad)
+            parse_region(bad, whole_contig=True)
 
 
 @pytest.fixture(scope="module")

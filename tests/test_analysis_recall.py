@@ -21,8 +21,8 @@ from goatdna.analysis.recall import (
 )
 from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome
-from goatdna.data_prep.tokens import TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import TOKEN_MASK, N
 from goatdna.model.scoring import sequence_log_probs
 
 SEGMENT = 20

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from goatdna.analysis.gc import kmer_counts as gc_kmer_counts
 from goatdna.data_prep.kmers import MAX_K, kmer_codes, kmer_counts
 from goatdna.data_prep.markov import markov_bits_per_base, markov_counts
-from goatdna.data_prep.tokens import BASES, REPEAT_FLAG, N, decode, encode
+from goatdna.io.tokens import BASES, REPEAT_FLAG, N, decode, encode
 
 
 def _brute_codes(tokens: np.ndarray, k: int) -> list[int]:

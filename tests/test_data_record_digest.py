@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from goatdna.data_prep.record_digest import COUNT_BLOCK, RecordDigest, count_bases
-from goatdna.data_prep.tokens import BYTE_LUT, REPEAT_FLAG, C, G, N
+from goatdna.io.tokens import BYTE_LUT, REPEAT_FLAG, C, G, N
 
 VALID = np.array(sorted(set(BYTE_LUT.tolist()) - {0xFF}), dtype=np.uint8)  # every token byte
 

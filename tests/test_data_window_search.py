@@ -8,8 +8,8 @@ import pytest
 
 from goatdna.analysis.prompts import draw_prompts
 from goatdna.data_prep import ShardedGenome
-from goatdna.data_prep.tokens import TOKEN_MASK, N, encode
 from goatdna.data_prep.window_search import start_of_rank, valid_start_intervals
+from goatdna.io.tokens import TOKEN_MASK, N, encode
 
 
 def _split(seed: int, length: int) -> np.ndarray:

@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 
 from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome
-from goatdna.data_prep.tables import reverse_complement_text
-from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, reverse_complement_text
 
 runner = CliRunner()
 

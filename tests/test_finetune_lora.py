@@ -132,7 +132,7 @@ def test_predict_uses_base_plus_adapters(lora_run: tuple[Path, Path], tmp_path: 
     from peft import LoraConfig
     from peft.tuners.lora import LoraModel
 
-    from goatdna.data_prep.tokens import encode
+    from goatdna.io.tokens import encode
     from goatdna.model.classifier import SequenceTaskModel, pad_sequences
 
     backbone, run = lora_run

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from goatdna.data_prep.tables import reverse_complement
+from goatdna.io.tokens import reverse_complement
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import (
     SequenceTaskConfig,

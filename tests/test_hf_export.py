@@ -24,8 +24,8 @@ from goatdna import __version__
 from goatdna.analysis.generate import generate as goatdna_generate
 from goatdna.checkpoint import load_checkpoint
 from goatdna.cli.app import app
-from goatdna.data_prep.tokens import TOKEN_TABLE
 from goatdna.inference.embed import embed
+from goatdna.io.tokens import TOKEN_TABLE
 from goatdna.model import ModelConfig, next_token_loss
 from goatdna.model.attention_maps import attention_terms
 

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.data_prep.tokens import encode
 from goatdna.inference.attribute import AttributeOptions, language_model_target
+from goatdna.io.tokens import encode
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import (
     SequenceTaskConfig,

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from goatdna.checkpoint import save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.data_prep.tokens import encode, reverse_complement_tokens
 from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed, embed_records
+from goatdna.io.tokens import encode, reverse_complement
 from goatdna.model import DNADecoder, ModelConfig
 
 runner = CliRunner()
@@ -272,7 +272,7 @@ def test_records_api_keeps_order() -> None:
     for record, vector in zip(records, vectors, strict=True):
         alone = embed_records(model, [record], EmbedOptions(batch_size=1), 32)[0]
         np.testing.assert_allclose(vector, alone, atol=1e-5, rtol=0)
-    rc = reverse_complement_tokens(records[0].tokens)
+    rc = reverse_complement(records[0].tokens)
     assert rc.shape == records[0].tokens.shape
 
 

@@ -23,11 +23,11 @@ from typer.testing import CliRunner
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.data_prep.tokens import encode
 from goatdna.errors import GoatDNAError
 from goatdna.inference.mutagenesis import MutagenesisOptions, combine, full_scores, local_scores
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele, VariantOptions, combine_strands, score_alleles
+from goatdna.io.tokens import encode
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.scoring import target_log_probs
 

@@ -25,20 +25,19 @@ from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.inference.reference import Reference
 from goatdna.inference.tracks import (
-    Region,
     TrackOptions,
     block_count,
     block_first_base,
     check_context,
     combine_strands,
     max_context,
-    parse_region,
     read_bed,
     resolve_regions,
     window_count,
     window_of,
     write_tracks,
 )
+from goatdna.io.regions import Region, parse_region
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.runtime import rank_block
 

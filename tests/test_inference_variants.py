@@ -27,10 +27,10 @@ from typer.testing import CliRunner
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.data_prep.tokens import encode
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
+from goatdna.io.tokens import encode
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.scoring import sequence_log_probs
 

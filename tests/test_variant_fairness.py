@@ -19,7 +19,6 @@ from torch import nn
 from typer.testing import CliRunner
 
 from goatdna.cli.app import app
-from goatdna.data_prep.tokens import decode
 from goatdna.inference import variants
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import (
@@ -30,6 +29,7 @@ from goatdna.inference.variants import (
     max_window,
     score_alleles,
 )
+from goatdna.io.tokens import decode
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -202,7 +202,7 @@ def attention_maps(
 def write_npz(maps: AttentionMaps, path: Path) -> Path:
     """Every array of ``maps`` (``prior`` and ``prior_profile`` only where the scheme has a prior),
     with ``scheme``, ``note``, ``layers``, ``start`` and ``sequence``, written atomically."""
-    from goatdna.data_prep.tokens import decode
+    from goatdna.io.tokens import decode
 
     arrays: dict[str, np.ndarray] = {
         "scheme": np.array(maps.scheme),

@@ -34,8 +34,8 @@ import numpy as np
 
 from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.heldout import heldout_window_starts
-from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.metrics import percentile_interval, resampled_ratios
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from goatdna.data_prep import kmers
-from goatdna.data_prep.tokens import BYTE_LUT, INVALID, NUM_BASES, TOKEN_MASK, C, G
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import BYTE_LUT, INVALID, NUM_BASES, TOKEN_MASK, C, G
 
 TRAJECTORY_WINDOW = 25
 KMER_SIZES = (1, 2, 3, 4, 5, 6)

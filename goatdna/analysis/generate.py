@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import BASES, NUM_BASES, TOKEN_MASK, N, encode
 from goatdna.errors import GoatDNAError
+from goatdna.io.regions import parse_region
+from goatdna.io.tokens import BASES, NUM_BASES, TOKEN_MASK, N, encode
 
 if TYPE_CHECKING:
     import torch
@@ -264,27 +265,6 @@ def generate(
     return generate_continuations(model, [prompt], options, threads=threads)[0]
 
 
-def parse_region(region: str) -> tuple[str, int | None, int | None]:
-    """``chr:start-end`` (1-based, inclusive; commas allowed) or ``chr`` -> (name, start, end)."""
-    text = region.strip().replace(",", "")
-    if not text:
-        raise GoatDNAError("--region is empty: use chr:start-end (1-based, inclusive)")
-    if ":" not in text:
-        return text, None, None
-    name, _, span = text.rpartition(":")
-    try:
-        first, last = (int(x) for x in span.split("-"))
-    except ValueError:
-        raise GoatDNAError(
-            f"--region {region!r}: expected chr:start-end with integer start and end"
-        ) from None
-    if not name or first < 1 or last < first:
-        raise GoatDNAError(
-            f"--region {region!r}: need a contig name and 1 <= start <= end (1-based, inclusive)"
-        )
-    return name, first, last
-
-
 def read_prompt_fasta(path: str | Path, region: str | None = None) -> tuple[str, str]:
     """Read a prompt from a FASTA file with pyfaidx: (sequence, region label).
 
@@ -310,7 +290,11 @@ def read_prompt_fasta(path: str | Path, region: str | None = None) -> tuple[str,
                 )
             name, first, last = names[0], None, None
         else:
-            name, first, last = parse_region(region)
+            where = parse_region(region, whole_contig=True)
+            if isinstance(where, str):
+                name, first, last = where, None, None
+            else:
+                name, first, last = where.contig, where.start + 1, where.end
         if name not in fasta:
             raise GoatDNAError(
                 f"{path}: no record named {name!r} (records: {', '.join(names[:5])})"

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import TOKEN_MASK, decode
 from goatdna.data_prep.window_search import start_of_rank, valid_start_intervals
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import TOKEN_MASK, decode
 
 if TYPE_CHECKING:
     from goatdna.data_prep import ShardedGenome

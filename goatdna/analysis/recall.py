@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import TOKEN_MASK, N
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import TOKEN_MASK, N
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -144,7 +144,7 @@ def _read_sequence(
     from goatdna.analysis.generate import parse_prompt
     from goatdna.errors import GoatDNAError
     from goatdna.inference.reference import Reference
-    from goatdna.inference.tracks import parse_region
+    from goatdna.io.regions import parse_region
 
     if (sequence is None) == (fasta is None):
         raise GoatDNAError("give exactly one of --sequence or --fasta (with --region)")

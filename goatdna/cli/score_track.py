@@ -100,11 +100,11 @@ def score_track(
     from goatdna.inference.reference import Reference
     from goatdna.inference.tracks import (
         output_paths,
-        parse_region,
         read_bed,
         resolve_regions,
         write_tracks,
     )
+    from goatdna.io.regions import parse_region
 
     what = what or list(default_of(TrackOptions, "what"))
     runtime = Runtime.from_options(accelerator, devices, num_nodes)

@@ -4,7 +4,7 @@ from goatdna.data_prep.options import PrepareOptions
 from goatdna.data_prep.prepare import prepare_genome, prepare_synthetic
 from goatdna.data_prep.shards import Record, ShardedGenome
 from goatdna.data_prep.synthetic import SyntheticGenomeConfig, write_synthetic_fasta
-from goatdna.data_prep.tokens import (
+from goatdna.io.tokens import (
     BASES,
     COMPLEMENT,
     REPEAT_FLAG,
@@ -13,8 +13,9 @@ from goatdna.data_prep.tokens import (
     VOCAB_SIZE,
     decode,
     encode,
-    reverse_complement_tokens,
+    reverse_complement,
 )
+from goatdna.io.tokens import reverse_complement as reverse_complement_tokens
 
 __all__ = [
     "BASES",
@@ -31,6 +32,7 @@ __all__ = [
     "encode",
     "prepare_genome",
     "prepare_synthetic",
+    "reverse_complement",
     "reverse_complement_tokens",
     "write_synthetic_fasta",
 ]

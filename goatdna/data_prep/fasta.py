@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from goatdna.atomic import atomic_path, atomic_write_text
-from goatdna.data_prep.tokens import BYTE_LUT, INVALID
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import BYTE_LUT, INVALID
 from goatdna.workdir import input_stamp
 
 GZIP_MAGIC = b"\x1f\x8b"

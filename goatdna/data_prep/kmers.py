@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from goatdna.data_prep.tokens import NUM_BASES, TOKEN_MASK
+from goatdna.io.tokens import NUM_BASES, TOKEN_MASK
 
 MAX_K = 31
 """Largest k whose codes fit in int64 (4**31 = 2**62)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from goatdna.data_prep.kmers import kmer_codes, kmer_counts
-from goatdna.data_prep.tokens import NUM_BASES
+from goatdna.io.tokens import NUM_BASES
 
 
 def markov_counts(tokens: np.ndarray, order: int) -> np.ndarray:

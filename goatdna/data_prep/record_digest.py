@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, C, G, N
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, C, G, N
 
 COUNT_BLOCK = 1 << 18  # 256 KiB: the temporaries of one block stay in L2 cache
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from goatdna.data_prep.splits import SPLITS
-from goatdna.data_prep.tokens import IUPAC_AMBIGUOUS, REPEAT_FLAG, TOKEN_MASK, TOKEN_TABLE
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import IUPAC_AMBIGUOUS, REPEAT_FLAG, TOKEN_MASK, TOKEN_TABLE
 
 FORMAT_NAME = "goatdna-shards"
 FORMAT_VERSION = 1

@@ -224,13 +224,13 @@ def read_split_bed(
     ``contig_of`` maps a BED chrom to a contig of this FASTA, or to None for a line that belongs
     to another FASTA of a multi-source run (the line is skipped here).
     """
-    from goatdna.data_prep.tables import read_bed_intervals
+    from goatdna.io.regions import read_bed_intervals
 
     lengths = {c.name: c.length for c in all_contigs}
     order = {c.name: i for i, c in enumerate(all_contigs)}
     kept_names = {c.name for c in kept}
     intervals: list[tuple[str, int, int, str, int]] = []
-    for line in read_bed_intervals(path, "--split-bed"):  # one BED parser (tables.py)
+    for line in read_bed_intervals(path, "--split-bed"):  # the one BED reader (io/regions.py)
         where = f"--split-bed {path} line {line.line}"
         if len(line.fields) < 4:
             raise GoatDNAError(f"{where}: expected 4 columns (chrom start end split)")

@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from goatdna.atomic import atomic_write_bytes
-from goatdna.data_prep.tokens import COMPLEMENT, LOWER_DECODE, UPPER_DECODE, A, C, G, N, T
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import LOWER_DECODE, UPPER_DECODE, A, C, G, N, T, reverse_complement
 
 _ORDER = 2  # the background chain conditions on the previous two bases
 
@@ -326,7 +326,7 @@ def _add_interspersed(rng, seq, mask, families, config) -> None:
             piece = np.concatenate([piece, np.full(int(rng.integers(8, 30)), A, np.uint8)])
         piece = _mutate(rng, piece, fam.divergence * float(rng.uniform(0.5, 1.5)))
         if rng.random() < 0.5:
-            piece = COMPLEMENT[piece[::-1]]
+            piece = reverse_complement(piece)
         pos = int(rng.integers(0, seq.size - piece.size))
         _place(seq, mask, pos, piece)
         placed += piece.size

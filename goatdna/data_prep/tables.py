@@ -2,7 +2,7 @@
 
 The one reader of such inputs: `finetune` and `predict` read tables here, `embed` reads its
 ``--sequences`` and ``--bed`` here, and `score-track` reads its BED regions with
-`read_bed_intervals`.
+`goatdna.io.regions.read_bed_intervals` (the one BED reader, which this module uses too).
 
 A table is read as columns of strings in file order (nothing is re-typed, so ``predict`` carries
 the input columns through exactly as they were written); `SequenceTable.typed_frame` gives the
@@ -20,8 +20,6 @@ file per split.
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import math
 import re
 from dataclasses import dataclass
@@ -30,8 +28,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import BYTE_LUT, COMPLEMENT, INVALID, TOKEN_MASK
 from goatdna.errors import GoatDNAError
+from goatdna.io.regions import read_bed_intervals
+from goatdna.io.text import open_text
+from goatdna.io.tokens import BYTE_LUT, INVALID, TOKEN_MASK, reverse_complement_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,12 +107,6 @@ def typed_cells(cells: list[str]) -> np.ndarray:
     return np.array(cells, dtype=object)
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    if path.name.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), newline="")
-    return path.open(newline="")
-
-
 def _base_suffix(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(".gz"):
@@ -143,7 +137,7 @@ def read_table(path: str | Path, fasta: str | Path | None = None) -> SequenceTab
     # the csv module caps a field at 131,072 characters; a sequence may be megabases long
     csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
     try:
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             rows = list(csv.reader(fh, delimiter=delimiter))
     except (OSError, UnicodeDecodeError, csv.Error, EOFError) as err:
         raise GoatDNAError(f"{path}: cannot read it as a table ({err})") from None
@@ -192,7 +186,7 @@ def _read_fasta(path: Path) -> SequenceTable:
     names: list[str] = []
     sequences: list[str] = []
     try:
-        with _open_text(path) as handle:
+        with open_text(path) as handle:
             for title, seq in SimpleFastaParser(handle):
                 names.append(
                     title.split(None, 1)[0] if title.strip() else f"record{len(names) + 1}"
@@ -204,59 +198,6 @@ def _read_fasta(path: Path) -> SequenceTable:
         raise GoatDNAError(f"{path}: no FASTA records (a record starts with a '>' line)")
     labels = [f"record {name!r} (#{i + 1})" for i, name in enumerate(names)]
     return SequenceTable(path, {"name": names, "sequence": sequences}, 0, labels)
-
-
-@dataclass(frozen=True)
-class BedInterval:
-    """One BED line: its line number, the interval (0-based, half-open) and all its fields."""
-
-    line: int
-    chrom: str
-    start: int
-    end: int
-    fields: list[str]
-
-
-def read_bed_intervals(path: str | Path, option: str = "--bed") -> list[BedInterval]:
-    """The intervals of a BED file in file order (fields split on tabs, else on whitespace).
-
-    ``track``/``browser`` lines, ``#`` comments and blank lines are skipped; any other line that
-    is not ``chrom start end ...`` with 0 <= start < end is an error naming the line.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise GoatDNAError(f"{option} {path}: file not found")
-    intervals: list[BedInterval] = []
-    try:
-        with _open_text(path) as handle:
-            lines = list(handle)
-    except (OSError, UnicodeDecodeError, EOFError) as err:
-        raise GoatDNAError(f"{option} {path}: not a text BED file ({err})") from None
-    for number, line in enumerate(lines, start=1):
-        text = line.strip()
-        if not text or text.startswith(("#", "track", "browser")):
-            continue
-        fields = text.split("\t") if "\t" in text else text.split()
-        where = f"{option} {path} line {number}"
-        if len(fields) < 3:
-            raise GoatDNAError(f"{where}: expected contig, start, end; got {text[:60]!r}")
-        try:
-            start, end = int(fields[1]), int(fields[2])
-        except ValueError:
-            raise GoatDNAError(
-                f"{where}: start and end must be integers, got {fields[1]!r} and {fields[2]!r}"
-            ) from None
-        if end <= start:
-            raise GoatDNAError(
-                f"{where}: empty region {fields[0]}:{start}-{end}; need 0 <= start < end "
-                "(BED is 0-based, half-open)"
-            )
-        if start < 0:
-            raise GoatDNAError(f"{where}: start {start} is negative; need 0 <= start < end")
-        intervals.append(BedInterval(number, fields[0], start, end, fields))
-    if not intervals:
-        raise GoatDNAError(f"{option} {path}: holds no regions")
-    return intervals
 
 
 def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -> SequenceTable:
@@ -299,15 +240,6 @@ def read_bed_table(path: str | Path, fasta: str | Path, option: str = "--bed") -
     return SequenceTable(path, columns, line_offset=0)
 
 
-_RC_TABLE = str.maketrans(
-    "ACGTNRYKMSWBDHV" + "ACGTNRYKMSWBDHV".lower(), "TGCANYRMKSWVHDB" + "TGCANYRMKSWVHDB".lower()
-)
-
-
-def reverse_complement_text(seq: str) -> str:
-    return seq.translate(_RC_TABLE)[::-1]
-
-
 def encode_sequences(table: SequenceTable, column: str, option: str) -> list[np.ndarray]:
     """Token arrays (uint8, 0..4) of a column; an empty cell or a non-nucleotide names its row."""
     out: list[np.ndarray] = []
@@ -332,11 +264,6 @@ def encode_sequences(table: SequenceTable, column: str, option: str) -> list[np.
             )
         out.append(tokens & TOKEN_MASK)
     return out
-
-
-def reverse_complement(tokens: np.ndarray) -> np.ndarray:
-    """Reverse complement of plain tokens 0..4."""
-    return COMPLEMENT[tokens[::-1]]
 
 
 def _as_float(text: str) -> float | None:

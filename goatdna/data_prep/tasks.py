@@ -45,8 +45,8 @@ import numpy as np
 
 from goatdna.atomic import atomic_dir, atomic_write_text
 from goatdna.data_prep.shards import ShardedGenome
-from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
 
 TASK_SPLITS = ("train", "val", "test")
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from goatdna.data_prep.tokens import REPEAT_FLAG, TOKEN_MASK, encode_bytes
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, encode_bytes
 
 MIN_RUN = 16
 MAX_UNIT = 6

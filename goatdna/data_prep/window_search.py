@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from goatdna.data_prep.tokens import TOKEN_MASK, N
+from goatdna.io.tokens import TOKEN_MASK, N
 
 SEARCH_CHUNK = 1 << 24
 """Start positions examined per vectorised pass (bounds the search's memory)."""

@@ -70,8 +70,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from goatdna.data_prep.tokens import NUM_BASES, N
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import COMPLEMENT, NUM_BASES, N
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     import torch
@@ -176,9 +176,16 @@ def one_hot(tokens: np.ndarray) -> np.ndarray:
     return out
 
 
+_ONEHOT_COMPLEMENT = COMPLEMENT[:NUM_BASES].tolist()  # one-hot channel -> complement's channel
+
+
 def reverse_complement_onehot(x: torch.Tensor) -> torch.Tensor:
-    """(B, L, 4) -> the reverse complement's one-hot: positions reversed, A<->T and C<->G."""
-    return x.flip(1).flip(2)
+    """(B, L, 4) -> the reverse complement's one-hot: positions reversed, A<->T and C<->G.
+
+    One-hot is a different representation from tokens, so it stays here (torch), but the channel
+    map is `goatdna.io.tokens.COMPLEMENT`'s, not a second table.
+    """
+    return x.flip(1)[..., _ONEHOT_COMPLEMENT]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from goatdna.atomic import atomic_path
-from goatdna.data_prep.tokens import NUM_BASES, decode
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.formats import output_format
@@ -54,6 +53,7 @@ from goatdna.inference.attribute import (
 )
 from goatdna.inference.embed import SequenceRecord
 from goatdna.inference.loop import load_arrays, rank_zero_lock, rank_zero_progress, save_arrays
+from goatdna.io.tokens import NUM_BASES, decode
 from goatdna.runtime import is_first_process, on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
 

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.atomic import atomic_write_bytes
-from goatdna.data_prep.tokens import COMPLEMENT, NUM_BASES
 from goatdna.errors import GoatDNAError
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele, VariantOptions, combine_strands, score_alleles
+from goatdna.io.tokens import COMPLEMENT, NUM_BASES
 from goatdna.workdir import JSONValue, changed_keys, input_stamp
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from goatdna.data_prep.tokens import TOKEN_MASK, encode, reverse_complement_tokens
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import TOKEN_MASK, encode, reverse_complement
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     from torch import Tensor
@@ -205,7 +205,7 @@ def embed_records(
         )
         if options.strands == "forward":
             return forward
-        rc_tokens = [reverse_complement_tokens(t) for t in tokens]
+        rc_tokens = [reverse_complement(t) for t in tokens]
         reverse = embed_token_lists(
             model, rc_tokens, options.layer, options.pool, max_length, options.batch_size
         )

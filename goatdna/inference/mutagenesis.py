@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import COMPLEMENT, NUM_BASES, N
 from goatdna.errors import GoatDNAError
-from goatdna.inference.variants import STRANDS, reverse_complement
+from goatdna.inference.variants import STRANDS
+from goatdna.io.tokens import COMPLEMENT, NUM_BASES, N, reverse_complement
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     import torch

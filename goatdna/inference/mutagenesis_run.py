@@ -29,8 +29,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.atomic import atomic_path, atomic_write_bytes
-from goatdna.data_prep.tokens import BASES as TOKEN_LETTERS
-from goatdna.data_prep.tokens import NUM_BASES
 from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import (
     load_arrays,
@@ -43,8 +41,10 @@ from goatdna.inference.mutagenesis import BASES, MutagenesisOptions, combine, sc
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import open_track
 from goatdna.inference.track_files import output_paths as track_paths
-from goatdna.inference.tracks import Region, parse_region
 from goatdna.inference.variants import check_window
+from goatdna.io.regions import Region, parse_region
+from goatdna.io.tokens import BASES as TOKEN_LETTERS
+from goatdna.io.tokens import NUM_BASES
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
 

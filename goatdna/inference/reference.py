@@ -26,8 +26,8 @@ from goatdna.data_prep.fasta import (
     default_cache_dir,
     open_fasta,
 )
-from goatdna.data_prep.tokens import TOKEN_MASK
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import TOKEN_MASK
 
 
 def alternative_contig_name(name: str, names: set[str]) -> str | None:

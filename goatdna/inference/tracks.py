@@ -27,7 +27,6 @@ block size whatever the region length. Each finished block is a unit of resumabl
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
@@ -37,14 +36,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from goatdna.data_prep.tables import read_bed_intervals
-from goatdna.data_prep.tokens import COMPLEMENT, N
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_lock, save_arrays
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
+from goatdna.io.regions import Region, read_bed_intervals
+from goatdna.io.tokens import N, reverse_complement
 from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
 from goatdna.workdir import (
     JSONValue,
@@ -72,51 +71,10 @@ DEFAULT_BLOCK_BASES = 1 << 16
 # regions
 
 
-@dataclass(frozen=True)
-class Region:
-    """Bases [start, end) (0-based, half-open) of one contig."""
-
-    contig: str
-    start: int
-    end: int
-
-    @property
-    def length(self) -> int:
-        return self.end - self.start
-
-    @property
-    def label(self) -> str:
-        """samtools-style 1-based inclusive name, e.g. ``20:1000001-1010000``."""
-        return f"{self.contig}:{self.start + 1}-{self.end}"
-
-
-_REGION_RE = re.compile(r"^(?P<start>[\d,]+)-(?P<end>[\d,]+)$")
-
-
-def parse_region(text: str) -> Region:
-    """``contig:start-end`` (1-based, inclusive, commas allowed) -> a 0-based half-open Region.
-
-    The contig is everything before the last ``:``, so names that contain a colon still work.
-    """
-    contig, sep, span = text.strip().rpartition(":")
-    match = _REGION_RE.match(span.strip())
-    if not sep or not contig or match is None:
-        raise GoatDNAError(
-            f"--region {text!r}: expected contig:start-end (1-based, inclusive), e.g. 20:1000001-1100000"
-        )
-    start = int(match["start"].replace(",", ""))
-    end = int(match["end"].replace(",", ""))
-    if start < 1 or end < start:
-        raise GoatDNAError(
-            f"--region {text!r}: start must be >= 1 and end >= start (1-based, inclusive)"
-        )
-    return Region(contig, start - 1, end)
-
-
 def read_bed(path: str | Path) -> list[Region]:
     """Regions of a BED file (0-based, half-open; columns beyond the third are ignored).
 
-    Read by `goatdna.data_prep.tables.read_bed_intervals` (comments, ``track``/``browser`` and
+    Read by `goatdna.io.regions.read_bed_intervals` (comments, ``track``/``browser`` and
     blank lines skipped; a bad line is an error naming it).
     """
     return [Region(i.chrom, i.start, i.end) for i in read_bed_intervals(path, "--bed")]
@@ -374,7 +332,7 @@ def region_blocks(
 
     def read_reverse(lo: int, hi: int) -> np.ndarray:
         # reverse complement offsets [lo, hi) = complement of forward [n - hi, n - lo), reversed
-        return COMPLEMENT[read(n - hi, n - lo)][::-1]
+        return reverse_complement(read(n - hi, n - lo))
 
     total = window_count(n, C, S)
     step = options.windows_per_block

@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.data_prep.tokens import COMPLEMENT, TOKEN_TABLE, N
 from goatdna.errors import GoatDNAError
 from goatdna.inference.reference import Reference
+from goatdna.io.tokens import N, encode, reverse_complement
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     import torch
@@ -94,9 +94,6 @@ STATUS_MEANING = {
 STRANDS = ("both", "forward")
 
 _ACGT = frozenset("ACGT")
-_TOKEN_OF = np.full(256, N, dtype=np.uint8)
-for _letter, _token in TOKEN_TABLE.items():
-    _TOKEN_OF[ord(_letter)] = _token
 
 
 @dataclass(frozen=True)
@@ -214,12 +211,11 @@ def allele_status(
 
 
 def encode_allele(bases: str) -> np.ndarray:
-    """Uppercase A/C/G/T text -> tokens (uint8)."""
-    return _TOKEN_OF[np.frombuffer(bases.upper().encode("ascii"), dtype=np.uint8)]
+    """Allele text -> plain tokens (uint8), uppercased; a letter that is not a base is N.
 
-
-def reverse_complement(tokens: np.ndarray) -> np.ndarray:
-    return COMPLEMENT[tokens[::-1]]
+    `allele_status` lets only A/C/G/T alleles through, so the N mapping is never reached there.
+    """
+    return encode(bases.upper(), unknown="N")
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -26,9 +26,9 @@ from goatdna.data_prep.tables import (
     encode_sequences,
     infer_task,
     read_table,
-    reverse_complement,
 )
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import reverse_complement
 from goatdna.model.classifier import pad_sequences
 from goatdna.runtime import is_first_process, rank_block
 from goatdna.training.finetune_config import TaskConfig

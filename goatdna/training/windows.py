@@ -24,9 +24,10 @@ import numpy as np
 
 from goatdna.data_prep import ShardedGenome
 from goatdna.data_prep.heldout import heldout_window_starts
-from goatdna.data_prep.tokens import COMPLEMENT, REPEAT_FLAG, TOKEN_MASK
 from goatdna.data_prep.window_search import SEARCH_CHUNK, start_of_rank, valid_start_intervals
 from goatdna.errors import GoatDNAError
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK
+from goatdna.io.tokens import reverse_complement as complement_rows
 from goatdna.training.config import DataConfig
 
 
@@ -171,7 +172,7 @@ def read_windows(
     repeat = (raw & REPEAT_FLAG) != 0
     if reverse_complement is not None and reverse_complement.any():
         rows = np.flatnonzero(reverse_complement)
-        ids[rows] = COMPLEMENT[ids[rows, ::-1]]
+        ids[rows] = complement_rows(ids[rows])
         repeat[rows] = repeat[rows, ::-1]
     return ids, repeat
 

@@ -5,12 +5,18 @@ N=4``; IUPAC ambiguity codes (R Y K M S W B D H V) are stored as N. Bit ``0x80``
 that was lowercase (soft-masked repeat) in the source FASTA, so ``byte & 0x7F`` is the token and
 ``byte & 0x80`` the repeat flag. Anything else is not DNA and is rejected.
 
+This is the one home of the numpy token table, the encoder and the reverse complement (issue 42):
+every reader, writer and room imports them from here (``tests/test_io_one_home.py`` fails on a
+second definition elsewhere).
+
 The ids are the model's vocabulary too (`goatdna.model.vocab`, where `IGNORE_TARGET` is N). This
-module cannot import that one (any goatdna.model import loads torch; data_prep is numpy-only), so
-the ids are written in both places and ``tests/test_tokens.py`` pins them equal.
+module cannot import that one (any goatdna.model import loads torch; goatdna.io and data_prep are
+numpy-only), so the ids are written in both places and ``tests/test_tokens.py`` pins them equal.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 
@@ -51,10 +57,17 @@ COMPLEMENT = np.array([T, G, C, A, N], dtype=np.uint8)
 """Token -> complementary token (A<->T, C<->G, N->N), for reverse-complement augmentation."""
 
 
-def encode_bytes(raw: bytes | np.ndarray) -> np.ndarray:
-    """Map ASCII sequence bytes to token bytes; raises on the first non-nucleotide character."""
+Unknown = Literal["raise", "N"]
+"""What `encode` does with a byte that is not a nucleotide: raise (FASTA, tables, prompts), or
+store it as N (VCF alleles, which are checked to be A/C/G/T before they are encoded)."""
+
+
+def encode_bytes(raw: bytes | np.ndarray, unknown: Unknown = "raise") -> np.ndarray:
+    """Map ASCII sequence bytes to token bytes; a non-nucleotide raises, or is N if ``unknown="N"``."""
     ascii_bytes = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, bytes) else raw
     tokens = BYTE_LUT[ascii_bytes]
+    if unknown == "N":
+        return np.where(tokens == INVALID, np.uint8(N), tokens).astype(np.uint8)
     bad = np.flatnonzero(tokens == INVALID)
     if bad.size:
         pos = int(bad[0])
@@ -66,8 +79,12 @@ def encode_bytes(raw: bytes | np.ndarray) -> np.ndarray:
     return tokens
 
 
-def encode(sequence: str) -> np.ndarray:
-    """Encode a nucleotide string as uint8 token bytes (lowercase sets the repeat flag)."""
+def encode(sequence: str, unknown: Unknown = "raise") -> np.ndarray:
+    """Encode a nucleotide string as uint8 token bytes (lowercase sets the repeat flag).
+
+    ``unknown`` says what a character that is not a nucleotide becomes (see `Unknown`); a
+    non-ASCII character always raises.
+    """
     try:
         raw = sequence.encode("ascii")
     except UnicodeEncodeError as err:
@@ -75,7 +92,7 @@ def encode(sequence: str) -> np.ndarray:
             f"invalid character {sequence[err.start]!r} at position {err.start + 1} (1-based): "
             "sequences must be ASCII nucleotides"
         ) from None
-    return encode_bytes(raw)
+    return encode_bytes(raw, unknown)
 
 
 def decode(tokens: np.ndarray) -> str:
@@ -90,6 +107,25 @@ def decode(tokens: np.ndarray) -> str:
     return letters.astype(np.uint8).tobytes().decode("ascii")
 
 
-def reverse_complement_tokens(tokens: np.ndarray) -> np.ndarray:
-    """Reverse complement of plain tokens (0..4, no flag)."""
-    return COMPLEMENT[np.asarray(tokens)[::-1]]
+def reverse_complement(tokens: np.ndarray) -> np.ndarray:
+    """Reverse complement of plain tokens (0..4, no flag) along the last axis.
+
+    A (B, W) array gives each row's reverse complement (training windows); a 1-D array the
+    sequence's. Mask the repeat flag off first (``tokens & TOKEN_MASK``).
+    """
+    return COMPLEMENT[np.asarray(tokens)[..., ::-1]]
+
+
+_TEXT_COMPLEMENT = str.maketrans(
+    "ACGTNRYKMSWBDHV" + "ACGTNRYKMSWBDHV".lower(), "TGCANYRMKSWVHDB" + "TGCANYRMKSWVHDB".lower()
+)
+"""Letter -> complementary letter, IUPAC codes and case kept (R<->Y, K<->M, B<->V, D<->H)."""
+
+
+def reverse_complement_text(sequence: str) -> str:
+    """Reverse complement of nucleotide text, before it is encoded (BED rows on the minus strand).
+
+    Text keeps what tokens cannot: an IUPAC code's own complement and the case (soft-mask), so
+    a table column holding the minus-strand sequence reads as the FASTA would have it.
+    """
+    return sequence.translate(_TEXT_COMPLEMENT)[::-1]

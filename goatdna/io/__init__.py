@@ -1,0 +1,7 @@
+"""One module per file format or encoding, each the one home of its concept (issue 42).
+
+`goatdna.io.tokens`: the nucleotide token table, the encoder and the reverse complement.
+`goatdna.io.regions`: `Region` (0-based, half-open), the one ``--region`` parser and BED reader.
+`goatdna.io.text`: opening plain or gzipped text inputs.
+No torch (numpy at most), below data_prep and above the shared pieces (pyproject.toml's import contracts).
+"""
