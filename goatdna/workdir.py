@@ -168,8 +168,8 @@ def claim_output_folder(
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise GoatDNAError(
-            f"{option} {path} holds files goatdna's {what} does not write ({shown}); only a "
-            f"folder of an earlier {what} is replaced: move them away or choose another path"
+            f"{option} {path} holds files goatdna's {what} does not write ({shown}); only an "
+            f"earlier {what} is replaced: move them away, or choose an empty or new folder"
         )
     return OutputFolder(path, earlier=True)
 
