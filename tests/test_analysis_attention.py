@@ -269,6 +269,9 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
     assert f"--out {png} is in use by another goatdna process (pid {os.getpid()}" in res.stderr
     assert not out.exists() and not png.exists()
+    # a refusal after the outputs' locks were taken leaves no folder the locks made for them
+    bad("--sequence", "--sequence", "ACGX", outs=(tmp_path / "new" / "deep" / "a.npz",))
+    assert not (tmp_path / "new").exists()
     keep = out.parent / "keep.npz"
     keep.write_bytes(b"keep me")
     bad("exists; pass --force", "--sequence", "ACGT", outs=(keep,))

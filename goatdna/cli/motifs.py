@@ -60,11 +60,16 @@ def motifs(
         window, flank, trim, min_seqlets, max_seqlets, min_metacluster, leiden_runs
     )
     check_output_dir(out, "--out")  # before any work: a folder we can write
-    with output_lock(out, True):  # one writer of --out, from before the input is read
+
+    def claim() -> None:  # the one rule: only an earlier motifs folder, never an input's
         claim_output_folder(out, force, owns=lambda entry: entry.name in OUTPUT_FILES,
                             what="motifs output", inputs=[attributions])  # fmt: skip
-        need_library("modiscolite", "goatdna motifs")
-        data = read_attributions(attributions)
+
+    claim()
+    need_library("modiscolite", "goatdna motifs")
+    data = read_attributions(attributions)
+    with output_lock(out, True):  # one writer of --out: a second run is refused
+        claim()  # again, now that no other run can write there
         patterns = discover(data, options)
         counts = data.one_hot.sum(axis=(0, 1))
         background = counts / counts.sum() if counts.sum() else np.full(4, 0.25)
