@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from goatdna.atomic import write_error
+from goatdna.atomic import _make_folders, _remove_empty, write_error
 from goatdna.errors import GoatDNAError
 
 try:
@@ -53,17 +53,21 @@ def folder_lock(folder: str | Path, option: str) -> Iterator[Path]:
     if fcntl is None:  # pragma: no cover
         yield path
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise GoatDNAError(
-            f"{option} {folder}: cannot create {path.parent} ({err.strerror or err}); "
-            "choose another path"
-        ) from None
+    made: list[Path] = []  # parent folders made here: removed again at the end if empty
     while True:
+        try:
+            # (again on each round: a previous owner may have removed a folder it had made)
+            made += _make_folders(path.parent)
+        except OSError as err:
+            _remove_empty(made)
+            raise GoatDNAError(
+                f"{option} {folder}: cannot create {path.parent} ({err.strerror or err}); "
+                "choose another path"
+            ) from None
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
+            _remove_empty(made)
             raise GoatDNAError(
                 f"{option} {folder}: cannot create the lock file {path} "
                 f"({err.strerror or err}); choose a writable location"
@@ -72,6 +76,7 @@ def folder_lock(folder: str | Path, option: str) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
+            _remove_empty(made)
             raise GoatDNAError(
                 f"{option} {folder} is in use by {_holder(path)}; wait for it to finish, or "
                 "choose another folder"
@@ -101,3 +106,4 @@ def folder_lock(folder: str | Path, option: str) -> Iterator[Path]:
             path.unlink()
         fcntl.flock(fd, fcntl.LOCK_UN)  # forked children share this lock: release it for all
         os.close(fd)
+        _remove_empty(made)  # a run refused after the lock leaves no empty parent folder

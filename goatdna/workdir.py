@@ -21,6 +21,11 @@ and "is this saved unit intact" each have one answer:
   drops it and says so (it is computed again); `WorkDir.load` refuses it in one ``error:`` line.
 - `claim_output`: an existing file at ``--out`` is never replaced without ``--force``, and an
   output that is one of the run's inputs is always refused.
+- `claim_output_folder`: the same for a folder that a command writes whole and swaps in
+  (`goatdna.atomic.atomic_dir`: ``motifs``, ``make-task``, ``embed``'s ``.zarr``, ``export``):
+  never the current folder or one above it, never one that is or holds an input, and an existing
+  one only when empty or, with ``--force``, when it holds only what the command writes there (a
+  folder of anything else is never deleted).
 - `output_lock`: one writer per output (`goatdna.locking.folder_lock`, held for the whole run by
   global rank 0), so a second run on the same ``--out`` is refused with the holder's pid.
 
@@ -38,7 +43,7 @@ import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,13 +110,83 @@ def claim_output(
             )
 
 
+@dataclass(frozen=True)
+class OutputFolder:
+    """The ``--out`` folder a command may write, as `claim_output_folder` found it: ``earlier``
+    when a folder is there already (empty, or this command's earlier output with ``--force``),
+    which the new one replaces whole when it is complete (`goatdna.atomic.atomic_dir`)."""
+
+    path: Path
+    earlier: bool
+
+
+def claim_output_folder(
+    path: Path,
+    force: bool,
+    *,
+    owns: Callable[[Path], bool],
+    what: str,
+    inputs: Iterable[str | Path | None] = (),
+    option: str = "--out",
+) -> OutputFolder:
+    """THE rule for an output folder that is written whole and swapped in; one line if refused.
+
+    Refused whatever ``force`` says: the current folder or one above it (``--out .``: swapping
+    it would move the folder the shell stands in), and a folder that is, or holds, one of the
+    run's ``inputs`` (``--attributions proj/attr.npz --out proj``: the input would go with the
+    old folder). An existing folder is used when empty; otherwise it is replaced only with
+    ``force`` and only when every entry in it is one ``owns`` (the files and folders this
+    command writes there, named by the caller: ``what`` names the output in the message), so a
+    folder of anything goatdna did not write is never deleted.
+    """
+    path = Path(path)
+    where = path.resolve()
+    here = Path.cwd().resolve()
+    if where == here or where in here.parents:
+        raise GoatDNAError(
+            f"{option} {path} is the current folder or holds it; the {what} is written as a new "
+            f"folder that replaces {option} whole: give a new folder's path below it"
+        )
+    for source in inputs:
+        if source is None:
+            continue
+        read = Path(source).resolve()
+        if read == where or where in read.parents:
+            held = "is also" if read == where else f"holds {source},"
+            raise GoatDNAError(
+                f"{option} {path} {held} an input of this run; replacing the folder would "
+                "destroy the input: choose another path"
+            )
+    if not path.is_dir():
+        return OutputFolder(path, earlier=False)
+    entries = sorted(path.iterdir())
+    if entries and not force:
+        raise GoatDNAError(
+            f"{option} {path} exists; pass --force to replace it, or choose another path"
+        )
+    foreign = [entry.name for entry in entries if not owns(entry)]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise GoatDNAError(
+            f"{option} {path} holds files goatdna's {what} does not write ({shown}); only an "
+            f"earlier {what} is replaced: move them away, or choose an empty or new folder"
+        )
+    return OutputFolder(path, earlier=True)
+
+
 @contextmanager
-def output_lock(out: Path, held: bool, option: str = "--out") -> Iterator[None]:
-    """Hold the lock of ``out`` for the block where ``held`` (global rank 0), else do nothing."""
+def output_lock(out: Path | Sequence[Path], held: bool, option: str = "--out") -> Iterator[None]:
+    """Hold the lock of ``out`` (or of each of several outputs) for the block where ``held``
+    (global rank 0), else do nothing."""
     if not held:
         yield
         return
-    with folder_lock(out, option):
+    unique: dict[Path, Path] = {}  # a path given twice is locked once (a second lock waits)
+    for path in [out] if isinstance(out, Path) else out:
+        unique.setdefault(Path(path).absolute(), Path(path))
+    with ExitStack() as locks:
+        for path in unique.values():
+            locks.enter_context(folder_lock(path, option))
         yield
 
 

@@ -12,6 +12,7 @@ and every bad input one ``error:`` line with nothing written.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from goatdna.analysis.attention import attention_maps
 from goatdna.checkpoint import save_checkpoint
 from goatdna.cli.app import app
 from goatdna.configfile import to_dict
+from goatdna.locking import folder_lock
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.alibi import slopes_on
 from goatdna.model.goat import goat_frequencies
@@ -260,6 +262,16 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
         outs=(tmp_path / "o" / "a.png",),
     )
     bad("GiB of L x L maps", "--sequence", "ACGT" * 2000)
+    png = tmp_path / "a.png"
+    with folder_lock(png, "--out"):  # this process plays a first run still writing a.png
+        res = runner.invoke(app, ["attention", "-c", ckpt, "-o", str(out), "-o", str(png),
+                                  "--sequence", "ACGT"])  # fmt: skip
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert f"--out {png} is in use by another goatdna process (pid {os.getpid()}" in res.stderr
+    assert not out.exists() and not png.exists()
+    # a refusal after the outputs' locks were taken leaves no folder the locks made for them
+    bad("--sequence", "--sequence", "ACGX", outs=(tmp_path / "new" / "deep" / "a.npz",))
+    assert not (tmp_path / "new").exists()
     keep = out.parent / "keep.npz"
     keep.write_bytes(b"keep me")
     bad("exists; pass --force", "--sequence", "ACGT", outs=(keep,))

@@ -12,6 +12,7 @@ attribute -> motifs) is the docs' tutorial (docs/tutorial-motifs.md, docs/tutori
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from goatdna.data_prep.tasks import (
     read_meme_motifs,
     reads_as,
 )
+from goatdna.locking import folder_lock
 
 REPO = Path(__file__).resolve().parents[1]
 MOTIFS = REPO / "examples" / "planted_motifs.meme"
@@ -137,6 +139,35 @@ def test_no_pattern_where_none_was_planted(tmp_path: Path) -> None:
     assert "No pattern was found" in (out / "motifs.html").read_text()
 
 
+def test_motifs_force_replaces_only_an_earlier_output_under_its_lock(tmp_path: Path) -> None:
+    src, _ = _planted_set(tmp_path, n=60, plant=False)
+    out = tmp_path / "m"
+    args = ["motifs", "--attributions", str(src), "--out", str(out), *FAST]
+    with folder_lock(out, "--out"):  # this process plays a first run still writing --out
+        _one_line(
+            runner.invoke(app, args), f"is in use by another goatdna process (pid {os.getpid()}"
+        )
+    assert not out.exists()
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, (first.output, first.exception)
+    _one_line(runner.invoke(app, args), "exists; pass --force")
+    (out / "notes.txt").write_text("mine")  # the folder now holds a file goatdna did not write
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    _one_line(runner.invoke(app, [*args, "--force"]), "does not write (notes.txt)")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # --force used to delete it
+    (out / "notes.txt").unlink()
+    again = runner.invoke(app, [*args, "--force"])
+    assert again.exit_code == 0, (again.output, again.exception)
+    assert sorted(p.name for p in out.iterdir()) == ["motifs.html", "motifs.meme", "seqlets.tsv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "none.npz"]  # no lock, no temp
+
+
+def _one_line(result, needle: str) -> None:
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+
+
 def test_make_task_plants_motifs_in_one_class_on_both_strands(synthetic_shards, tmp_path) -> None:
     import csv
 
@@ -177,21 +208,49 @@ def test_make_task_plants_motifs_in_one_class_on_both_strands(synthetic_shards, 
         (["--attributions", "ok.npz", "--window", "0"], "--window 0"),
         (["--attributions", "ok.npz", "--window", "60"], "shorter than --window"),
         (["--attributions", "ok.npz", "--out", "file.txt"], "is a file"),
+        # legal values modisco-lite cannot take: one line naming the flag, not its traceback
+        (["--attributions", "ok.npz", "--trim", "100"], "lower --trim to at most 15"),
+        (["--attributions", "ok.npz", "--max-seqlets", "1"], "raise --max-seqlets"),
+        # malformed files: the array that is wrong or missing is named
+        (["--attributions", "flat.npz"], "hypothetical is a 2-d float64 array"),
+        (["--attributions", "numbered.npz"], "sequences is a 1-d int64 array"),
+        (["--attributions", "texts.npz"], "hypothetical is a 3-d <U1 array"),
+        (["--attributions", "names.npz"], "names holds 1 names for 2 sequences"),
+        (["--attributions", "empty.npz"], "holds no bases"),
+        (["--attributions", "half.npz"], "missing sequences"),
+        (["--attributions", "ism.npz"], "scores is a 1-d float64 array"),
+        (["--attributions", "ism_wide.npz"], "scores has shape (20, 4), not (L, 4) with L = 5"),
+        # the output folder: never the current one, never one holding the input
+        (["--attributions", "ok.npz", "--out", ".", "--force"], "is the current folder"),
+        (["--attributions", "proj/ok.npz", "--out", "proj", "--force"], "an input of this run"),
     ],
 )
 def test_bad_motif_input_is_one_error_line(tmp_path, monkeypatch, args, needle) -> None:
     monkeypatch.chdir(tmp_path)
     Path("junk.npz").write_bytes(b"not a zip")
     np.savez("other.npz", x=np.zeros(3))
-    np.savez("ok.npz", hypothetical=np.zeros((2, 20, 4)), sequences=np.array(["A" * 20] * 2))
+    ok = {"hypothetical": np.zeros((2, 20, 4)), "sequences": np.array(["A" * 20] * 2)}
+    np.savez("ok.npz", **ok)
+    Path("proj").mkdir()
+    np.savez("proj/ok.npz", **ok)
+    np.savez("flat.npz", hypothetical=np.zeros((2, 20)), sequences=ok["sequences"])
+    np.savez("numbered.npz", hypothetical=ok["hypothetical"], sequences=np.array([1, 2]))
+    np.savez("texts.npz", hypothetical=np.full((2, 1, 4), "x"), sequences=ok["sequences"])
+    np.savez("names.npz", **ok, names=np.array(["a"]))
+    np.savez("empty.npz", hypothetical=np.zeros((0, 20, 4)), sequences=np.array([], dtype=str))
+    np.savez("half.npz", hypothetical=ok["hypothetical"])
+    np.savez("ism.npz", scores=np.zeros(20), ref=np.array("ACGTA"))
+    np.savez("ism_wide.npz", scores=np.zeros((20, 4)), ref=np.array("ACGTA"))
     Path("file.txt").write_text("x")
     if "--out" not in args:
         args = [*args, "--out", "motifs"]
+    before = sorted(str(p) for p in Path().rglob("*"))
     result = runner.invoke(app, ["motifs", *args])
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
     assert not Path("motifs").exists()
+    assert sorted(str(p) for p in Path().rglob("*")) == before  # nothing deleted or left
 
 
 @pytest.mark.parametrize(

@@ -213,6 +213,19 @@ def test_cli_zarr(checkpoint: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0 and zarr.open_group(str(out), mode="r")["offsets"][:].tolist() == [
         0, 15, 19,
     ]  # fmt: skip
+    # --force replaces only what goatdna writes in a store: a user's file in it, or the input
+    # itself kept there, stops the run and stays (they used to go with the old store)
+    (out / "notes.txt").write_text("mine")
+    res = runner.invoke(app, [*again, "--force"])
+    assert res.exit_code == 2 and "does not write (notes.txt)" in res.stderr, res.stderr
+    assert (out / "notes.txt").read_text() == "mine" and (out / "zarr.json").is_file()
+    (out / "notes.txt").unlink()
+    inside = out / "s.fa"
+    inside.write_text(fasta.read_text())
+    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(inside),
+                              "--out", str(out), "--force"])  # fmt: skip
+    assert res.exit_code == 2 and "an input of this run" in res.stderr, res.stderr
+    assert inside.read_text() == fasta.read_text()
     precious = tmp_path / "data.zarr"
     precious.mkdir()
     (precious / "keep.txt").write_text("mine")

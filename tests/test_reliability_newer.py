@@ -194,6 +194,37 @@ def test_make_task_negative_seed_is_one_line(synthetic_shards: Path, tmp_path: P
     assert not (tmp_path / "t").exists()
 
 
+def test_make_task_replaces_only_a_task_folder_under_its_lock(
+    synthetic_shards: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "t"
+    args = ["make-task", "--data", str(synthetic_shards), "--out", str(out), "--label", "gc",
+            "--window", "48", "--max-train", "20", "--max-eval", "10"]  # fmt: skip
+    with folder_lock(out, "--out"):  # this process plays a first run still writing --out
+        _one_line(runner.invoke(app, args), f"pid {os.getpid()}")
+    assert not out.exists()
+    _ok(runner.invoke(app, args))
+    _one_line(runner.invoke(app, args), "exists; pass --force")
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    _one_line(runner.invoke(app, [*args, "--force"]), "does not write (notes.txt)")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    (out / "notes.txt").unlink()
+    _ok(runner.invoke(app, [*args, "--force", "--seed", "3"]))
+    assert sorted(p.name for p in out.iterdir()) == [
+        "task.json",
+        "test.csv",
+        "train.csv",
+        "val.csv",
+    ]
+    assert '"seed": 3' in (out / "task.json").read_text()
+    # the prepared data itself, or a folder holding it, is never the task's --out
+    for where in (synthetic_shards, synthetic_shards.parent):
+        res = runner.invoke(app, [*args[:4], str(where), *args[5:], "--force"])
+        _one_line(res, "an input of this run")
+    assert (synthetic_shards / "manifest.json").is_file()
+
+
 # ------------------------------------------------------------------------------ multi-device workers
 def _children(pid: int) -> list[int]:
     found = []

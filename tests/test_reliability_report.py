@@ -82,6 +82,19 @@ def test_out_with_foreign_files_is_refused(tiny_runs, synthetic_shards, tmp_path
     assert (out / "thesis.tex").read_text() == "precious"
 
 
+def test_out_holding_an_input_or_the_current_folder_is_refused(
+    tiny_runs, synthetic_shards, tmp_path, monkeypatch, no_work
+):
+    """The report replaces its folder whole: one holding a run or the data would take it along."""
+    run = next(iter(tiny_runs.values()))
+    before = sorted(p.name for p in run.parent.iterdir())
+    line = _one_error(_report(tiny_runs, synthetic_shards, run.parent))
+    assert f"holds {run}" in line and "an input of this run" in line
+    assert sorted(p.name for p in run.parent.iterdir()) == before
+    monkeypatch.chdir(tmp_path)
+    assert "is the current folder" in _one_error(_report(tiny_runs, synthetic_shards, Path(".")))
+
+
 def test_wrong_out_paths_are_one_line(tiny_runs, synthetic_shards, tmp_path, no_work):
     blocker = tmp_path / "afile"
     blocker.write_text("x")

@@ -21,7 +21,15 @@ from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 from goatdna.model import DNADecoder, ModelConfig
-from goatdna.workdir import WorkDir, claim_output, decode_unit, encode_unit, input_stamp
+from goatdna.workdir import (
+    OutputFolder,
+    WorkDir,
+    claim_output,
+    claim_output_folder,
+    decode_unit,
+    encode_unit,
+    input_stamp,
+)
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -80,6 +88,39 @@ def test_an_output_that_is_an_input_is_always_refused(tmp_path: Path) -> None:
         with pytest.raises(GoatDNAError, match="is also an input of this run"):
             claim_output([tmp_path / "." / "x.parquet"], force, inputs=[None, table])
     assert table.read_bytes() == b"data"
+
+
+def test_claim_output_folder_is_the_one_rule_for_a_replaced_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def ours(entry: Path) -> bool:
+        return entry.name in {"a.txt", "b"}
+
+    def claim(path: Path, force: bool, inputs: list[Path] | None = None) -> OutputFolder:
+        return claim_output_folder(path, force, owns=ours, what="thing", inputs=inputs or [])
+
+    out = tmp_path / "proj"
+    assert claim(out, False) == OutputFolder(out, earlier=False)  # nothing there yet
+    out.mkdir()
+    assert claim(out, False).earlier  # an empty folder holds nothing of anyone's
+    (out / "a.txt").write_text("earlier")
+    (out / "b").mkdir()
+    with pytest.raises(GoatDNAError, match="exists; pass --force"):
+        claim(out, False)
+    assert claim(out, True).earlier  # only what the command writes: --force may replace it
+    (out / "attr.npz").write_text("input")
+    for force in (False, True):  # the folder is, or holds, an input: never, --force or not
+        with pytest.raises(GoatDNAError, match=r"holds .*attr.npz, an input of this run"):
+            claim(out, force, [tmp_path / "x.npz", out / "attr.npz"])
+        with pytest.raises(GoatDNAError, match="is also an input of this run"):
+            claim(out, force, [out])
+    with pytest.raises(GoatDNAError, match=r"does not write \(attr.npz\)"):
+        claim(out, True)  # a file goatdna did not write: never deleted
+    monkeypatch.chdir(out)
+    for here in (Path("."), Path(".."), out):  # the current folder, or one above it
+        with pytest.raises(GoatDNAError, match="is the current folder or holds it"):
+            claim(here, True)
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt", "attr.npz", "b"]
 
 
 def test_a_folder_without_goatdna_state_is_never_deleted(tmp_path: Path) -> None:

@@ -24,6 +24,12 @@ import numpy as np
 from goatdna.errors import GoatDNAError
 
 BASES = "ACGT"
+OUTPUT_FILES = frozenset({"motifs.meme", "seqlets.tsv", "motifs.html"})
+"""What `goatdna motifs` writes in its ``--out`` folder: ``--force`` replaces a folder of these
+only (`goatdna.workdir.claim_output_folder`)."""
+MIN_SEQLETS_CLUSTERED = 2
+"""modisco-lite clusters seqlets by their neighbours: one seqlet has none, and its clustering
+step then fails (``max() arg is an empty sequence``), so ``--max-seqlets`` starts at 2."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,22 @@ class MotifOptions:
                 raise GoatDNAError(f"--{flag} {getattr(self, name)}: must be >= 1")
         if self.flank < 0:
             raise GoatDNAError(f"--flank {self.flank}: must be >= 0")
+        if self.max_seqlets < MIN_SEQLETS_CLUSTERED:
+            raise GoatDNAError(
+                f"--max-seqlets {self.max_seqlets}: TF-MoDISco clusters seqlets by their "
+                f"neighbours and needs at least {MIN_SEQLETS_CLUSTERED}; raise --max-seqlets"
+            )
+        if self.trim > self.seqlet_width:
+            raise GoatDNAError(
+                f"--trim {self.trim}: patterns are trimmed within seqlets of --window "
+                f"{self.window} + 2 x --flank {self.flank} = {self.seqlet_width} bases; lower "
+                f"--trim to at most {self.seqlet_width} (or raise --window/--flank)"
+            )
+
+    @property
+    def seqlet_width(self) -> int:
+        """A seqlet's width in bases: the scoring window and a flank on each side."""
+        return self.window + 2 * self.flank
 
 
 @dataclass(frozen=True)
@@ -112,30 +134,70 @@ def read_attributions(path: str | Path, option: str = "--attributions") -> Attri
         raise GoatDNAError(
             f"{option} {path}: not a readable .npz ({err.__class__.__name__})"
         ) from None
+    where = f"{option} {path}"
     if {"hypothetical", "sequences"} <= data.keys():
-        hypothetical = np.nan_to_num(data["hypothetical"].astype(np.float32))
-        sequences = [str(s) for s in data["sequences"]]
-        names = [str(s) for s in data.get("names", np.arange(len(sequences)) + 1)]
+        hypothetical = _numbers(data, "hypothetical", where, ndim=3).astype(np.float32)
+        sequences = _strings(data, "sequences", where, ndim=1)
+        names = (
+            _strings(data, "names", where, ndim=1)
+            if "names" in data
+            else [str(i + 1) for i in range(len(sequences))]
+        )
+        if hypothetical.shape[0] != len(sequences) or hypothetical.shape[2] != 4:
+            raise GoatDNAError(
+                f"{where}: hypothetical has shape {hypothetical.shape}, not (N, L, 4) with N = "
+                f"{len(sequences)} sequences"
+            )
+        if len(names) != len(sequences):
+            raise GoatDNAError(
+                f"{where}: names holds {len(names)} names for {len(sequences)} sequences"
+            )
     elif {"scores", "ref"} <= data.keys():  # mutagenesis --out x.npz: one region's (L, 4)
-        scores = np.nan_to_num(data["scores"].astype(np.float64))
+        scores = _numbers(data, "scores", where, ndim=2).astype(np.float64)
+        sequences = _strings(data, "ref", where, ndim=0)
+        if scores.shape != (len(sequences[0]), 4):
+            raise GoatDNAError(
+                f"{where}: scores has shape {scores.shape}, not (L, 4) with L = "
+                f"{len(sequences[0])} bases of ref"
+            )
+        scores = np.nan_to_num(scores)
         hypothetical = (scores - scores.mean(axis=1, keepdims=True))[None].astype(np.float32)
-        sequences = [str(data["ref"])]
-        start = int(data.get("start", 0))
-        names = [f"{data.get('chrom', 'region')}:{start + 1}-{start + len(sequences[0])}"]
+        start = int(_numbers(data, "start", where, ndim=0)) if "start" in data else 0
+        chrom = _strings(data, "chrom", where, ndim=0)[0] if "chrom" in data else "region"
+        names = [f"{chrom}:{start + 1}-{start + len(sequences[0])}"]
     else:
+        missing = [k for k in ("hypothetical", "sequences") if k not in data]
         raise GoatDNAError(
-            f"{option} {path}: holds neither `goatdna attribute` arrays (hypothetical, "
-            "sequences) nor a `goatdna mutagenesis` matrix (scores, ref)"
+            f"{where}: holds neither `goatdna attribute` arrays (hypothetical, "
+            f"sequences; missing {', '.join(missing)}) nor a `goatdna mutagenesis` matrix "
+            "(scores, ref)"
         )
-    if (
-        hypothetical.ndim != 3
-        or hypothetical.shape[2] != 4
-        or hypothetical.shape[0] != len(sequences)
-    ):
-        raise GoatDNAError(
-            f"{option} {path}: hypothetical has shape {hypothetical.shape}, not (N, L, 4)"
-        )
+    if hypothetical.shape[0] == 0 or hypothetical.shape[1] == 0:
+        raise GoatDNAError(f"{where}: holds no bases (hypothetical has shape {hypothetical.shape})")
+    hypothetical = np.nan_to_num(hypothetical)
     return AttributionSet(_one_hot(sequences, hypothetical.shape[1]), hypothetical, names, path)
+
+
+def _numbers(data: dict[str, np.ndarray], key: str, where: str, ndim: int) -> np.ndarray:
+    """Array ``key`` of an attributions file, checked to be numbers of ``ndim`` dimensions."""
+    values = data[key]
+    if values.dtype.kind not in "biuf" or values.ndim != ndim:
+        raise GoatDNAError(
+            f"{where}: {key} is a {values.ndim}-d {values.dtype} array, not {ndim}-d numbers; "
+            "pass the .npz `goatdna attribute` or `goatdna mutagenesis` wrote"
+        )
+    return values
+
+
+def _strings(data: dict[str, np.ndarray], key: str, where: str, ndim: int) -> list[str]:
+    """Array ``key`` of an attributions file as strings (a 0-d one as a list of one)."""
+    values = data[key]
+    if values.dtype.kind not in "US" or values.ndim != ndim:
+        raise GoatDNAError(
+            f"{where}: {key} is a {values.ndim}-d {values.dtype} array, not {ndim}-d text; "
+            "pass the .npz `goatdna attribute` or `goatdna mutagenesis` wrote"
+        )
+    return [str(v) for v in values.reshape(-1)]
 
 
 def discover(attributions: AttributionSet, options: MotifOptions) -> list[Pattern]:

@@ -54,7 +54,7 @@ from goatdna.analysis.report_runs import (
 from goatdna.atomic import atomic_dir, atomic_write_text, check_output_dir
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
-from goatdna.workdir import JSONValue, input_stamp
+from goatdna.workdir import JSONValue, claim_output_folder, input_stamp
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,17 +142,11 @@ def _is_report_file(path: Path) -> bool:
     )
 
 
-def check_report_out(out_dir: Path) -> None:
-    """--out must be new, empty, or an earlier report (it is replaced as a whole)."""
+def check_report_out(out_dir: Path, inputs: Sequence[Path] = ()) -> None:
+    """--out must be new, empty, or an earlier report (it is replaced as a whole), and neither
+    the current folder nor one holding an input (`goatdna.workdir.claim_output_folder`)."""
     check_output_dir(out_dir, "--out")
-    if out_dir.is_dir():
-        foreign = sorted(p.name for p in out_dir.iterdir() if not _is_report_file(p))
-        if foreign:
-            raise GoatDNAError(
-                f"--out {out_dir} holds files a report did not write ({', '.join(foreign[:3])}"
-                f"{', ...' if len(foreign) > 3 else ''}); the report replaces its folder as a "
-                "whole, so choose an empty or new folder"
-            )
+    claim_output_folder(out_dir, True, owns=_is_report_file, what="report", inputs=inputs)
 
 
 def _check_splits(options: ReportOptions, genome: ShardedGenome) -> None:
@@ -227,14 +221,15 @@ def build_report(
     if not options.runs:
         raise GoatDNAError("give at least one --run directory (usually a GOAT and a RoPE run)")
     final_dir = Path(options.out_dir)
-    check_report_out(final_dir)
+    read = [*options.runs, options.data_dir]
+    check_report_out(final_dir, read)
     genome = ShardedGenome(options.data_dir)
     _check_splits(options, genome)
     runs = _load_runs(options)
     recall = plan_recall(options, runs, genome)
     result = ReportResult(out_dir=final_dir, summary=None)
     with folder_lock(final_dir, "--out"):
-        check_report_out(final_dir)  # again, now that no other report can write there
+        check_report_out(final_dir, read)  # again, now that no other report can write there
         # built in a hidden sibling folder, swapped in whole only when every file is written
         with atomic_dir(final_dir.absolute(), then="rerun the same report command") as out_dir:
             writer = _Writer(out_dir, result)

@@ -67,6 +67,37 @@ def attention(
     cache_dir: CacheDirOpt = None,
 ) -> None:
     """Show which heads are positional and which content-driven: weights, content logits and prior."""
+    from goatdna.atomic import check_output_file
+    from goatdna.errors import GoatDNAError
+    from goatdna.formats import output_format
+    from goatdna.workdir import claim_output, output_lock
+
+    if not out:
+        raise GoatDNAError("--out: give at least one output (.npz or .png)")
+    kinds = [output_format(path, SUFFIXES).kind for path in out]
+    for path in out:
+        check_output_file(path, "--out")
+    with output_lock(out, True):  # one writer of each --out: a second run is refused
+        claim_output(out, force, inputs=[checkpoint, fasta])
+        _run(out, kinds, checkpoint, sequence, fasta, region, layer, head, accelerator, devices,
+             threads, cache_dir)  # fmt: skip
+
+
+def _run(
+    out: list[Path],
+    kinds: list[str],
+    checkpoint: Path,
+    sequence: str | None,
+    fasta: Path | None,
+    region: str | None,
+    layer: list[int] | None,
+    head: int,
+    accelerator: str,
+    devices: str,
+    threads: int | None,
+    cache_dir: Path | None,
+) -> None:
+    """Read the sequence, compute the maps, write ``out`` (under their locks) and print."""
     from goatdna.analysis.attention import (
         attention_maps,
         check_layers,
@@ -75,21 +106,12 @@ def attention(
         write_npz,
     )
     from goatdna.analysis.generate import torch_threads
-    from goatdna.atomic import check_output_file
     from goatdna.checkpoint import load_checkpoint
     from goatdna.cli.common import print_frame
     from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
-    from goatdna.formats import output_format
     from goatdna.runtime import single_device
-    from goatdna.workdir import claim_output
 
-    if not out:
-        raise GoatDNAError("--out: give at least one output (.npz or .png)")
-    kinds = [output_format(path, SUFFIXES).kind for path in out]
-    for path in out:
-        check_output_file(path, "--out")
-    claim_output(out, force, inputs=[checkpoint, fasta])
     device = single_device(accelerator, devices)
     tokens, label = _read_sequence(sequence, fasta, region, cache_dir)
     if len(tokens) < 2:

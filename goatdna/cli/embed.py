@@ -88,6 +88,7 @@ def embed(
         read_bed_regions,
         read_sequence_file,
         write_embeddings,
+        zarr_entry,
     )
 
     if sequences is not None and (fasta is not None or bed is not None):
@@ -95,13 +96,17 @@ def embed(
     if sequences is None and (fasta is None or bed is None):
         raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
     # a probe's pooling is mean or last, which every output format takes: checked as mean here
-    check_output(out, pool or default_of(EmbedOptions, "pool"))  # before any work
+    suffix = check_output(out, pool or default_of(EmbedOptions, "pool"))  # before any work
     from goatdna.atomic import check_output_dir, check_output_file
 
-    (check_output_dir if out.suffix == ".zarr" else check_output_file)(out, "--out")
-    from goatdna.workdir import claim_output
+    (check_output_dir if suffix == ".zarr" else check_output_file)(out, "--out")
+    from goatdna.workdir import claim_output, claim_output_folder
 
-    claim_output([out], force, inputs=[sequences, fasta, bed, checkpoint])
+    read = [sequences, fasta, bed, checkpoint]
+    if suffix == ".zarr":  # a folder, swapped in whole: never one holding more than a store
+        claim_output_folder(out, force, owns=zarr_entry, what="zarr store", inputs=read)
+    else:
+        claim_output([out], force, inputs=read)
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
     loaded = load_checkpoint(checkpoint, device="cpu")

@@ -46,12 +46,14 @@ def export(
         ) from None
 
     from goatdna.atomic import check_output_dir
-    from goatdna.workdir import claim_output, output_lock
+    from goatdna.workdir import claim_output_folder, output_lock
 
     check_output_dir(out, "--out")  # a folder we can write, before any work
-    # an export read and replaced in one go is refused; whether an existing --out may be
-    # replaced is export_model's rule (an empty folder may be used, an earlier export --force)
-    claim_output([out], True, inputs=[checkpoint])
+    # the current folder, an export read and replaced in one go, a folder holding the checkpoint:
+    # refused. Whether an existing --out may be replaced is export_model's rule (an empty folder
+    # may be used, an earlier export with --force), which carries the files goatdna did not
+    # write into the new folder instead of deleting them: every entry may stay, hence owns.
+    claim_output_folder(out, True, owns=lambda _entry: True, what="export", inputs=[checkpoint])
     with output_lock(out, True):  # one export per --out
         loaded = load_checkpoint(checkpoint, device="cpu")
         spec = adapter_spec(loaded.run_config, checkpoint) if loaded.kind == "finetuned" else None

@@ -51,24 +51,31 @@ def motifs(
     import numpy as np
 
     from goatdna.analysis.motif_report import html_page, meme_text, seqlet_rows
-    from goatdna.analysis.motifs import discover, read_attributions
+    from goatdna.analysis.motifs import OUTPUT_FILES, discover, read_attributions
     from goatdna.atomic import atomic_dir, check_output_dir
     from goatdna.inference.attribute_run import need_library
-    from goatdna.workdir import claim_output
+    from goatdna.workdir import claim_output_folder, output_lock
 
     options = MotifOptions(
         window, flank, trim, min_seqlets, max_seqlets, min_metacluster, leiden_runs
     )
     check_output_dir(out, "--out")  # before any work: a folder we can write
-    claim_output([out], force, inputs=[attributions])
+
+    def claim() -> None:  # the one rule: only an earlier motifs folder, never an input's
+        claim_output_folder(out, force, owns=lambda entry: entry.name in OUTPUT_FILES,
+                            what="motifs output", inputs=[attributions])  # fmt: skip
+
+    claim()
     need_library("modiscolite", "goatdna motifs")
     data = read_attributions(attributions)
-    patterns = discover(data, options)
-    counts = data.one_hot.sum(axis=(0, 1))
-    background = counts / counts.sum() if counts.sum() else np.full(4, 0.25)
-    with atomic_dir(out) as folder:
-        (folder / "motifs.meme").write_text(meme_text(patterns, background))
-        (folder / "seqlets.tsv").write_text(seqlet_rows(patterns, data.names))
-        (folder / "motifs.html").write_text(html_page(patterns, data.source, len(data.names)))
+    with output_lock(out, True):  # one writer of --out: a second run is refused
+        claim()  # again, now that no other run can write there
+        patterns = discover(data, options)
+        counts = data.one_hot.sum(axis=(0, 1))
+        background = counts / counts.sum() if counts.sum() else np.full(4, 0.25)
+        with atomic_dir(out) as folder:  # the old folder goes only once the new one is whole
+            (folder / "motifs.meme").write_text(meme_text(patterns, background))
+            (folder / "seqlets.tsv").write_text(seqlet_rows(patterns, data.names))
+            (folder / "motifs.html").write_text(html_page(patterns, data.source, len(data.names)))
     summary = ", ".join(f"{p.name} ({len(p.seqlets)} seqlets)" for p in patterns) or "none"
     typer.echo(f"{len(patterns)} pattern(s): {summary} -> {out}")

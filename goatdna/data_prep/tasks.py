@@ -43,12 +43,15 @@ from typing import Literal
 
 import numpy as np
 
-from goatdna.atomic import atomic_dir, atomic_write_text
+from goatdna.atomic import atomic_dir
 from goatdna.data_prep.shards import ShardedGenome
 from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
+from goatdna.workdir import claim_output_folder, output_lock
 
 TASK_SPLITS = ("train", "val", "test")
+TASK_FILES = frozenset({*(f"{split}.csv" for split in TASK_SPLITS), "task.json"})
+"""What `make_window_task` writes in its folder: ``--force`` replaces a folder of these only."""
 
 
 LABELS = ("repeat", "gc", "motif")
@@ -291,10 +294,21 @@ def make_window_task(
     planted = _motifs_to_plant(options)
     genome = ShardedGenome(data_dir)
     out = Path(out_dir)
-    targets = [out / f"{s}.csv" for s in TASK_SPLITS] + [out / "task.json"]
-    if any(p.exists() for p in targets) and not force:
-        raise GoatDNAError(f"{out} already holds a task; pass --force to overwrite it")
+    with output_lock(out, True):  # one writer of --out: a second run is refused
+        claim_output_folder(out, force, owns=lambda entry: entry.name in TASK_FILES,
+                            what="task", inputs=[data_dir, options.motifs])  # fmt: skip
+        files, info = _task_files(genome, data_dir, options, planted)
+        _write_task(out, files)
+    return info
 
+
+def _task_files(
+    genome: ShardedGenome,
+    data_dir: str | Path,
+    options: WindowTaskOptions,
+    planted: list[PlantedMotif],
+) -> tuple[dict[str, str], dict]:
+    """The task's files (name -> text) and its task.json content."""
     windows = {}
     for split in TASK_SPLITS:
         if split not in genome.split_names():
@@ -347,8 +361,7 @@ def make_window_task(
         "data_manifest_sha256": genome.manifest_sha256,
     }
     files = {f"{split}.csv": texts[split] for split in TASK_SPLITS}
-    _write_task(out, {**files, "task.json": json.dumps(info, indent=2) + "\n"})
-    return info
+    return {**files, "task.json": json.dumps(info, indent=2) + "\n"}, info
 
 
 def _plant(plain: np.ndarray, labels: np.ndarray, planted: list[PlantedMotif],
@@ -372,12 +385,9 @@ def _plant(plain: np.ndarray, labels: np.ndarray, planted: list[PlantedMotif],
 
 
 def _write_task(out: Path, files: dict[str, str]) -> None:
-    """A new folder appears whole, or not at all (a full disk leaves nothing behind); into an
-    existing one (empty, or an earlier task replaced with --force) file by file."""
-    if out.exists():
-        for name, text in files.items():
-            atomic_write_text(out / name, text)
-        return
+    """The folder appears whole, or not at all (a full disk leaves nothing behind); an existing
+    one (empty, or an earlier task with --force) is swapped out only once the new one is whole,
+    so no reader sees a train.csv of one task beside a task.json of another."""
     with atomic_dir(out) as folder:
         for name, text in files.items():
             with open(folder / name, "w", encoding="utf-8") as handle:

@@ -96,6 +96,17 @@ def check_output(out: str | Path, pool: str) -> str:
     return suffix
 
 
+ZARR_ENTRIES = frozenset({"zarr.json", ".zgroup", ".zattrs", ".zmetadata", "embeddings",
+                          "offsets", "names"})  # fmt: skip
+"""What a ``.zarr`` output holds at its top (zarr v3 or v2 metadata, the arrays `_arrays` writes)."""
+
+
+def zarr_entry(path: Path) -> bool:
+    """Whether ``path``, in a ``.zarr`` output, is one goatdna writes: ``embed --force`` replaces
+    a store of these only (`goatdna.workdir.claim_output_folder`), never a user's file in it."""
+    return path.name in ZARR_ENTRIES
+
+
 def _is_zarr_store(path: Path) -> bool:
     """A folder goatdna may replace: a zarr store (v3 ``zarr.json`` or v2 ``.zgroup``)."""
     return (path / "zarr.json").is_file() or (path / ".zgroup").is_file()

@@ -47,8 +47,7 @@ def rank_zero_lock(
     with ExitStack() as held:
 
         def lock() -> None:
-            for path in outs:
-                held.enter_context(output_lock(path, True, option))
+            held.enter_context(output_lock(outs, True, option))
 
         on_rank_zero(fabric, lock)
         yield
