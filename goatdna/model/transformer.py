@@ -63,8 +63,8 @@ def _split_fused_keys(
     """
     assert isinstance(module, DNADecoder)
     c = module.config
-    qk, v = c.n_heads * c.content_dim, c.n_heads * c.head_dim
-    sizes = {"attn.qkv.weight": [qk, qk, v], "mlp.gate_up.weight": [c.mlp_hidden] * 2}
+    q, k, v = c.n_heads * c.content_dim, c.kv_heads * c.content_dim, c.kv_heads * c.head_dim
+    sizes = {"attn.qkv.weight": [q, k, v], "mlp.gate_up.weight": [c.mlp_hidden] * 2}
     block_prefix = prefix + "blocks."
     for key in [k for k in state_dict if k.startswith(block_prefix)]:
         layer, _, name = key[len(block_prefix) :].partition(".")
@@ -299,7 +299,7 @@ class DNADecoder(nn.Module):
         weight = self.embed.weight
         c = self.config
         return KVCache.empty(
-            c.n_layers, batch_size, c.n_heads, max_length, c.head_dim,
+            c.n_layers, batch_size, c.kv_heads, max_length, c.head_dim,
             device=weight.device, dtype=dtype or weight.dtype,
         )  # fmt: skip
 
