@@ -40,6 +40,9 @@ class ModelConfig:
     norm_eps: float = 1e-5
     init_std: float = 0.02
     tie_embeddings: bool = False
+    # "llama": RMSNorm, SwiGLU, no MLP biases; "gpt2": LayerNorm, GELU MLP with biases (the
+    # paper's genome.py; pair it with attention_bias, tie_embeddings, mlp_hidden = 4 d_model)
+    block_style: Literal["llama", "gpt2"] = "llama"
     attention: Literal["auto", "sdpa", "flash", "explicit"] = "auto"
     # GOAT prior
     goat_modes: int = 8

@@ -398,35 +398,45 @@ class GoatPrior(nn.Module):
 
     @torch.no_grad()
     def _init(self, init: str) -> None:
-        """``zero``: exactly standard attention; ``alibi``: ALiBi's slopes; ``seeded`` and
+        """Set the parameters `initial_values` gives (the others keep their construction values:
+        zeros, gain 1, the gate at -10/10, goatdna's per-head MLP input layer)."""
+        for name, value in self.initial_values(init).items():
+            self.get_parameter(name).copy_(value)
+
+    def initial_values(self, init: str) -> dict[str, Tensor]:
+        """What ``init`` sets besides the construction values, by parameter name (on the CPU).
+
+        ``zero``: nothing (exactly standard attention); ``alibi``: ALiBi's slopes; ``seeded`` and
         ``uniform``: goat-attention's two inits (normal(0, 1e-2) cosine weights and ALiBi slopes,
-        or a neutral prior; its MLP layers normal(0, 1e-3), the output layer zero for uniform)."""
-        H = self.kv_heads
+        or a neutral prior; the MLP's layers normal(0, 1e-3), the output layer zero for uniform).
+        With ``slope_fn='softplus'`` the raw slope is softplus^-1 of the slope (-30 for uniform)."""
+        H, R = self.kv_heads, self.num_modes
         softplus = self.slope_fn == "softplus"
-        if init == "alibi" or init == "seeded":
+        out: dict[str, Tensor] = {}
+        if init in ("alibi", "seeded"):
             # ALiBi adds -m (i - j) = m j - m i: slope +m on the key position plus a per-query
             # constant that softmax ignores.
-            slopes = alibi_slopes(H)
+            slopes = alibi_slopes(H).float()
             # softplus^-1(m) = log(expm1(m)), in float32 as goat-attention computes it
-            self.slope.copy_(torch.log(torch.expm1(slopes.float())) if softplus else slopes)
+            out["slope"] = torch.log(torch.expm1(slopes)) if softplus else slopes
         elif softplus:
-            self.slope.fill_(-30.0 if init == "uniform" else 0.0)  # softplus(-30) ~ 1e-13
+            out["slope"] = torch.full((H,), -30.0 if init == "uniform" else 0.0)
         if init in ("seeded", "uniform"):
             if init == "seeded":
-                nn.init.normal_(self.alpha, mean=0.0, std=1e-2)
-            layers: list[Tensor] = (
-                [self.mlp_w1, self.mlp_w2]
-                if self.key_mlp is None
-                else [self.key_mlp.fc1.weight, self.key_mlp.fc2.weight]
-            )
-            nn.init.normal_(layers[0], mean=0.0, std=1e-3)
-            if init == "seeded":
-                nn.init.normal_(layers[1], mean=0.0, std=1e-3)
+                out["alpha"] = 1e-2 * torch.randn(H, R)
+            if self.key_mlp is None:
+                first, last = "mlp_w1", "mlp_w2"
             else:
-                layers[1].zero_()
-            if self.key_mlp is not None:
-                self.key_mlp.fc1.bias.zero_()
-                self.key_mlp.fc2.bias.zero_()
+                first, last = "key_mlp.fc1.weight", "key_mlp.fc2.weight"
+                out["key_mlp.fc1.bias"] = torch.zeros_like(self.key_mlp.fc1.bias, device="cpu")
+                out["key_mlp.fc2.bias"] = torch.zeros_like(self.key_mlp.fc2.bias, device="cpu")
+            out[first] = 1e-3 * torch.randn(self.get_parameter(first).shape)
+            out[last] = (
+                1e-3 * torch.randn(self.get_parameter(last).shape)
+                if init == "seeded"
+                else torch.zeros(self.get_parameter(last).shape)
+            )
+        return out
 
     # ---------------------------------------------------------------- per-position terms
     def _features(
