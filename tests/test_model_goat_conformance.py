@@ -348,3 +348,54 @@ def test_whole_model_same_logits(kw: dict) -> None:
     idx = torch.randint(0, 5, (2, 4 * TRAIN), generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
         torch.testing.assert_close(model(idx), gpt(idx), atol=TOL, rtol=TOL)
+
+
+@pytest.mark.parametrize("scheme", ["goat", "rope"])
+def test_paper_dna_configs(scheme: str) -> None:
+    """configs/{goat,rope}-paper-dna.yaml: genome.py's GPT-2 model and recipe; the GOAT arm's
+    attention is what `goat_attention_config` makes of ``GoatAttention.for_gpt(512, 8,
+    training_seq_len=1024)``, the two differ only in the positional scheme."""
+    import dataclasses
+    from pathlib import Path
+
+    from goatdna.configfile import to_dict
+    from goatdna.model import DNADecoder, goat_attention_config
+    from goatdna.training import load_run_config
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    config = load_run_config(configs / f"{scheme}-paper-dna.yaml", [])
+    m, o, t, d = config.model, config.optim, config.trainer, config.data
+    assert (m.positional, m.block_style, m.attention_bias, m.tie_embeddings) == (
+        scheme, "gpt2", True, True,
+    )  # fmt: skip
+    assert (m.d_model, m.n_heads, m.n_layers, m.mlp_hidden, m.attention) == (
+        512, 8, 8, 2048, "sdpa",
+    )  # fmt: skip
+    assert (o.lr, o.weight_decay, o.warmup_steps, o.min_lr_ratio, o.grad_clip) == (
+        3e-4, 0.1, 100, 0.0, 1.0,
+    )  # fmt: skip
+    assert (t.max_steps, t.accumulate, t.eval_every, t.early_stop_evals, config.seed) == (
+        1000, 1, 200, 5, 123,
+    )  # fmt: skip
+    assert (d.micro_batch_size, d.seq_len, d.val_max_windows // d.val_batch_size) == (8, 1024, 50)
+    if scheme == "goat":
+        genome = goat_attention_config(GoatAttention.for_gpt(512, 8, training_seq_len=1024))
+        for field in dataclasses.fields(genome):
+            if field.name.startswith("goat_") or field.name in (
+                "n_kv_heads", "attention_bias", "train_length", "d_model", "n_heads",
+            ):  # fmt: skip
+                assert getattr(m, field.name) == getattr(genome, field.name), field.name
+    with torch.device("meta"):
+        model = DNADecoder(m)
+    block = model.blocks[0]
+    assert isinstance(block.attn_norm, torch.nn.LayerNorm) and model.head is None
+    assert block.mlp.up_proj.bias is not None and block.attn.q_proj.bias is not None
+    # the two arms differ only in the model's positional scheme
+    other = load_run_config(configs / f"{'rope' if scheme == 'goat' else 'goat'}-paper-dna.yaml")
+    mine, theirs = to_dict(config), to_dict(other)
+    for side in (mine, theirs):
+        side["model"] = {
+            k: v for k, v in side["model"].items()
+            if k != "positional" and not k.startswith(("goat_", "rope_"))
+        }  # fmt: skip
+    assert mine == theirs

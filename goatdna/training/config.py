@@ -123,11 +123,17 @@ class TrainerConfig:
     tensorboard: bool = True
     """Also log to TensorBoard (run_dir/tensorboard) when the package is installed."""
     progress_bar: bool = True
+    early_stop_evals: int | None = None
+    """Stop after this many validations in a row without a new best validation loss (last.ckpt is
+    written there, best.ckpt keeps the best); None: run to max_steps. The LR schedule still
+    spans max_steps."""
 
     def __post_init__(self) -> None:
         _positive(
             self, "max_steps", "accumulate", "num_nodes", "eval_every", "ckpt_every", "log_every"
         )
+        if self.early_stop_evals is not None and self.early_stop_evals < 1:
+            raise ValueError(f"early_stop_evals must be >= 1 or null, got {self.early_stop_evals}")
         if self.throughput_warmup < 0:
             raise ValueError(f"throughput_warmup must be >= 0, got {self.throughput_warmup}")
         if self.peak_flops is not None and self.peak_flops <= 0:
