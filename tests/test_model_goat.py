@@ -393,3 +393,21 @@ def test_each_authors_option_changes_the_function(option):
         assert 0 < (a - b).abs().max() < 1e-4
     else:
         assert (a - b).abs().max() > 1e-3
+
+
+def test_authors_options_attention_terms_reproduce_the_layer():
+    """attention_terms (analysis: explicit content + prior, softmax, values) with grouped kv
+    heads and the query-norm gate gives the layer's own output (the gate makes the prior map per
+    row: (B, H, L, L))."""
+    from goatdna.model.attention_maps import attention_terms
+
+    model = authors_decoder()
+    idx = torch.randint(0, 5, (2, 30), generator=torch.Generator().manual_seed(2))
+    block = model.blocks[0]
+    with torch.no_grad():
+        (terms,) = attention_terms(model, idx, [0])
+        x = block.attn_norm(model.embed(idx))
+        expected = block.attn(x)
+        output = block.attn.o_proj(terms.output.transpose(1, 2).reshape(2, 30, -1))
+    assert terms.prior.shape == (2, 4, 30, 30) and terms.weights.shape == (2, 4, 30, 30)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)

@@ -148,10 +148,8 @@ def test_padded_batch(side: str) -> None:
     with torch.no_grad():
         ours = layer(x, positions=positions, mask=padding_mask(valid, L))
     expected = theirs(module, x, key_padding_mask=~valid)
-    if side == "left":  # a left pad query sees no real key in the package (NaN): compare real ones
-        torch.testing.assert_close(ours[valid], expected[valid], atol=TOL, rtol=TOL)
-    else:
-        torch.testing.assert_close(ours[valid], expected[valid], atol=TOL, rtol=TOL)
+    # real tokens only: a left pad query sees no key at all in the package (NaN there)
+    torch.testing.assert_close(ours[valid], expected[valid], atol=TOL, rtol=TOL)
 
 
 @pytest.mark.parametrize("name", ["for_gpt", "modes", "gqa_uniform"])
@@ -385,8 +383,7 @@ def test_paper_dna_configs(scheme: str) -> None:
                 "n_kv_heads", "attention_bias", "train_length", "d_model", "n_heads",
             ):  # fmt: skip
                 assert getattr(m, field.name) == getattr(genome, field.name), field.name
-    with torch.device("meta"):
-        model = DNADecoder(m)
+    model = DNADecoder(dataclasses.replace(m, n_layers=1))  # one block shows the block style
     block = model.blocks[0]
     assert isinstance(block.attn_norm, torch.nn.LayerNorm) and model.head is None
     assert block.mlp.up_proj.bias is not None and block.attn.q_proj.bias is not None

@@ -28,6 +28,7 @@ SUMMARY_COLUMNS = [
     "val_nll_low",
     "val_nll_high",
     "bits_per_base",
+    "next_base_accuracy",
     "tokens_per_s",
     "peak_memory_gb",
     "gc_mae",
@@ -49,6 +50,7 @@ SUMMARY_FORMATS = {
     "val_nll_low": ".4f",
     "val_nll_high": ".4f",
     "bits_per_base": ".4f",
+    "next_base_accuracy": ".4f",
     "tokens_per_s": ",.0f",
     "peak_memory_gb": ".3f",
     "gc_mae": ".4f",
@@ -192,6 +194,7 @@ def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> p
                 "val_nll_low": at_train.nll_low,
                 "val_nll_high": at_train.nll_high,
                 "bits_per_base": at_train.bits_per_base,
+                "next_base_accuracy": at_train.accuracy,
                 "tokens_per_s": _num(run.summary.get("tokens_per_s")),
                 "peak_memory_gb": _num(run.summary.get("peak_memory_bytes")) / BYTES_PER_GB,
                 **{
