@@ -402,7 +402,10 @@ def test_authors_prior_export_loads_with_remote_code(tmp_path: Path) -> None:
     tokens = _tokens(4, length=48, batch=2)
     with torch.no_grad():
         expected = model(tokens)
-    torch.save({"tokens": tokens, "logits": expected}, tmp_path / "expected.pt")
+        greedy = tokens[:1, :10]  # goatdna's greedy continuation (never N): generate's reference
+        for _ in range(6):
+            greedy = torch.cat([greedy, model(greedy)[:, -1:, :4].argmax(-1)], dim=1)
+    torch.save({"tokens": tokens, "logits": expected, "greedy": greedy}, tmp_path / "expected.pt")
     script = f"""
 import importlib.util, sys
 sys.path[:] = [p for p in sys.path if p] + {[sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]!r}
@@ -414,6 +417,9 @@ saved = torch.load({str(tmp_path / "expected.pt")!r})
 with torch.no_grad():
     logits = model(saved["tokens"]).logits
 torch.testing.assert_close(logits, saved["logits"], atol=1e-5, rtol=0)
+# cached decoding through transformers' cache (the kv heads only), greedy as goatdna's
+out = model.generate(saved["tokens"][:1, :10], max_new_tokens=6, do_sample=False)
+assert torch.equal(out, saved["greedy"]), (out, saved["greedy"])
 print("remote-ok")
 """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
