@@ -507,7 +507,9 @@ class GoatPrior(nn.Module):
         device: torch.device | None = None,
         weights: PriorWeights | None = None,
     ) -> Tensor:
-        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (Eqs. (21)-(22)) -> (H, L) float64.
+        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (Eqs. (21)-(22)) -> (H, L) float64
+        (H: the kv heads; goat-attention's options take `_key_bias_authors`, float32 features
+        give float32).
 
         ``slope * j`` (the large term) is formed in float64; the MLP runs in the parameters' dtype
         with autocast off (its output is small, so float32 is exact enough and cheap).
