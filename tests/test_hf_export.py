@@ -433,3 +433,19 @@ print("remote-ok")
         timeout=300,
     )
     assert res.returncode == 0 and "remote-ok" in res.stdout, res.stderr[-3000:]
+
+
+def test_bundled_model_files_import_only_bundled_files() -> None:
+    """Every relative import of a bundled model file is itself bundled (a new model module the
+    wrapper reaches must join MODEL_SOURCES); goat_attention.py, the converter from the authors'
+    package, is reached by none of them and so stays out."""
+    import ast
+
+    from goatdna.hf.export import MODEL_SOURCES
+
+    folder = Path(__file__).resolve().parents[1] / "goatdna" / "model"
+    for name in MODEL_SOURCES:
+        for node in ast.walk(ast.parse((folder / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                assert f"{node.module}.py" in MODEL_SOURCES, f"{name} imports .{node.module}"
+    assert "goat_attention.py" not in MODEL_SOURCES
