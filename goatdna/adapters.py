@@ -8,8 +8,8 @@ module names); nothing here is a hand-written adapter.
 
 An adapter fine-tune's checkpoint holds only what was trained: the adapter weights under their
 peft names (``"model.blocks.0.attn.q_proj.lora_A.default.weight"``), the sequence head, and the
-run config's ``adapter`` section (`AdapterSpec.to_dict`) naming the backbone checkpoint by
-absolute path and sha256. peft is an optional dependency (``pip install 'goatdna[lora]'``):
+run config's ``adapter`` section (`AdapterSpec.to_dict`) naming the backbone checkpoint by path
+(relative to the run folder, and absolute) and sha256. peft is an optional dependency (``pip install 'goatdna[lora]'``):
 importing this module never imports it.
 """
 
@@ -65,9 +65,11 @@ def require_peft() -> None:
 class AdapterSpec:
     """What adapters a fine-tune trained and on which backbone (the run config's ``adapter``).
 
-    ``backbone`` is the absolute path of the backbone checkpoint (a ``.ckpt`` or export folder)
-    and ``backbone_sha256`` the digest of its weights (`backbone_sha256`): loading refuses any
-    other backbone, since adapters are deltas that mean nothing on different weights.
+    ``backbone`` is the absolute path of the backbone checkpoint (a ``.ckpt`` or export folder),
+    ``backbone_relative`` the same path relative to the run folder (empty in runs written before
+    it was recorded), so a run moved together with its backbone still finds it; and
+    ``backbone_sha256`` the digest of its weights (`backbone_sha256`): loading refuses any other
+    backbone, since adapters are deltas that mean nothing on different weights.
     """
 
     mode: str
@@ -77,6 +79,7 @@ class AdapterSpec:
     dropout: float = LORA_DROPOUT
     backbone: str = ""
     backbone_sha256: str = ""
+    backbone_relative: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in ADAPTER_MODES:
@@ -96,6 +99,16 @@ class AdapterSpec:
                 f"{source}: its '{ADAPTER_SECTION}' section is not one this goatdna reads "
                 f"({err}); fine-tune it again"
             ) from None
+
+    def backbone_paths(self, source: Path) -> list[Path]:
+        """Where the backbone may be, in the order to try: relative to the run folder of
+        ``source`` (a checkpoint in ``RUN/checkpoints/``), then the recorded absolute path."""
+        paths = []
+        if self.backbone_relative and source.parent.name == "checkpoints":
+            paths.append(source.parent.parent / self.backbone_relative)
+        if self.backbone:
+            paths.append(Path(self.backbone))
+        return paths
 
     def peft_config(self) -> PeftConfig:
         """peft's config for these adapters (LoRA: rank, alpha, dropout; IA3: the targets)."""

@@ -56,7 +56,8 @@ config has a ``head`` section, a `SequenceTaskConfig`) or a `goatdna export` fol
 class LoadedCheckpoint:
     """What `load_checkpoint` returns: the decoder, its typed config, what was read, and the run.
 
-    ``model`` is the `DNADecoder` (for a fine-tuned checkpoint: its backbone) in eval mode;
+    ``model`` is the `DNADecoder` (for a fine-tuned checkpoint: its backbone; a fine-tuned
+    model's export folder stores no next-base head, so that head is NaN there) in eval mode;
     ``model_config`` is its `ModelConfig` (with any ``rope_extension`` asked for applied).
     ``run_config`` is the raw run-config mapping the model was trained with (``"model"`` entry
     matching ``model_config``). It stays a mapping rather than a dataclass because its readers need
@@ -98,7 +99,11 @@ def unreadable_reason(err: BaseException) -> str:
 
 
 def load_checkpoint(
-    path: str | Path, device: str = "cpu", rope_extension: str | None = None
+    path: str | Path,
+    device: str = "cpu",
+    rope_extension: str | None = None,
+    *,
+    lm_command: str | None = None,
 ) -> LoadedCheckpoint:
     """Load a DNADecoder model (eval mode, on ``device``), its config and the run config from a
     checkpoint (a ``.ckpt`` from `goatdna train` or `goatdna finetune`, or a folder from
@@ -113,6 +118,10 @@ def load_checkpoint(
     backbone it names (by path, checked by sha256) with its adapters merged in: the decoder the
     fine-tuned model runs, never the bare pretrained one. A missing or different backbone is
     refused in one line.
+
+    ``lm_command`` names a command that scores with the next-base (language-model) head
+    (``"score-variants"``, ``"evaluate"``, ...): a fine-tuned checkpoint or export is then
+    refused in one line (`refuse_task_model`), before any backbone is read.
     """
     import torch
 
@@ -121,7 +130,7 @@ def load_checkpoint(
     path = Path(path)
     check_device(device)
     if path.is_dir():
-        return load_export(path, device, rope_extension)
+        return load_export(path, device, rope_extension, lm_command=lm_command)
     if not path.is_file():
         raise GoatDNAError(
             f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
@@ -145,6 +154,8 @@ def load_checkpoint(
     model_dict = with_rope_extension(dict(model_dict), rope_extension, path)
     config = {**config, "model": model_dict}
     model_config = from_dict(ModelConfig, dict(model_dict), "model")
+    if lm_command is not None:
+        refuse_task_model(config, path, lm_command)
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
     from goatdna.adapters import adapter_spec
@@ -165,24 +176,12 @@ def _adapted_backbone(
     device: str,
     rope_extension: str | None,
 ) -> DNADecoder:
-    """An adapter fine-tune's backbone: the pretrained checkpoint it names (refused unless its
-    sha256 is the recorded one), its peft adapters loaded from ``state`` and merged in."""
-    from goatdna.adapters import attach, backbone_sha256, merged, require_peft
+    """An adapter fine-tune's backbone: the pretrained checkpoint it names (`find_backbone`),
+    its peft adapters loaded from ``state`` and merged in."""
+    from goatdna.adapters import attach, merged, require_peft
 
     require_peft()
-    base = Path(spec.backbone)
-    if not base.exists():
-        raise GoatDNAError(
-            f"{source}: its backbone {base} is missing; these adapters need that checkpoint "
-            f"(sha256 {spec.backbone_sha256[:12]}...) back at that path"
-        )
-    found = backbone_sha256(base)
-    if found != spec.backbone_sha256:
-        raise GoatDNAError(
-            f"{source}: backbone {base} is not the one these adapters were trained on (sha256 "
-            f"{found[:12]}..., expected {spec.backbone_sha256[:12]}...); restore that checkpoint"
-        )
-    loaded = load_checkpoint(base, "cpu", rope_extension)
+    loaded = load_checkpoint(find_backbone(spec, source), "cpu", rope_extension)
     model = attach(loaded.model, spec)
     trained = {n for n, p in model.named_parameters() if p.requires_grad}
     weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
@@ -198,6 +197,31 @@ def _adapted_backbone(
     model.to(device)
     model.eval()
     return model
+
+
+def find_backbone(spec: AdapterSpec, source: Path) -> Path:
+    """The backbone checkpoint an adapter fine-tune ``source`` was trained on: the first of
+    `AdapterSpec.backbone_paths` (relative to the run folder, then the recorded absolute path)
+    whose sha256 is the recorded one. None there, or only other weights, is one line."""
+    from goatdna.adapters import backbone_sha256
+
+    tried = spec.backbone_paths(source)
+    present = [path for path in tried if path.exists()]
+    if not present:
+        shown = " or ".join(str(path) for path in tried) or "(no path recorded)"
+        raise GoatDNAError(
+            f"{source}: its backbone {shown} is missing; these adapters need that checkpoint "
+            f"(sha256 {spec.backbone_sha256[:12]}...) back at that path"
+        )
+    found = []
+    for path in present:
+        found.append(backbone_sha256(path))
+        if found[-1] == spec.backbone_sha256:
+            return path
+    raise GoatDNAError(
+        f"{source}: backbone {present[0]} is not the one these adapters were trained on (sha256 "
+        f"{found[0][:12]}..., expected {spec.backbone_sha256[:12]}...); restore that checkpoint"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,6 +292,38 @@ def task_head(run_config: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return head if isinstance(head, Mapping) and "task" in head else None
 
 
+def refuse_task_model(run_config: Mapping[str, Any], source: Path, command: str) -> None:
+    """Refuse a fine-tuned model where ``command`` needs the pretrained language model.
+
+    The one check behind every command that scores with the next-base head (`load_checkpoint`'s
+    ``lm_command``), the counterpart of `load_task_model`'s refusal of a language model. A
+    fine-tune's checkpoint or export still holds a next-base head (its backbone's state-dict is a
+    language model's), but fine-tuning never trains it: under a fully fine-tuned trunk, or a
+    LoRA/IA3 backbone with its adapters merged in, that head scores something nobody trained
+    (log-likelihood ratios off by over a nat), so it is refused in one line rather than read.
+    """
+    head = task_head(run_config)
+    if head is None:
+        return
+    from goatdna.adapters import adapter_spec
+
+    spec = adapter_spec(run_config, source)
+    section = run_config.get("backbone")
+    mode = section.get("mode") if isinstance(section, Mapping) else None
+    if spec is not None:
+        how = f"{spec.mode} adapters on the backbone {spec.backbone}"
+    elif mode == "probe":
+        how = "a probe on a frozen backbone"
+    else:
+        how = "its backbone fine-tuned too"
+    raise GoatDNAError(
+        f"{source}: is a fine-tuned {head['task']} model ({how}), not a pretrained language "
+        f"model; {command} scores with the language model's next-base head, which fine-tuning "
+        "does not train: pass the pretraining checkpoint (e.g. runs/goat/checkpoints/best.ckpt), "
+        "or apply the fine-tuned model with `goatdna predict`"
+    )
+
+
 def adapter_weights(path: str | Path) -> dict[str, Any]:
     """A LoRA/IA3 fine-tune checkpoint's adapter tensors, under their names in the fine-tuned
     model (``"model." + <peft name>``), for an unmerged export."""
@@ -284,6 +340,24 @@ def _weights(path: Path) -> Mapping[str, Any]:
 
         return load_file(str(path / EXPORT_WEIGHTS), device="cpu")
     return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def _without_lm_head(
+    state: dict[str, torch.Tensor], model_config: ModelConfig
+) -> dict[str, torch.Tensor]:
+    """A classifier export's weights, its next-base head filled in with NaN when not stored.
+
+    Fine-tuning never trains that head, so an export of a fine-tuned model leaves it out (older
+    exports hold the pretrained one, loaded as it is). The decoder still has the parameter; NaN
+    makes any next-base score from it visibly wrong instead of plausible (the commands that
+    score with it refuse a fine-tuned model first: `refuse_task_model`)."""
+    import torch
+
+    key = MODEL_PREFIX + "head.weight"
+    if model_config.tie_embeddings or key in state:
+        return state
+    shape = (model_config.vocab_size, model_config.d_model)
+    return {**state, key: torch.full(shape, math.nan)}
 
 
 def _build_model(
@@ -350,12 +424,17 @@ def with_rope_extension(
 
 
 def load_export(
-    folder: str | Path, device: str = "cpu", rope_extension: str | None = None
+    folder: str | Path,
+    device: str = "cpu",
+    rope_extension: str | None = None,
+    *,
+    lm_command: str | None = None,
 ) -> LoadedCheckpoint:
     """Load a `goatdna export` folder (kind ``"export"``; DNADecoder in eval mode on ``device``).
 
     The run config is the one the model was trained with (``goatdna_run_config``), its
-    ``"model"`` entry rebuilt from the folder's own ModelConfig fields.
+    ``"model"`` entry rebuilt from the folder's own ModelConfig fields. ``lm_command``: as in
+    `load_checkpoint` (a classifier's folder is refused).
     """
     import dataclasses
 
@@ -371,6 +450,9 @@ def load_export(
             f"{config_path}: lacks model field(s) {', '.join(missing)}; re-run `goatdna export`"
         )
     check_export_edits(data, config_path)
+    recorded = data.get("goatdna_run_config")
+    if lm_command is not None and isinstance(recorded, Mapping):
+        refuse_task_model(recorded, folder, lm_command)
     model_dict = with_rope_extension({name: data[name] for name in names}, rope_extension, folder)
     model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
     weights_path = folder / EXPORT_WEIGHTS
@@ -387,6 +469,8 @@ def load_export(
         state = load_file(str(weights_path), device="cpu")
     except (SafetensorError, OSError) as err:
         raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    if isinstance(recorded, Mapping) and task_head(recorded) is not None:
+        state = _without_lm_head(state, model_config)
     model = _build_model(
         model_config, state, device, weights_path, f"the model fields in {EXPORT_CONFIG}"
     )

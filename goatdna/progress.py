@@ -118,9 +118,9 @@ class ProgressLines:
 
 
 def stderr_console() -> Console:
-    from rich.console import Console
+    from goatdna.console import output_console
 
-    return Console(stderr=True)
+    return output_console(stderr=True)
 
 
 @contextlib.contextmanager

@@ -387,9 +387,10 @@ def choose_cpu_threads(
     them); else the cores the 1-minute load average leaves free, at least 1.
 
     Why not torch's default (one thread per core): on a machine that other work keeps busy,
-    OpenMP threads of one process wait on each other at every operation, and demo-like work ran
-    4-10x slower on 2 threads than on 1 at load ~3-5 on 2 cores (benchmarks/threads_bench.py,
-    benchmarks/README.md); on an idle machine every core is free and all are used.
+    OpenMP threads of one process wait on each other at every operation, and demo-like work runs
+    several times slower with more threads than free cores (`benchmarks/threads_bench.py`; the
+    numbers live in benchmarks/README.md, "threads"); on an idle machine every core is free and
+    all are used.
     """
     if requested is not None:
         if requested < 1:

@@ -329,3 +329,101 @@ def test_make_task_decoys_match_the_planted_letters_in_the_other_class(
     assert header == "id,sequence,label,planted"
     info = json.loads((tmp_path / "plain" / "task.json").read_text())
     assert info["options"]["decoys"] == "none"
+
+
+def _meme_file(path: Path, motifs: dict[str, np.ndarray], alphabet: str = "ACGT",
+               nsites: int | None = 100) -> Path:  # fmt: skip
+    """A MEME minimal-format file of ``motifs`` (name: (w, 4) rows) as databases write them."""
+    background = " ".join(f"{letter} 0.25" for letter in alphabet)
+    parts = [f"MEME version 5\n\nALPHABET= {alphabet}\n\nstrands: + -\n\n"
+             f"Background letter frequencies\n{background}\n"]  # fmt: skip
+    for name, rows in motifs.items():
+        sites = f" nsites= {nsites}" if nsites else ""
+        body = "\n".join(" ".join(f"{p:.3f}" for p in row) for row in rows)
+        parts.append(
+            f"\nMOTIF {name}\nletter-probability matrix: alength= 4 w= {len(rows)}{sites}\n{body}\n"
+        )
+    path.write_text("".join(parts))
+    return path
+
+
+def _reads_spelled_out(letters: np.ndarray, pwm: np.ndarray) -> bool:
+    """`reads_as` by its definition, one offset and place at a time (any width)."""
+    half = -(-len(pwm) // 2)
+    for motif in (pwm, pwm[::-1, ::-1]):
+        for j in range(len(motif) - half + 1):
+            for i in range(len(letters) - half + 1):
+                if all(motif[j + t, letters[i + t]] > 0.25 for t in range(half)):
+                    return True
+    return False
+
+
+def test_reads_as_is_its_definition_at_every_width() -> None:
+    rng = np.random.default_rng(5)
+    seen = set()
+    for width in [1, 2, 3, 5, 8, 13, 40, 81]:
+        for _ in range(40):
+            pwm = rng.dirichlet([0.4] * 4, size=width)
+            letters = rng.integers(0, 4, size=int(rng.integers(0, 2 * width + 6))).astype(np.uint8)
+            expected = _reads_spelled_out(letters, pwm)
+            assert reads_as(letters, pwm) is expected, (width, letters, pwm)
+            seen.add(expected)
+    assert seen == {True, False}
+
+
+def test_make_task_plants_a_long_rna_matrix(synthetic_shards, tmp_path) -> None:
+    """A 40-column PWM (JASPAR and HOCOMOCO hold many) in an RNA alphabet: planted and decoyed
+    in seconds (a table of every half word took 1 TiB), U read as T."""
+    import csv
+
+    rows = np.random.default_rng(2).dirichlet([0.3] * 4, size=40)
+    meme = _meme_file(tmp_path / "long.meme", {"long": rows}, alphabet="ACGU")
+    dna = read_meme_motifs(_meme_file(tmp_path / "dna.meme", {"long": rows}))
+    assert np.array_equal(read_meme_motifs(meme)[0].pwm, dna[0].pwm)
+    out = tmp_path / "task"
+    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(out),
+                                 "--label", "motif", "--motifs", str(meme), "--window", "100",
+                                 "--max-train", "60", "--max-eval", "10"])  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    pwm = dna[0].pwm
+    table = list(csv.DictReader((out / "train.csv").open()))
+    sites = {"planted": 0, "decoys": 0}
+    for row in table:
+        sequence = np.array(["ACGT".index(b) for b in row["sequence"]])
+        for column in sites:
+            for instance in filter(None, row[column].split(";")):
+                _, start, strand = instance.split(":")
+                site = sequence[int(start) : int(start) + 40]
+                sites[column] += 1
+                if column == "decoys":  # reordered until no half of it reads as the motif
+                    assert not _reads_spelled_out(site, pwm)
+                else:
+                    aligned = pwm if strand == "+" else pwm[::-1, ::-1]
+                    log_odds = np.log(aligned[np.arange(40), site] / 0.25).sum()
+                    assert log_odds > 10, (row["id"], log_odds)
+    assert sites["planted"] >= 30 and sites["decoys"] >= 30
+
+
+def test_meme_probabilities_are_read_as_written(tmp_path) -> None:
+    """Biopython's reader rounds p * nsites (20 without nsites) to a whole count: 0.02 became 0
+    and 0.3 0.3 0.2 0.2 at nsites= 1 a row of zeros."""
+    rows = np.array([[0.02, 0.02, 0.94, 0.02], [0.3, 0.3, 0.2, 0.2]])
+    for nsites in (None, 1):
+        pwm = read_meme_motifs(_meme_file(tmp_path / "m.meme", {"m": rows}, nsites=nsites))[0].pwm
+        assert np.allclose(pwm, rows), (nsites, pwm)
+
+
+def test_an_all_zero_row_is_one_error_line_naming_file_motif_and_row(
+    synthetic_shards, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    rows = np.array([[0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.0, 0.0], [0.25] * 4])
+    ok = np.full((3, 4), 0.25)
+    _meme_file(tmp_path / "zero.meme", {"fine": ok, "typo": rows})
+    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", "task",
+                                 "--label", "motif", "--motifs", "zero.meme"])  # fmt: skip
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --motifs zero.meme:"), lines
+    assert "motif 'typo' row 2 (of 3) is all zeros" in lines[0], lines
+    assert not Path("task").exists()

@@ -280,3 +280,42 @@ def test_wide_tables_are_not_cut_in_logs() -> None:
     print_frame(frame, "summary", None, Console(file=buf, width=80))
     text = buf.getvalue()
     assert "…" not in text and "a_long_metric_name_11" in text and "1.2346" in text
+
+
+def test_piped_output_keeps_long_lines_and_wide_tables_whole(monkeypatch) -> None:
+    """Not a terminal (a pipe, a log): no hard wrap at rich's assumed 80 columns, tables at their
+    natural width; a terminal, or COLUMNS, still sets the width."""
+    import io
+
+    from rich.table import Table
+
+    from goatdna.console import output_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    line = "wrote " + "/a_long_folder_name" * 10 + "/evaluation.json"
+    table = Table(title="wide")
+    for i in range(12):
+        table.add_column(f"a_long_metric_name_{i}")
+    table.add_row(*(f"{i}.2345" for i in range(12)))
+    buf = io.StringIO()
+    piped = output_console(file=buf)
+    piped.print(line)
+    piped.print(table)
+    text = buf.getvalue()
+    assert text.splitlines()[0] == line
+    assert "…" not in text and "a_long_metric_name_11" in text and "11.2345" in text
+    screen = io.StringIO()
+    output_console(file=screen, force_terminal=True, width=80, color_system=None).print(line)
+    wrapped = screen.getvalue().splitlines()
+    assert len(wrapped) > 1 and max(map(len, wrapped)) <= 80, wrapped
+    monkeypatch.setenv("COLUMNS", "100")
+    assert output_console(file=io.StringIO()).width == 100
+
+
+def test_a_command_piped_prints_its_long_line_whole(synthetic_shards: Path, monkeypatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = CliRunner().invoke(app, ["info", str(synthetic_shards)])
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith(str(synthetic_shards)) and first.endswith("split mode tail-fraction")
+    assert len(first) > 80, first

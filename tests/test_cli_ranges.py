@@ -121,6 +121,36 @@ def test_help_shows_what_each_flag_takes(command: str) -> None:
             assert "<" not in row.split(param.opts[0])[1].split("  ")[1:3], row
 
 
+# what rich would read as a markup tag, and drop: [lora], [bold], [/x], [#fff], [@click]
+MARKUP_LIKE = re.compile(r"\[[a-z#/@][^\[\]]*\]")
+
+
+def test_help_shows_square_brackets_as_written() -> None:
+    """`pip install 'goatdna[lora]'` in finetune's --help read `pip install 'goatdna'`: every
+    help text (the group's listing, each command's own text and options) is escaped at render
+    time (`literal_help`), so each bracketed word shows as written."""
+    checked = []
+    for command in [None, *sorted(CLICK_APP.commands)]:
+        click_command = CLICK_APP if command is None else CLICK_APP.commands[command]
+        texts = [click_command.help or "", *(p.help or "" for p in click_command.params)]
+        if command is None:
+            texts += [c.short_help or "" for c in CLICK_APP.commands.values()]
+        args = [command, "--help"] if command else ["--help"]
+        output = CliRunner().invoke(app, args, env={"COLUMNS": "250"}).output
+        for tag in {tag for text in texts for tag in MARKUP_LIKE.findall(" ".join(text.split()))}:
+            assert tag in output, (command, tag, output)
+            checked.append((command, tag))
+    assert ("finetune", "[lora]") in checked
+
+
+def test_make_task_help_offers_every_label_and_decoy_choice() -> None:
+    from goatdna.data_prep.tasks import DECOYS, LABELS
+
+    text = CliRunner().invoke(app, ["make-task", "--help"], env={"COLUMNS": "250"}).output
+    assert f"<{'|'.join(LABELS)}>" in text and "motif" in LABELS, text
+    assert f"<{'|'.join(DECOYS)}>" in text, text
+
+
 def test_choices_are_shown_and_required_config_is_said() -> None:
     text = CliRunner().invoke(app, ["score-variants", "--help"], env={"COLUMNS": "250"}).output
     assert "<both|forward>" in text and "<auto|cpu|cuda|gpu|mps>" in text
@@ -128,21 +158,33 @@ def test_choices_are_shown_and_required_config_is_said() -> None:
     assert "required for a new run" in train and "[auto]" in train
 
 
-def test_the_cli_reference_gives_every_summary_whole() -> None:
-    """docs/hooks/cli_reference.py lists each command with its docstring's first paragraph (Click
-    cut each to ~45 characters with "...")."""
+def _cli_reference() -> str:
+    """The page docs/hooks/cli_reference.py generates at every docs build."""
     pytest.importorskip("mkdocs")
     import importlib.util
-
-    from goatdna.cli.app import summary
-    from goatdna.cli.commands import COMMANDS
 
     path = Path(__file__).resolve().parents[1] / "docs" / "hooks" / "cli_reference.py"
     spec = importlib.util.spec_from_file_location("cli_reference", path)
     assert spec is not None and spec.loader is not None
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
-    page = hook.cli_reference_markdown()
+    return hook.cli_reference_markdown()
+
+
+def test_the_cli_reference_shows_brackets_and_choices_as_written() -> None:
+    """The escaping is --help's alone (`literal_help`): the docs' page keeps the texts as written."""
+    page = _cli_reference()
+    assert "`pip install 'goatdna[lora]'`" in page and "\\[" not in page
+    assert "`--label <repeat|gc|motif>`" in page and "`--decoys <shuffled|none>`" in page
+
+
+def test_the_cli_reference_gives_every_summary_whole() -> None:
+    """docs/hooks/cli_reference.py lists each command with its docstring's first paragraph (Click
+    cut each to ~45 characters with "...")."""
+    from goatdna.cli.app import summary
+    from goatdna.cli.commands import COMMANDS
+
+    page = _cli_reference()
     listing = page[page.index("**Commands**") :].split("\n\n")[1].splitlines()
     assert len(listing) == len(COMMANDS)
     for command, line in zip(COMMANDS, listing, strict=True):
@@ -162,3 +204,15 @@ def test_score_variants_names_the_flag_the_user_typed(
             "-o", str(tmp_path / "o.tsv"), "--accelerator", "cpu"]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and f"--variants {missing}: file not found" in result.output
+
+
+def test_attribute_help_shows_its_own_method_and_baseline_choices() -> None:
+    """`attribute --method` takes ism|saliency|integrated-gradients, not mutagenesis' full|local
+    (issue 40.14a): the choices come from the library's tuples, in --help and the docs."""
+    from goatdna.inference.attribute import BASELINES, METHODS
+
+    text = CliRunner().invoke(app, ["attribute", "--help"], env={"COLUMNS": "250"}).output
+    assert f"<{'|'.join(METHODS)}>" in text and f"<{'|'.join(BASELINES)}>" in text, text
+    assert "full|local" not in text
+    mutagenesis = CliRunner().invoke(app, ["mutagenesis", "--help"], env={"COLUMNS": "250"})
+    assert "<full|local>" in mutagenesis.output

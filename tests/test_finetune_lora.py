@@ -236,7 +236,7 @@ def _test_rows(task: Path, tmp_path: Path) -> tuple[Path, list[str]]:
 
 
 def test_merged_and_unmerged_exports_predict_what_predict_does(
-    lora_run: tuple[Path, Path], task_dir: Path, tmp_path: Path
+    lora_run: tuple[Path, Path], task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     transformers = pytest.importorskip("transformers")
     from peft import PeftModel
@@ -274,6 +274,29 @@ def test_merged_and_unmerged_exports_predict_what_predict_does(
     lm = load_checkpoint(lora_run[0]).model.state_dict()
     weight = base.model.blocks[0].attn.q_proj.base_layer.weight  # peft wrapped it in place
     assert torch.equal(weight, lm["blocks.0.attn.q_proj.weight"])
+    # the adapter config names the base by its place in the folder and builds it through
+    # transformers' Auto class (the folder's own code), not an installed goatdna's class or
+    # an absolute path: peft's AutoPeftModel loads the moved folder without goatdna's help
+    import json
+
+    from peft import AutoPeftModel
+
+    adapter_config = json.loads((unmerged / "adapter" / "adapter_config.json").read_text())
+    assert adapter_config["base_model_name_or_path"] == "base"
+    assert adapter_config["auto_mapping"] == {
+        "base_model_class": "AutoModelForSequenceClassification",
+        "parent_library": "transformers",
+    }
+    for path in (unmerged / "adapter").iterdir():
+        text = path.read_bytes()
+        assert str(tmp_path).encode() not in text and b"goatdna.hf" not in text, path.name
+    moved = tmp_path / "moved"
+    shutil.move(unmerged, moved)
+    monkeypatch.chdir(moved)
+    auto = AutoPeftModel.from_pretrained("adapter", trust_remote_code=True).eval()
+    with torch.no_grad():
+        probs = auto(**batch).logits.softmax(-1).numpy()
+    np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0)
     # --no-merge of a checkpoint without adapters is one line
     result = runner.invoke(app, ["export", "--checkpoint", str(lora_run[0]), "--out",
                                  str(tmp_path / "x"), "--no-merge"])  # fmt: skip
@@ -347,3 +370,116 @@ def test_missing_peft_is_one_error_line(
         "pip install 'goatdna[lora]'"
     ]
     assert not (tmp_path / "r").exists()
+
+
+@pytest.fixture(scope="module")
+def fine_tuned_models(
+    lora_run: tuple[Path, Path], task_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Every kind of fine-tuned model a user may hold: a LoRA and a full fine-tune's .ckpt, the
+    LoRA's merged export folder and its unmerged export's base/ (backbone + head)."""
+    pytest.importorskip("transformers")
+    backbone, run = lora_run
+    root = tmp_path_factory.mktemp("fine_tuned_models")
+    _invoke(*_args(task_dir, backbone, "full", "--epochs", "1", "--out", root / "full"))
+    lora = run / "checkpoints" / "best.ckpt"
+    _invoke("export", "--checkpoint", lora, "--out", root / "merged")
+    _invoke("export", "--checkpoint", lora, "--out", root / "unmerged", "--no-merge")
+    return {
+        "lora": lora,
+        "full": root / "full" / "checkpoints" / "best.ckpt",
+        "merged-export": root / "merged",
+        "unmerged-base": root / "unmerged" / "base",
+    }
+
+
+LM_COMMANDS = ("score-variants", "mutagenesis", "score-track", "check-precision", "evaluate",
+               "generate", "probe-recall")  # fmt: skip
+"""Every command that scores with the language model's next-base head."""
+
+
+@pytest.mark.parametrize("command", LM_COMMANDS)
+def test_language_model_commands_refuse_a_fine_tuned_model(
+    fine_tuned_models: dict[str, Path], synthetic_shards: Path, tmp_path: Path, command: str
+) -> None:
+    """A fine-tuned model's next-base head was never trained with its backbone (a LoRA's merged
+    backbone under the pretrained head scored LLRs off by over a nat): each LM command refuses
+    it in one line naming the file and `goatdna predict`, writing nothing."""
+    rng = np.random.default_rng(0)
+    fasta = tmp_path / "ref.fa"
+    bases = "".join(rng.choice(list("ACGT"), 400))
+    fasta.write_text(">chr1\n" + bases + "\n")
+    variants = tmp_path / "variants.tsv"
+    variants.write_text(
+        f"chrom\tpos\tref\talt\nchr1\t100\t{bases[99]}\t{'A' if bases[99] != 'A' else 'C'}\n"
+    )
+    out = tmp_path / "out"
+    args = {
+        "score-variants": ["--fasta", fasta, "--variants", variants, "--out", out.with_suffix(".tsv")],
+        "mutagenesis": ["--fasta", fasta, "--region", "chr1:101-120", "--out", out.with_suffix(".tsv")],
+        "score-track": ["--fasta", fasta, "--region", "chr1:1-200", "--out", out.with_suffix(".bedgraph")],
+        "check-precision": ["--fasta", fasta, "--out", out.with_suffix(".json")],
+        "evaluate": ["--data", synthetic_shards, "--out", out],
+        "generate": ["--prompt", "ACGTACGT", "--out", out.with_suffix(".fa")],
+        "probe-recall": ["--data", synthetic_shards, "--out", out],
+    }[command]  # fmt: skip
+    for kind, model in fine_tuned_models.items():
+        result = runner.invoke(app, [command, "--checkpoint", str(model), *map(str, args)])
+        assert result.exit_code == 2, (kind, result.output, result.exception)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {model}: is a fine-tuned"), (
+            kind,
+            lines,
+        )
+        assert "not a pretrained language model" in lines[0] and command in lines[0], lines
+        assert "`goatdna predict`" in lines[0], lines
+        assert ("lora adapters" in lines[0]) == (kind != "full"), lines
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith("out")], kind
+
+
+def test_a_run_moved_with_its_backbone_finds_it(task_dir: Path, tmp_path: Path) -> None:
+    """The adapter section records the backbone relative to the run folder too, and that path
+    is tried first: a run moved together with its backbone loads, predicts and exports from
+    the new place (the recorded absolute path is gone)."""
+    pytest.importorskip("transformers")
+    before = tmp_path / "before"
+    backbone = _backbone(before)
+    _invoke(*_args(task_dir, backbone, "lora", "--epochs", "1", "--out", before / "run"))
+    section = torch.load(before / "run" / "checkpoints" / "last.ckpt", weights_only=True)[
+        "hyper_parameters"
+    ]["config"]["adapter"]
+    assert section["backbone_relative"] == "../lm.ckpt"
+    assert section["backbone"] == str(backbone.resolve())  # still read by older goatdna
+    want = load_checkpoint(before / "run" / "checkpoints" / "last.ckpt").model.state_dict()
+
+    after = tmp_path / "moved" / "elsewhere"
+    after.parent.mkdir()
+    shutil.move(before, after)
+    assert not backbone.exists()
+    ckpt = after / "run" / "checkpoints" / "last.ckpt"
+    got = load_checkpoint(ckpt).model.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in want.items())
+    (tmp_path / "x.csv").write_text("sequence\nACGTACGTTGCA\n")
+    _invoke("predict", "-c", ckpt, "--sequences", tmp_path / "x.csv", "--out", tmp_path / "p.csv")
+    _invoke("export", "-c", ckpt, "--out", tmp_path / "unmerged", "--no-merge")
+    # a checkpoint taken out of its run folder falls back to the absolute path: gone here
+    shutil.copy(ckpt, tmp_path / "alone.ckpt")
+    result = runner.invoke(app, ["export", "-c", str(tmp_path / "alone.ckpt"), "--out",
+                                 str(tmp_path / "e")])  # fmt: skip
+    assert (
+        result.exit_code == 2 and f"its backbone {backbone.resolve()} is missing" in result.output
+    )
+
+
+def test_a_run_from_before_the_relative_path_resumes(task_dir: Path, tmp_path: Path) -> None:
+    """config.yaml written without ``adapter.backbone_relative`` (older goatdna) still resumes:
+    where the backbone lies may differ on resume, which backbone it is (its sha256) may not."""
+    import yaml
+
+    backbone = _backbone(tmp_path)
+    run = tmp_path / "run"
+    _invoke(*_args(task_dir, backbone, "lora", "--epochs", "1", "--out", run))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    del config["adapter"]["backbone_relative"]
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    assert '"steps": 4' in _invoke("finetune", "--out", run, "--resume")

@@ -133,6 +133,39 @@ def test_sweep_chooses_on_validation_never_on_test(one_thread: None) -> None:
     assert sweep_of(task, poisoned, config).rows == sweep.rows
 
 
+def test_a_head_whose_loss_becomes_nan_keeps_its_best_step_before_it(one_thread: None) -> None:
+    """The sweep fits its heads through the run's loop (`loop.fit`, without a run directory):
+    a head whose loss turns NaN part-way stops there, keeps the best validation it had, and
+    says so in its note; the other heads and the choice go on."""
+    calls = {1: 0, 2: 0}
+
+    class NanAfterSevenSteps(SequenceTaskModel):
+        def loss(self, out: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            layer = self.task_config.layer
+            assert layer is not None
+            calls[layer] += 1
+            value = super().loss(out, labels)
+            return value * math.nan if layer == 1 and calls[layer] >= 8 else value
+
+    config = FinetuneConfig()
+    config.trainer.epochs, config.trainer.batch_size, config.optim.head_lr = 4, 32, 3e-2
+    task, features = crafted_task()  # 96 train rows: 3 steps an epoch, 12 in all
+
+    def model_of(choice: ProbeChoice) -> SequenceTaskModel:
+        torch.manual_seed(config.seed)
+        head = SequenceTaskConfig("classification", ("a", "b"), layer=choice.layer, pool="mean")
+        return NanAfterSevenSteps(tiny_decoder(), head)
+
+    plan = StepPlan(len(task.splits["train"]), config.trainer.batch_size, config.seed, False)
+    sweep = sweep_probes(features, task, config, plan, model_of)
+    by_layer = {r.choice.layer: r for r in sweep.rows}
+    assert calls == {1: 8, 2: 12}  # layer 1 stopped at the NaN step, layer 2 ran every step
+    assert by_layer[1].note == "non-finite loss or gradients at step 8"
+    assert by_layer[1].best_step in (3, 6) and by_layer[1].val["mcc"] > 0.8
+    assert by_layer[2].note == "" and by_layer[2].best_step in (3, 6, 9, 12)
+    assert sweep.chosen == ProbeChoice(1, "mean")  # its best before the NaN still counts
+
+
 def finetune_args(task_dir: Path, checkpoint: Path, out: Path, *extra: str) -> list[str]:
     return ["finetune", "--checkpoint", str(checkpoint), "--train", str(task_dir / "train.csv"),
             "--val", str(task_dir / "val.csv"), "--test", str(task_dir / "test.csv"),
@@ -207,7 +240,7 @@ def test_the_chosen_rows_metrics_recompute_from_predictions(
     from goatdna.checkpoint import load_task_model
     from goatdna.data_prep.tables import encode_sequences, read_table
     from goatdna.inference.predict import predict_tokens
-    from goatdna.training.finetune import evaluate_predictions
+    from goatdna.training.heads import evaluate_predictions
 
     best = chosen_row(sweep_run)
     loaded = load_task_model(sweep_run / "checkpoints" / "best.ckpt")
@@ -316,3 +349,41 @@ def test_the_same_sweep_command_is_not_a_different_config_and_the_lock_comes_fir
         assert held.exit_code == 2 and "is in use" in held.output, held.output
         assert "probe sweep" not in held.output
     assert chosen_row(run) == chosen_row(sweep_run)  # nothing was touched
+
+
+def test_computing_probe_features_shows_progress_and_a_cached_run_does_not(
+    small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    one_thread: None,
+) -> None:  # fmt: skip
+    """Issue 40.15: the features of a large task take minutes, with nothing else on the screen;
+    in a log the run now prints `probe features: done/total sequences` lines while it computes
+    them (nothing with --no-progress, nothing when they come from RUN_DIR/cache)."""
+    import goatdna.progress
+
+    monkeypatch.setattr(goatdna.progress, "INTERVAL_S", 0.0)  # a line at every batch
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+
+    def feature_lines(output: str) -> list[str]:
+        return [line for line in output.splitlines() if line.startswith("probe features: ")]
+
+    run = tmp_path / "run"
+    args = finetune_args(small_task, backbone, run, "--layer", "1,final", "--epochs", "1")
+    shown = runner.invoke(app, [*(a for a in args if a != "--no-progress"), "--progress"])
+    assert shown.exit_code == 0, (shown.output, shown.exception)
+    lines = feature_lines(shown.output)
+    rows = sum(json.loads((run / "summary.json").read_text())["rows"].values())
+    assert len(lines) >= 2, shown.output  # one per batch: the work is seen moving
+    counts = [int(line.split()[2].split("/")[0]) for line in lines]
+    assert counts == sorted(counts) and counts[-1] == rows
+    assert lines[-1].startswith(f"probe features: {rows:,}/{rows:,} sequences (100%)")
+    summary = next(line for line in shown.stdout.splitlines() if line.startswith("{"))
+    assert json.loads(summary)["mode"] == "probe"  # stdout keeps the summary alone
+    assert not feature_lines(shown.stdout)
+
+    quiet = runner.invoke(app, finetune_args(small_task, backbone, tmp_path / "quiet", "--layer",
+                                             "1,final", "--epochs", "1"))  # fmt: skip
+    assert quiet.exit_code == 0 and not feature_lines(quiet.output), quiet.output
+    again = runner.invoke(app, [*(a for a in args if a != "--no-progress"), "--progress",
+                                "--force"])  # fmt: skip
+    assert again.exit_code == 0, (again.output, again.exception)
+    assert not feature_lines(again.output)  # read from RUN_DIR/cache: nothing computed

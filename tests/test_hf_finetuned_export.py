@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,10 @@ pytest.importorskip("safetensors")
 runner = CliRunner()
 
 
-def _invoke(*args: object) -> None:
+def _invoke(*args: object) -> str:
     result = runner.invoke(app, [str(a) for a in args])
     assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +71,48 @@ def test_classifier_export_predicts_what_goatdna_predict_does(
     ckpt = _finetune(task_csv, tiny_runs["goat"] / "checkpoints" / "best.ckpt",
                      tmp_path / "ft", "--rc-average")  # fmt: skip
     folder = tmp_path / "export"
-    _invoke("export", "--checkpoint", ckpt, "--out", folder)
+    said = _invoke("export", "--checkpoint", ckpt, "--out", folder)
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["GoatDNAForSequenceClassification"]
     assert config["classifier_rc_average"] is True
-    assert "pipeline_tag: text-classification" in (folder / "README.md").read_text()
+    card = (folder / "README.md").read_text()
+    assert "pipeline_tag: text-classification" in card
+    # the classifier is what is stored and counted: no next-base head (fine-tuning never
+    # trains it, the classifier never reads it), and transformers misses no weight
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as fh:
+        stored = set(fh.keys())
+    assert "model.head.weight" not in stored and "head.linear.weight" in stored
+    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+        folder, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    count = model.num_parameters()
+    assert f"exported {count:,} parameters to {folder}" in said, said
+    assert f"; {count:,} parameters" in card
+    # goatdna reads the folder with that head NaN (never a plausible next-base score), and a
+    # folder from before, which stored the pretrained head, predicts the same
+    from safetensors.torch import load_file, save_file
+
+    from goatdna.checkpoint import load_checkpoint
+
+    assert load_checkpoint(folder).model.head.weight.isnan().all()
+    older = tmp_path / "older"
+    shutil.copytree(folder, older)
+    weights = load_file(str(folder / "model.safetensors"))
+    lm_head = torch.load(ckpt, weights_only=True)["state_dict"]["model.head.weight"]
+    save_file({**weights, "model.head.weight": lm_head}, str(older / "model.safetensors"))
+    assert torch.equal(load_checkpoint(older).model.head.weight, lm_head)
 
     sequences, seqs = _sequences(task_csv, tmp_path)
     expected = _predict_csv(ckpt, sequences, tmp_path / "pred.csv")
     classes = list(config["id2label"].values())
     assert classes == ["high", "low", "mid"]
+    for source in (folder, older):
+        assert _predict_csv(source, sequences, tmp_path / f"{source.name}.csv") == expected
 
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    model.eval()
     want = np.array([[float(r[f"prob_{c}"]) for c in classes] for r in expected])
     for side in ("right", "left"):
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, padding_side=side)

@@ -244,8 +244,9 @@ def test_integrated_gradients_are_complete_at_64_steps(checkpoints, inputs, tmp_
                 tokens = torch.from_numpy(encode(s).astype(np.int64))[None]
                 with torch.no_grad():
                     logp = sequence_log_probs(model, tokens)[0].double()
-                if target == "base:12":
-                    logp = logp[10:11]
+                if target == "base:12":  # base 12 on each strand: offset 11, L - 12 of rc
+                    at = 11 if s is fwd else len(s) - 12
+                    logp = logp[at - 1 : at]
                 both.append(float(logp.sum()))
             values.append(np.mean(both))
         values = np.array(values)
@@ -269,6 +270,38 @@ def test_integrated_gradients_are_complete_at_64_steps(checkpoints, inputs, tmp_
     assert np.abs(values[:n] - values[n:]).max() > 0.1
 
 
+def test_base_target_on_both_strands_is_score_tracks_value_of_that_base(
+    checkpoints, inputs, tmp_path
+) -> None:
+    """`--target base:I --strands both` explains the value score-track writes for base I (one
+    window holding the region): the same base on both strands, the last base its forward value
+    alone (issue 40.4: base I was averaged with the reverse strand's base L + 1 - I)."""
+    from goatdna.checkpoint import load_checkpoint
+    from goatdna.inference.attribute import attribute_tokens, one_hot
+
+    n = 19  # chrA's first 19 bases: no N
+    track = tmp_path / "t.bw"
+    res = invoke("score-track", "--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"],
+                 "--region", f"chrA:1-{n}", "--context", n, "--out", track)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    bw = pyBigWig.open(str(track))
+    want = np.array(bw.values("chrA", 0, n))
+    bw.close()
+    model = load_checkpoint(checkpoints["lm"]).model
+    x = torch.from_numpy(one_hot(encode(CONTIG[:n]))[None])
+    for i in (2, 7, 12, n):
+        target = language_model_target(model, f"base:{i}")
+        with torch.no_grad():
+            got = float(target.function("both")(x)[0])
+        assert got == pytest.approx(want[i - 1], abs=1e-4), i
+    assert abs(want[6] - want[n - 7]) > 1e-3  # base 7 and base L + 1 - 7 differ
+    last = language_model_target(model, f"base:{n}")
+    options = AttributeOptions("integrated-gradients", steps=8)
+    (explained,) = attribute_tokens(last, [encode(CONTIG[:n])], options)
+    attributions = explained.attributions
+    assert np.isfinite(attributions).all() and np.abs(attributions).max() > 0
+
+
 def test_uniform_baseline_is_complete_too(checkpoints, inputs) -> None:
     from goatdna.checkpoint import load_task_model
     from goatdna.inference.attribute import (
@@ -284,7 +317,7 @@ def test_uniform_baseline_is_complete_too(checkpoints, inputs) -> None:
     tokens = [encode(s) for s in SEQS]
     got = attribute_tokens(target, tokens, options)
     f = target.function("both")
-    for t, (attributions, _) in zip(tokens, got, strict=True):
+    for t, (attributions, *_) in zip(tokens, got, strict=True):
         with torch.no_grad():
             x = torch.from_numpy(one_hot(t)[None])
             base = torch.from_numpy(baseline_of(options, t.size)[None])
@@ -344,6 +377,40 @@ def test_bed_regions_give_a_track_in_genome_orientation(checkpoints, inputs, tmp
     np.testing.assert_allclose(observed_contribution("ism", ism_values, hyp, tokens), 0.25)
 
 
+def test_a_truncated_minus_strand_region_lands_on_the_bases_the_model_read(
+    checkpoints, inputs, tmp_path
+) -> None:
+    """A fine-tuned model with max_length 8 reads the first 8 bases of a 12-base '-' region's
+    reverse complement, the genome's bases [end - 8, end); the track holds values there and
+    nothing on the 4 bases it never read (issue 40.2: they landed at the region's start)."""
+    from goatdna.inference.attribute_run import observed_contribution
+
+    state = torch.load(checkpoints["cls"], weights_only=False)
+    state["hyper_parameters"]["config"]["head"]["max_length"] = 8
+    short = tmp_path / "short.ckpt"
+    torch.save(state, short)
+    bed = tmp_path / "cut.bed"
+    bed.write_text("chrB\t2\t14\tplus\t0\t+\nchrB\t20\t32\tminus\t0\t-\n")
+    track = tmp_path / "a.bw"
+    got = run_ok("--checkpoint", short, "--fasta", inputs["ref"], "--bed", bed, "--method",
+                 "saliency", "--out", tmp_path / "a.npz", "--out", track)  # fmt: skip
+    genome = CONTIG[::-1]  # chrB
+    read = [genome[2:10], genome[24:32][::-1].translate(str.maketrans("ACGTN", "TGCAN"))]
+    assert list(got["sequences"]) == read and list(got["lengths"]) == [8, 8]
+    bw = pyBigWig.open(str(track))
+    for i, (start, end) in enumerate([(2, 14), (20, 32)]):
+        values = observed_contribution("saliency", got["attributions"][i, :8],
+                                       got["hypothetical"][i, :8], encode(read[i]))  # fmt: skip
+        placed = np.array(bw.values("chrB", start, end))
+        if i == 0:  # '+': the first 8 bases, in order
+            want = np.concatenate([values, np.full(4, np.nan)])
+        else:  # '-': the last 8 bases, genome orientation
+            want = np.concatenate([np.full(4, np.nan), values[::-1]])
+        np.testing.assert_allclose(placed, want, atol=1e-6)
+        assert np.abs(values).max() > 0
+    bw.close()
+
+
 def test_a_killed_run_resumes_to_the_same_bytes(
     checkpoints, inputs, tmp_path, monkeypatch, one_thread
 ):
@@ -382,6 +449,173 @@ def test_a_killed_run_resumes_to_the_same_bytes(
     assert cut.read_bytes() == whole.read_bytes() and not work_dir_for(cut).exists()
 
 
+def _independent_class_delta(checkpoint: Path) -> np.ndarray:
+    """f(x) - f(all N) of class 'pos' on both strands, from tokens (not the one-hot path)."""
+    from goatdna.checkpoint import load_task_model
+
+    classifier = load_task_model(checkpoint).classifier
+    values = _class_log_prob(classifier, SEQS + ["N" * len(s) for s in SEQS], 1, True)
+    return values[: len(SEQS)] - values[len(SEQS) :]
+
+
+def test_integrated_gradients_record_and_warn_about_their_completeness(
+    checkpoints, inputs, tmp_path
+) -> None:
+    """The .npz holds the baseline, and per sequence the steps, f(x) - f(baseline) and the gap
+    |sum - delta| / |delta|; 4 steps miss 1% on this classifier (13-29%): one warning line;
+    16 steps do not (issue 40.5: nothing recorded, the docs promised 1e-3 at 64 steps)."""
+    args = ["attribute", "--no-progress", "--checkpoint", checkpoints["cls"], "--sequences",
+            inputs["fasta"], "--method", "integrated-gradients", "--target", "pos"]  # fmt: skip
+    res = invoke(*args, "--steps", "4", "--out", tmp_path / "four.npz")
+    assert res.exit_code == 0, res.output
+    warnings = [line for line in res.output.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "3 of 3 sequences" in warnings[0], res.output
+    assert "--steps auto" in warnings[0]
+    got = np.load(tmp_path / "four.npz")
+    delta = _independent_class_delta(checkpoints["cls"])
+    np.testing.assert_allclose(got["delta"], delta, rtol=0, atol=1e-5)
+    sums = got["attributions"].sum(axis=(1, 2), dtype=np.float64)
+    np.testing.assert_allclose(got["completeness_gap"], np.abs(sums - delta) / np.abs(delta),
+                               rtol=1e-3, atol=1e-6)  # fmt: skip
+    assert got["completeness_gap"].min() > 0.01
+    assert str(got["baseline"]) == "zeros" and list(got["steps"]) == [4, 4, 4]
+    res = invoke(*args, "--steps", "16", "--out", tmp_path / "sixteen.npz")
+    assert res.exit_code == 0 and "warning:" not in res.output, res.output
+    assert np.load(tmp_path / "sixteen.npz")["completeness_gap"].max() < 1e-4
+
+
+def test_integrated_gradients_equal_captums_in_bounded_passes(checkpoints) -> None:
+    """goatdna's passes of a few path nodes give Captum's `IntegratedGradients` (Gauss-Legendre,
+    every node of the batch in one pass): the same rule, only bounded."""
+    from captum.attr import IntegratedGradients
+
+    from goatdna.checkpoint import load_task_model
+    from goatdna.inference.attribute import attribute_tokens, one_hot, task_model_target
+
+    target = task_model_target(load_task_model(checkpoints["cls"]), "pos")
+    tokens = [encode(s) for s in SEQS[:2]]
+    options = AttributeOptions("integrated-gradients", steps=12, batch_size=4)
+    got = attribute_tokens(target, tokens, options)
+    x = torch.from_numpy(np.stack([one_hot(t) for t in tokens]))
+    want = IntegratedGradients(target.function("both")).attribute(
+        x, baselines=torch.zeros_like(x), n_steps=12
+    )
+    for i, explained in enumerate(got):
+        np.testing.assert_allclose(explained.attributions, want[i].numpy(), rtol=0, atol=1e-5)
+        assert explained.steps == 12
+
+
+def test_steps_auto_doubles_each_sequence_until_complete(checkpoints, inputs, tmp_path,
+                                                         monkeypatch) -> None:  # fmt: skip
+    """From 2 steps (64 by default) each sequence doubles until its gap is within --tolerance
+    (this classifier: 8 steps for two of them, 16 for the first), and no warning is left."""
+    from goatdna.inference import attribute
+
+    monkeypatch.setattr(attribute, "AUTO_FIRST_STEPS", 2)
+    res = invoke("attribute", "--no-progress", "--checkpoint", checkpoints["cls"], "--sequences",
+                 inputs["fasta"], "--method", "integrated-gradients", "--target", "pos",
+                 "--steps", "auto", "--tolerance", "1e-3", "--out", tmp_path / "a.npz")  # fmt: skip
+    assert res.exit_code == 0 and "warning:" not in res.output, res.output
+    got = np.load(tmp_path / "a.npz")
+    assert list(got["steps"]) == [16, 8, 8]
+    delta = _independent_class_delta(checkpoints["cls"])
+    sums = got["attributions"].sum(axis=(1, 2), dtype=np.float64)
+    assert (np.abs(sums - delta) / np.abs(delta) <= 1e-3).all()
+
+
+def test_passes_hold_at_most_batch_size_rows_and_memory_bound_them(checkpoints, monkeypatch
+                                                                  ) -> None:  # fmt: skip
+    """Integrated gradients and ISM run at most --batch-size rows per pass (Captum ran every
+    path step of a batch in one pass: 3 x 8 rows here), fewer where the memory estimate says
+    so; progress is told per position, after every pass (issue 40.6)."""
+    from goatdna.checkpoint import load_checkpoint, load_task_model
+    from goatdna.inference import variants
+    from goatdna.inference.attribute import Target, attribute_tokens, row_bytes, task_model_target
+
+    target = task_model_target(load_task_model(checkpoints["cls"]), "pos")
+    rows: list[int] = []
+
+    def spy(x: torch.Tensor) -> torch.Tensor:
+        rows.append(x.shape[0])
+        return target.one_strand(x)
+
+    spied = Target("pos", spy, config=target.config)
+    tokens = [encode(s) for s in SEQS[:2]]  # 24 bases each
+    told: list[int] = []
+    options = AttributeOptions("integrated-gradients", steps=8, batch_size=5)
+    attribute_tokens(spied, tokens, options, advance=told.append)
+    assert max(rows) <= 5 and sum(told) == 48 and len(told) == 4, (rows, told)  # 2 nodes a pass
+    rows.clear()
+    told.clear()
+    attribute_tokens(spied, tokens[:1], AttributeOptions("ism", batch_size=6),
+                     advance=told.append)  # fmt: skip
+    assert max(rows) <= 6 and sum(told) == 24 and len(told) >= 12, (rows, told)
+    lm = language_model_target(load_checkpoint(checkpoints["lm"]).model, "loglik")
+    told.clear()  # mutagenesis' machinery: 2 positions (groups of 4 rows) per call
+    attribute_tokens(lm, tokens[:1], AttributeOptions("ism", batch_size=8), advance=told.append)
+    assert told == [2] * 12, told
+    assert target.config is not None
+    two = 2 * row_bytes(target.config, 24, "integrated-gradients", "both")
+    monkeypatch.setattr(variants, "MEMORY_BOUND_BYTES", two + 1)
+    rows.clear()
+    attribute_tokens(spied, tokens, AttributeOptions("integrated-gradients", steps=8),
+                     advance=told.append)  # fmt: skip
+    assert max(rows) == 2, rows
+
+
+def test_a_sequence_too_long_for_one_pass_is_refused_up_front(checkpoints, inputs, tmp_path,
+                                                               monkeypatch) -> None:  # fmt: skip
+    """One `error:` line naming the sequence, the bound and what to change, before any work
+    (no work folder, no output)."""
+    from goatdna.inference import variants
+    from goatdna.workdir import work_dir_for
+
+    monkeypatch.setattr(variants, "MEMORY_BOUND_BYTES", 64 * 2**10)  # 24 bases need ~86 KiB
+    out = tmp_path / "a.npz"
+    res = invoke("attribute", "--no-progress", "--checkpoint", checkpoints["lm"], "--sequences",
+                 inputs["fasta"], "--method", "saliency", "--out", out)  # fmt: skip
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert res.exit_code == 2 and len(lines) == 1, res.output
+    assert lines[0].startswith("error: --sequences: sequence s2 (30 bases)") and "GiB" in lines[0]
+    assert not out.exists() and not work_dir_for(out).exists()
+
+
+def test_a_stop_before_any_unit_finished_leaves_nothing_to_resume(
+    checkpoints, inputs, tmp_path, monkeypatch
+) -> None:
+    """SIGTERM at the first progress report (after one pass) stops the run there, exit 143;
+    with no unit saved the work folder goes, so the same command runs again without --resume
+    (issue 40.6: a leftover folder refused the next run)."""
+    import os
+    import signal
+    from contextlib import contextmanager
+
+    from goatdna.inference import attribute_run
+    from goatdna.workdir import work_dir_for
+
+    passes: list[int] = []
+
+    @contextmanager
+    def progress(*_args, **_kwargs):
+        def advance(n: int) -> None:
+            passes.append(n)
+            if len(passes) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        yield advance
+
+    monkeypatch.setattr(attribute_run, "rank_zero_progress", progress)
+    out = tmp_path / "a.npz"
+    args = ["attribute", "--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"],
+            "--method", "ism", "--batch-size", "6", "--out", out]  # fmt: skip
+    res = invoke(*args)
+    assert res.exit_code == 143 and "rerun the same command" in res.output, res.output
+    assert "--resume" not in res.output and len(passes) == 1
+    assert not out.exists() and not work_dir_for(out).exists()
+    monkeypatch.undo()
+    assert invoke(*args).exit_code == 0 and out.exists()
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
@@ -391,6 +625,9 @@ def test_a_killed_run_resumes_to_the_same_bytes(
         (["--strands", "up"], "--strands 'up'"),
         (["--baseline", "shuffle"], "--baseline 'shuffle'"),
         (["--steps", "0"], "--steps 0"),
+        (["--steps", "100000000"], "--steps 100000000"),
+        (["--steps", "lots"], "--steps 'lots'"),
+        (["--tolerance", "0"], "--tolerance"),
         (["--batch-size", "0"], "--batch-size 0"),
         (["--out", "x.tsv"], "unknown extension"),
         (["--out", "x.bw"], "needs --fasta with --bed"),

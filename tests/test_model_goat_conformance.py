@@ -10,8 +10,8 @@ import pytest
 import torch
 from goat import GoatAttention
 
-from goatdna.errors import GoatDNAError
 from goatdna.model import (
+    GoatAttentionConversionError,
     KVCache,
     ModelConfig,
     from_goat_attention,
@@ -231,7 +231,7 @@ def test_round_trip(fuse: bool, bias: bool) -> None:
 
 def test_goatdna_prior_has_no_state_dict_for_the_package() -> None:
     layer = CausalSelfAttention(ModelConfig(n_layers=1, d_model=D, n_heads=HEADS, goat_modes=2))
-    with pytest.raises(GoatDNAError, match="goat-attention's layout"):
+    with pytest.raises(GoatAttentionConversionError, match="goat-attention's layout"):
         goat_attention_state_dict(layer)
 
 
@@ -246,7 +246,7 @@ def test_goatdna_prior_has_no_state_dict_for_the_package() -> None:
     ],
 )
 def test_refusals_in_one_line(build, words: str) -> None:
-    with pytest.raises(GoatDNAError) as info:
+    with pytest.raises(GoatAttentionConversionError) as info:
         from_goat_attention(build())
     message = str(info.value)
     assert words in message and "\n" not in message and message.startswith("from_goat_attention")

@@ -343,7 +343,9 @@ def evaluate_checkpoint(
     from goatdna.data_prep import ShardedGenome
 
     genome = ShardedGenome(data_dir)
-    loaded = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension)
+    loaded = load_checkpoint(
+        checkpoint, device=device, rope_extension=rope_extension, lm_command="evaluate"
+    )
     model, train_length = loaded.model, loaded.train_length
     lengths = list(context_lengths) if context_lengths else default_context_lengths(train_length)
     results = evaluate_model(

@@ -303,7 +303,7 @@ def _probe_recall(
             f"--split {split!r}: {data_dir} has splits {', '.join(genome.split_names())}"
         )
     trials = draw_trials(genome, split, n_trials, segment_length, max(distances), seed)
-    loaded = load_checkpoint(checkpoint, device)
+    loaded = load_checkpoint(checkpoint, device, lm_command="probe-recall")
     model, train_length = loaded.model, loaded.train_length
     tokens = genome.tokens(split)
 

@@ -9,9 +9,10 @@ exit 2 from `OneLineErrors`, instead of Click's usage box.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import typer
@@ -39,6 +40,34 @@ def _switch_help(option: Any) -> Any:
     return option
 
 
+@contextlib.contextmanager
+def literal_help(command: Any) -> Iterator[None]:
+    """While ``command``'s --help renders: its help texts, its options' and (for the group) its
+    commands' summaries escaped for rich, which reads ``[lora]`` in ``pip install
+    'goatdna[lora]'`` as a markup tag and drops it. At render time, for every command (`PlainCommand`
+    and `OneLineErrors` call it), so the texts stay as written everywhere else: the CLI
+    reference the docs build from them, Click's plain help."""
+    from typer.core import HAS_RICH
+
+    if not HAS_RICH or getattr(command, "rich_markup_mode", None) != "rich":
+        yield
+        return
+    from rich.markup import escape
+
+    saved = []
+    for obj in (command, *command.params, *getattr(command, "commands", {}).values()):
+        for attr in ("help", "short_help", "epilog"):
+            text = getattr(obj, attr, None)
+            if isinstance(text, str):
+                saved.append((obj, attr, text))
+                setattr(obj, attr, escape(text))
+    try:
+        yield
+    finally:
+        for obj, attr, text in saved:
+            setattr(obj, attr, text)
+
+
 class PlainCommand(TyperCommand):
     """A command whose --help names value types as `common.metavar_of` does, arguments too
     (Typer prints an argument's Python type, e.g. ``<list[Path]>``)."""
@@ -54,12 +83,20 @@ class PlainCommand(TyperCommand):
     def get_help_option(self, ctx: Any) -> Any:
         return _switch_help(super().get_help_option(ctx))
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        with literal_help(self):
+            super().format_help(ctx, formatter)
+
 
 class OneLineErrors(TyperGroup):
     """The command group whose usage errors are one ``error: ...`` line naming what to do."""
 
     def get_help_option(self, ctx: Any) -> Any:
         return _switch_help(super().get_help_option(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        with literal_help(self):
+            super().format_help(ctx, formatter)
 
     def main(  # type: ignore[override]
         self,

@@ -67,8 +67,6 @@ def attention(
     cache_dir: CacheDirOpt = None,
 ) -> None:
     """Show which heads are positional and which content-driven: weights, content logits and prior."""
-    from rich.console import Console
-
     from goatdna.analysis.attention import (
         attention_maps,
         check_layers,
@@ -80,6 +78,7 @@ def attention(
     from goatdna.atomic import check_output_file
     from goatdna.checkpoint import load_checkpoint
     from goatdna.cli.common import print_frame
+    from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
     from goatdna.formats import output_format
     from goatdna.runtime import single_device
@@ -111,7 +110,7 @@ def attention(
     with torch_threads(threads):
         maps = attention_maps(model, tokens, layers)
 
-    console = Console()
+    console = output_console()
     for path, kind in zip(out, kinds, strict=True):
         if kind == "npz":
             write_npz(maps, path)

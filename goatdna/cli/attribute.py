@@ -58,7 +58,8 @@ def attribute(
             help="Fine-tuned: the class whose log-probability is explained (default: the last "
             "class; none for regression), or log-odds:CLASS for its log-odds log p/(1-p), "
             "which does not saturate where the model is sure. Language model: loglik "
-            "(default) or base:I (log p of base I, 1-based, given the bases before it).",
+            "(default) or base:I (log p of base I, 1-based, given the bases before it; with "
+            "--strands both averaged with the same base's reverse-strand value, as score-track).",
         ),
     ] = None,
     strands: Annotated[
@@ -74,10 +75,30 @@ def attribute(
         ),
     ] = default_of(AttributeOptions, "baseline"),
     steps: Annotated[
-        int, typer.Option("--steps", help="integrated-gradients: steps along the path.")
-    ] = default_of(AttributeOptions, "steps"),
+        str,
+        typer.Option(
+            "--steps",
+            metavar="<int|auto>",
+            help="integrated-gradients: steps along the path (at most 2048), or auto: from 64, "
+            "doubled per sequence until complete within --tolerance.",
+        ),
+    ] = str(default_of(AttributeOptions, "steps")),
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="integrated-gradients: the completeness gap |sum(attributions) - (f(x) - "
+            "f(baseline))| / |f(x) - f(baseline)| that --steps auto aims for; sequences above "
+            "it are warned about.",
+        ),
+    ] = default_of(AttributeOptions, "tolerance"),
     batch_size: Annotated[
-        int, option("batch_size", "Sequences per pass (ism: mutants per pass).")
+        int,
+        option(
+            "batch_size",
+            "Rows per pass: sequences (saliency), mutants (ism), sequences x path steps "
+            "(integrated-gradients); fewer where a pass would pass the memory bound.",
+        ),
     ] = default_of(AttributeOptions, "batch_size"),
     accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
     devices: DevicesOpt = str(default_of(Runtime, "devices")),
@@ -92,7 +113,7 @@ def attribute(
     from goatdna.inference.attribute_run import attribute as run
     from goatdna.workdir import stops_with_resume_hint, work_dir_for
 
-    options = AttributeOptions(method, target, strands, baseline, steps, batch_size)
+    options = AttributeOptions(method, target, strands, baseline, steps, batch_size, tolerance)
     check_outputs(out, bed is not None)  # before any work: formats we write
     for path in out:
         check_output_file(path, "--out")  # and files we can write

@@ -96,7 +96,7 @@ def check_precision(
     if max_variants < 1:
         raise GoatDNAError(f"--max-variants {max_variants}: must be >= 1")
     device = single_device(accelerator, devices)
-    loaded = load_checkpoint(checkpoint, "cpu")
+    loaded = load_checkpoint(checkpoint, "cpu", lm_command="check-precision")
     window = length if length is not None else loaded.train_length
     check_options(precision, reference, windows, window)
     check_size(windows, window, batch_size, loaded.model_config)  # before the FASTA is read

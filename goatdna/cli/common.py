@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypedDict, TypeVar
 import typer
 
 from goatdna.errors import GoatDNAError
+from goatdna.inference.attribute import BASELINES as ATTRIBUTE_BASELINES
+from goatdna.inference.attribute import METHODS as ATTRIBUTE_METHODS
 
 if TYPE_CHECKING:  # pandas and rich load inside the functions: `goatdna --help` stays instant
     import pandas as pd
@@ -297,15 +299,16 @@ def print_frame(
     Output that is not a terminal (a log file, a pipe) gets the table's natural width, so no cell
     is wrapped or cut in a log; a terminal gets its own width.
     """
-    from rich.console import Console
     from rich.measure import Measurement
 
-    console = console or Console()
+    from goatdna.console import output_console
+
+    console = console or output_console()
     table = frame_table(frame, title, formats)
     if not console.is_terminal:
         needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
         if needed > console.width:  # rich caps print(width=) at the console's own width
-            console = Console(file=console.file, width=needed)
+            console = output_console(file=console.file, width=needed)
     console.print(table)
 
 
@@ -418,6 +421,7 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "max_seqlets": COUNT,
     "min_metacluster": COUNT,
     "leiden_runs": COUNT,
+    "tolerance": OPEN_FRACTION,  # attribute: a relative completeness gap
     "plant_rate": Bounds(0, 1, low_open=True),  # (0, 1]: the share of motif-class sequences planted
 }
 COMMAND_RANGES: dict[tuple[str, str], Bounds] = {
@@ -444,9 +448,13 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 COMMAND_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("embed", "pool"): ("mean", "last", "none"),
-    ("make-task", "label"): ("repeat", "gc"),
+    ("make-task", "label"): ("repeat", "gc", "motif"),
+    ("make-task", "decoys"): ("shuffled", "none"),
     ("finetune", "strategy"): ("auto", "ddp"),
     ("check-precision", "precision"): ("bf16-mixed", "16-mixed", "bf16-true", "32-true"),
+    # attribute's --method is not mutagenesis' (full|local): its own words, from the library
+    ("attribute", "method"): ATTRIBUTE_METHODS,
+    ("attribute", "baseline"): ATTRIBUTE_BASELINES,
 }
 
 _TYPE_NAMES = {int: "int", float: "float", str: "text", Path: "path", bool: ""}

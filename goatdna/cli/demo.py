@@ -171,12 +171,11 @@ def demo(
     threads: ThreadsOpt = None,
 ) -> None:
     """Prepare a synthetic genome, train tiny GOAT and RoPE, evaluate, and write the report."""
-    from rich.console import Console
-
     from goatdna.analysis.evaluate import parse_context_lengths
     from goatdna.analysis.report import build_report
     from goatdna.cli.common import eval_token_cap
     from goatdna.cli.report import print_summary
+    from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
     from goatdna.runtime import choose_cpu_threads, using_cpu_threads
     from goatdna.training import load_run_config
@@ -184,7 +183,7 @@ def demo(
     if steps < 1 or prompts < 1 or num_samples < 1:
         raise GoatDNAError("--steps, --prompts and --num-samples must be >= 1")
     cap = eval_token_cap(max_eval_tokens)
-    console = Console(stderr=True)
+    console = output_console(stderr=True)
     say = console.print
     started = time.perf_counter()
     timings: dict[str, float] = {}

@@ -215,10 +215,11 @@ def _evaluate_and_write(
 def _print(evaluation) -> None:
     import math
 
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from goatdna.console import output_console
+
+    console = output_console()
     unscored = ", ".join(f"{k} {v:,}" for k, v in evaluation.unscored.items()) or "none"
     console.print(
         f"{evaluation.rows:,} rows: {evaluation.evaluated:,} evaluated, "

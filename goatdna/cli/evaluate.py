@@ -42,7 +42,6 @@ def evaluate(
     rope_extension: RopeExtensionOpt = None,
 ) -> None:
     """Mean NLL (nats/base), bits/base and perplexity over non-overlapping windows, per context length."""
-    from rich.console import Console
     from rich.table import Table
 
     from goatdna.analysis.evaluate import (
@@ -51,6 +50,7 @@ def evaluate(
         write_evaluation,
     )
     from goatdna.atomic import check_output_dir
+    from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
     from goatdna.runtime import single_device
 
@@ -98,7 +98,7 @@ def evaluate(
             _bits(r.repeat_bits_per_base),
             _bits(r.nonrepeat_bits_per_base),
         )
-    console = Console()
+    console = output_console()
     console.print(table)
     if any(r.extrapolation for r in evaluation.results):
         console.print("* longer than the training length (extrapolation)")

@@ -39,7 +39,7 @@ def export(
     from goatdna.checkpoint import checkpoint_provenance, load_checkpoint, task_head
 
     try:
-        from goatdna.hf.export import export_model
+        from goatdna.hf.export import export_model, export_params
     except ImportError:
         raise GoatDNAError(
             "goatdna export needs transformers and safetensors: pip install 'goatdna[hf]'"
@@ -69,11 +69,11 @@ def export(
             model = task.model
         adapter = None
         if not merge and spec is not None and task is not None:
-            from goatdna.checkpoint import adapter_weights
+            from goatdna.checkpoint import adapter_weights, find_backbone
             from goatdna.hf.export import AdapterExport
             from goatdna.model.classifier import SequenceTaskModel
 
-            model = load_checkpoint(spec.backbone, device="cpu").model  # checked by the load
+            model = load_checkpoint(find_backbone(spec, checkpoint), device="cpu").model
             head = task.head
             task = SequenceTaskModel(model, task.task_config)
             task.head.load_state_dict(head.state_dict())
@@ -83,4 +83,5 @@ def export(
             model, dict(loaded.run_config), provenance, out, force=force, task=task,
             adapter=adapter,
         )  # fmt: skip
-    typer.echo(f"exported {model.num_params():,} parameters to {folder}", err=True)
+    # the classifier's count for a fine-tuned model (trunk and head, no next-base head)
+    typer.echo(f"exported {export_params(model, task):,} parameters to {folder}", err=True)

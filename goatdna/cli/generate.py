@@ -127,7 +127,9 @@ def generate(
         seed=seed,
     )
     options.validate()
-    model = load_checkpoint(checkpoint, device=device, rope_extension=rope_extension).model
+    model = load_checkpoint(
+        checkpoint, device=device, rope_extension=rope_extension, lm_command="generate"
+    ).model
     batches = -(-num_samples // options.batch_size)
     with decoding_progress(len(text.strip()), max_new_tokens * batches) as on_step:
         samples = generate_continuations(model, [text], options, on_step, threads)[0]

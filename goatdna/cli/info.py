@@ -42,13 +42,13 @@ def info(
     ),
 ) -> None:
     """Table of records and splits: lengths, GC %, N %, soft-masked %; --verify re-hashes."""
-    from rich.console import Console
     from rich.table import Table
 
+    from goatdna.console import output_console
     from goatdna.data_prep import ShardedGenome
 
     genome = ShardedGenome(directory)
-    console = Console()
+    console = output_console()
     multi = "sources" in genome.manifest
     for src in genome.sources():
         console.print(

@@ -56,7 +56,8 @@ def make_task(
     seed: SeedOpt = default_of(WindowTaskOptions, "seed"),
     force: Annotated[bool, option("force", "Overwrite a task in --out.")] = False,
 ) -> None:
-    """Tile each split into windows labelled by repeat content or GC class; splits never mix."""
+    """Tile each split into windows labelled by repeat content, GC class or planted motifs; splits
+    never mix."""
     from goatdna.data_prep.tasks import LABELS, make_window_task
     from goatdna.errors import GoatDNAError
 

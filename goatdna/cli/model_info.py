@@ -15,10 +15,10 @@ def model_info(
 ) -> None:
     """Print the model's parameters by component, GOAT's d_c/d_p per head and FLOPs per token."""
     import torch
-    from rich.console import Console
     from rich.table import Table
 
     from goatdna.configfile import from_dict, load_yaml
+    from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
     from goatdna.model import DNADecoder, ModelConfig, flops_per_token
 
@@ -38,7 +38,7 @@ def model_info(
     breakdown = model.param_breakdown()
     total = model.num_params()
 
-    console = Console()
+    console = output_console()
     table = Table(title=f"{config} ({model_config.positional})")
     table.add_column("component")
     table.add_column("parameters", justify="right")

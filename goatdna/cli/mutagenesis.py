@@ -97,9 +97,9 @@ def mutagenesis(
 ) -> None:
     """Score every position of a region x its 3 alternative bases: exact LLRs or a fast local one."""
     import numpy as np
-    from rich.console import Console
 
     from goatdna.atomic import check_output_file
+    from goatdna.console import output_console
     from goatdna.inference.mutagenesis_run import mutagenesis as run
 
     for path in out:
@@ -125,7 +125,7 @@ def mutagenesis(
         result = run(request, runtime.fabric(), draw=_draw)
     if result is None:  # not global rank 0: rank 0 reports
         return
-    console = Console()
+    console = output_console()
     alternatives = result.alternative_values()
     scored = int(np.isfinite(alternatives).sum())
     console.print(

@@ -54,10 +54,10 @@ def probe_recall(
     ] = False,
 ) -> None:
     """Recall gain (first-copy minus second-copy NLL) and greedy copy accuracy per distance."""
-    from rich.console import Console
     from rich.table import Table
 
     from goatdna.analysis.recall import parse_distances
+    from goatdna.console import output_console
     from goatdna.runtime import single_device
 
     summary = run_probe(
@@ -75,7 +75,7 @@ def probe_recall(
             f"{row.recall_gain:.4f} ({row.recall_gain_low:.4f}-{row.recall_gain_high:.4f})",
             f"{row.copy_accuracy:.3f} ({row.copy_accuracy_low:.3f}-{row.copy_accuracy_high:.3f})",
         )
-    console = Console()
+    console = output_console()
     console.print(table)
     if summary["extrapolation"].any():
         console.print("* the probe sequence is longer than the training length (extrapolation)")

@@ -32,9 +32,8 @@ if TYPE_CHECKING:  # rich loads when a table is printed, not for `goatdna --help
 
 def print_summary(result: ReportResult, console: Console | None = None) -> None:
     """The report's summary table (one row per model) as a rich table, formatted as in report.md."""
-    from rich.console import Console
-
     from goatdna.analysis.report_frames import SUMMARY_FORMATS, with_intervals
+    from goatdna.console import output_console
 
     print_frame(
         with_intervals(result.summary, SUMMARY_FORMATS),
@@ -42,7 +41,7 @@ def print_summary(result: ReportResult, console: Console | None = None) -> None:
         SUMMARY_FORMATS,
         console,
     )
-    out = console or Console()
+    out = console or output_console()
     for line in result.differences:  # so a difference inside the noise is not read as a result
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if len(result.summary) > 1:
@@ -103,7 +102,6 @@ def report(
     threads: ThreadsOpt = None,
 ) -> None:
     """Evaluate each run's best checkpoint, run the GC% study, write tables, plots and report.html."""
-    from rich.console import Console
     from rich.markup import escape
 
     from goatdna.analysis.evaluate import parse_context_lengths
@@ -111,6 +109,7 @@ def report(
     from goatdna.analysis.recall import parse_distances
     from goatdna.analysis.report import build_report
     from goatdna.cli.common import eval_token_cap
+    from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
     from goatdna.runtime import single_device
 
@@ -122,7 +121,7 @@ def report(
     if prompts < 1 or num_samples < 1:
         raise GoatDNAError("--prompts and --num-samples must be >= 1")
     SamplingOptions(temperature=temperature, top_k=top_k, num_samples=num_samples).validate()
-    console = Console(stderr=True)
+    console = output_console(stderr=True)
     options = ReportOptions(
         runs=list(run),
         data_dir=data,

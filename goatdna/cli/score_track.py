@@ -94,9 +94,8 @@ def score_track(
 
     Windows of C bases start every S bases from the region start; the base at offset i is scored in window 0 if i < C, else in window (i - C) // S + 1; both strands are averaged.
     """
-    from rich.console import Console
-
     from goatdna.checkpoint import load_checkpoint
+    from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
     from goatdna.inference.reference import Reference
     from goatdna.inference.tracks import (
@@ -128,7 +127,7 @@ def score_track(
         requested = read_bed(bed)
     fabric = runtime.fabric()
     rank_zero = fabric.global_rank == 0  # rank 0 reports and writes; the others only score
-    console = Console(stderr=True, quiet=not rank_zero)
+    console = output_console(stderr=True, quiet=not rank_zero)
     from goatdna.inference.loop import rank_zero_lock
     from goatdna.progress import progress_bar
 
@@ -137,7 +136,7 @@ def score_track(
         Reference(fasta, message=lambda text: console.print(text, markup=False)) as reference,
     ):
         regions = resolve_regions(requested, reference)
-        loaded = load_checkpoint(checkpoint, "cpu")
+        loaded = load_checkpoint(checkpoint, "cpu", lm_command="score-track")
         model, train_length = loaded.model, loaded.train_length
         C = context if context is not None else train_length
         options = TrackOptions(

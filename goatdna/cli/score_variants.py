@@ -120,10 +120,10 @@ def score_variants(
     ] = default_of(CalibrationRequest, "per_context"),
 ) -> None:
     """Score each ALT allele of a VCF or table: LL(alt window) - LL(ref window), strands averaged."""
-    from rich.console import Console
     from rich.table import Table
 
     from goatdna.atomic import check_output_file
+    from goatdna.console import output_console
     from goatdna.inference.variant_run import score_variants as run
     from goatdna.inference.variants import STATUS_MEANING
 
@@ -150,7 +150,7 @@ def score_variants(
         summary = run(request, runtime.fabric())
     if summary is None:  # not global rank 0: rank 0 reports
         return
-    console = Console()
+    console = output_console()
     table = Table(
         title=f"{summary.alleles:,} ALT alleles of {summary.records:,} records "
         f"(window {summary.window})"

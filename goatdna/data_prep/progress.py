@@ -20,6 +20,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from goatdna.console import output_console
 from goatdna.progress import ProgressLines
 
 MAX_CONTIG_BARS = 40
@@ -29,7 +30,7 @@ class Reporter:
     """Says what the data path is doing; ``enabled=False`` silences the bars, not the messages."""
 
     def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or output_console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
         self.log_lines = enabled and not self.console.is_terminal  # a log: timed lines instead
         self._lines: ProgressLines | None = None

@@ -34,7 +34,6 @@ shards' manifest sha256). A smoke test of the pipeline, not a benchmark of biolo
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import json
 import os
@@ -84,12 +83,22 @@ class PlantedMotif:
 
 
 def read_meme_motifs(path: str | Path, option: str = "--motifs") -> list[PlantedMotif]:
-    """The motifs of a MEME minimal-format file (Biopython's ``minimal`` reader), rows normalised."""
+    """The motifs of a MEME minimal-format file, rows normalised.
+
+    Biopython's ``minimal`` reader checks the file and names the motifs; the probabilities are
+    taken as the file writes them (`_meme_matrices`), as Biopython rounds each to a count of
+    ``nsites`` (20 where a file gives none: 0.02 became 0). An RNA alphabet (``ACGU``, as RNA
+    motif databases write it) is read as DNA, U as T. A row of zeros is refused by name: it has
+    no letter to draw (Biopython's own normalising divided by zero there)."""
     from Bio import motifs as bio_motifs
 
     try:
         with open(path) as handle:
-            found = list(bio_motifs.parse(handle, "minimal"))
+            text = handle.read()
+        found = list(bio_motifs.parse(io.StringIO(text), "minimal"))
+        matrices = _meme_matrices(text)
+        if [len(rows) for rows in matrices] != [motif.length for motif in found]:
+            raise ValueError("its letter-probability matrices do not match their MOTIF lines")
     except OSError as err:
         raise GoatDNAError(f"{option} {path}: cannot read it ({err.strerror})") from None
     except Exception as err:  # Biopython raises ValueError and friends on a malformed file
@@ -98,14 +107,43 @@ def read_meme_motifs(path: str | Path, option: str = "--motifs") -> list[Planted
             "https://meme-suite.org/meme/doc/meme-format.html"
         ) from None
     out = []
-    for motif in found:
-        pwm = np.array([motif.pwm[b] for b in "ACGT"], dtype=np.float64).T  # (w, 4)
+    for motif, rows in zip(found, matrices, strict=True):
+        pwm = np.array(rows, dtype=np.float64).reshape(-1, 4)  # A C G T(U) columns
         if pwm.size == 0 or (pwm < 0).any() or not np.isfinite(pwm).all():
             raise GoatDNAError(f"{option} {path}: motif {motif.name!r} has no valid probabilities")
+        empty = np.flatnonzero(pwm.sum(axis=1) == 0)
+        if empty.size:
+            raise GoatDNAError(
+                f"{option} {path}: motif {motif.name!r} row {int(empty[0]) + 1} (of {len(pwm)}) "
+                "is all zeros; give each row of its letter-probability matrix a positive "
+                "probability"
+            )
         out.append(PlantedMotif(str(motif.name), pwm / pwm.sum(axis=1, keepdims=True)))
     if not out:
         raise GoatDNAError(f"{option} {path}: holds no MOTIF; give at least one PWM")
     return out
+
+
+def _meme_matrices(text: str) -> list[list[list[float]]]:
+    """Each MOTIF's letter-probability rows as written, read by Biopython's rules (the rows after
+    the ``letter-probability matrix:`` line: ``w=`` of them, or up to a line without 4 numbers)."""
+    lines = iter(text.splitlines())
+    matrices = []
+    for line in lines:
+        if not line.startswith("MOTIF"):
+            continue
+        header = next((x for x in lines if x.startswith("letter-probability matrix:")), "")
+        width = int(header.split("w=")[1].split()[0]) if "w=" in header else None
+        rows: list[list[float]] = []
+        for row in lines:
+            fields = row.split()
+            if len(fields) != 4:
+                break
+            rows.append([float(x) for x in fields])
+            if width and len(rows) == width:
+                break
+        matrices.append(rows)
+    return matrices
 
 
 def plant_motifs(block: np.ndarray, motifs: list[PlantedMotif], rate: float,
@@ -147,31 +185,26 @@ def reads_as(letters: np.ndarray, pwm: np.ndarray) -> bool:
     ``ceil(w / 2)`` consecutive letters each more likely under the aligned PWM columns (at any
     offset) than under a uniform background. A decoy must not: a full-width score alone lets
     a decoy keep half a motif (``CACGT`` of ``CACGTG``), which a model learns and TF-MoDISco
-    then reports in the class where nothing was planted."""
+    then reports in the class where nothing was planted.
+
+    Dynamic programming along the diagonals of (column, letter) pairs, linear in the PWM's width
+    and in ``len(letters)``: a table of every word of ``half`` letters (4 ** half entries) took
+    1 TiB for a 40-column JASPAR matrix, and its base-4 word codes overflow int64 wider still."""
     half = -(-len(pwm) // 2)
     if len(letters) < half:
         return False
-    words = np.lib.stride_tricks.sliding_window_view(letters.astype(np.int64), half)
-    table = _half_words(np.ascontiguousarray(pwm, dtype=np.float64).tobytes(), pwm.shape)
-    return bool(table[words @ (4 ** np.arange(half))].any())
-
-
-@functools.lru_cache(maxsize=64)
-def _half_words(pwm_bytes: bytes, shape: tuple[int, ...]) -> np.ndarray:
-    """(4 ** half,) bool: which words of ``half`` letters (base-4 codes, first letter lowest)
-    read as some half of the PWM on either strand; built once per PWM, as `reads_as` runs for
-    every redraw of every decoy."""
-    pwm = np.frombuffer(pwm_bytes, dtype=np.float64).reshape(shape)
-    half = -(-len(pwm) // 2)
-    table = np.zeros(4**half, dtype=bool)
+    codes = np.asarray(letters, dtype=np.intp)
     for motif in (pwm, pwm[::-1, ::-1]):  # the reverse complement: A C G T = 0 1 2 3
-        better = motif > 0.25  # (w, 4): which letter beats the background in each column
-        for j in range(len(motif) - half + 1):
-            codes = np.zeros(1, dtype=np.int64)  # every word the columns j..j+half-1 allow
-            for t in range(half):
-                codes = (codes[:, None] + np.flatnonzero(better[j + t]) * 4**t).ravel()
-            table[codes] = True
-    return table
+        fits = motif[:, codes] > 0.25  # (w, n): column c's letter beats the background at p
+        # run[p]: how many letters up to p fit the columns up to c, aligned (a diagonal's run)
+        run = fits[0].astype(np.int64)
+        for c in range(1, len(motif)):
+            if (run >= half).any():
+                return True
+            run = np.concatenate(([1], run[:-1] + 1)) * fits[c]
+        if (run >= half).any():
+            return True
+    return False
 
 
 def shuffled_instance(letters: np.ndarray, pwms: list[np.ndarray], rng: np.random.Generator,

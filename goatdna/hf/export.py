@@ -7,7 +7,8 @@
                                version, provenance (data manifest sha256, steps, tokens seen,
                                validation loss) and the run config it was trained with
       model.safetensors        weights only ("model." + DNADecoder key; a fine-tuned model's head
-                               as "head." + SequenceHead key), float32 as trained
+                               as "head." + SequenceHead key, and not the next-base head, which
+                               fine-tuning never trains), float32 as trained
       generation_config.json   suppress_tokens [4]: N is never generated
       tokenizer_config.json    GoatDNATokenizer (A C G T N = 0..4, the shards' ids) + auto_map
       vocab.json
@@ -20,7 +21,9 @@ A LoRA/IA3 fine-tune exports merged (adapters folded into the weights: the layou
 unmerged, as ``DIR/base/`` (that layout: the pretrained backbone with the fine-tuned head) and
 ``DIR/adapter/`` (peft's ``adapter_config.json`` + ``adapter_model.safetensors``), which
 ``PeftModel.from_pretrained(AutoModelForSequenceClassification.from_pretrained(DIR/base), DIR/adapter)``
-loads.
+loads. The adapter config names its base as ``base`` (relative: from ``DIR``) through
+transformers' ``AutoModelForSequenceClassification``, so peft's ``AutoPeftModel`` builds it from
+``base/``'s own code (``trust_remote_code``), never from an installed goatdna.
 
 The folder is written under a temporary name beside ``DIR`` and swapped in when complete
 (`goatdna.atomic.atomic_dir`).
@@ -81,6 +84,16 @@ AUTO_MAP = {
 }
 NO_MERGE_DIRS = ("base", "adapter")
 """An unmerged adapter export's two folders (`AdapterExport`)."""
+ADAPTER_AUTO_MAPPING = {
+    "base_model_class": "AutoModelForSequenceClassification",
+    "parent_library": "transformers",
+}
+"""adapter_config.json's ``auto_mapping``: the class peft's ``AutoPeftModel`` builds the base
+with. peft would record the class the adapters were attached to, an installed goatdna's
+(``goatdna.hf.modeling_goatdna``: outside peft's import allowlist, and another copy of the code
+than the folder's); transformers' Auto class reads ``base/config.json``'s ``auto_map`` instead."""
+LM_HEAD_KEY = WEIGHT_PREFIX + "head.weight"
+"""The next-base head's weight in model.safetensors (absent when the head is tied)."""
 TOKENIZER_AUTO_MAP = {"AutoTokenizer": ["tokenization_goatdna.GoatDNATokenizer", None]}
 _GOATDNA_IMPORT = re.compile(r"^\s*(from|import)\s+goatdna\b", re.MULTILINE)
 
@@ -167,7 +180,8 @@ class AdapterExport:
 
 def _write_adapter(folder: Path, base_folder: Path, adapter: AdapterExport, base_name: str) -> None:
     """peft's adapter folder for the classifier in ``base_folder``, written by peft itself: the
-    classifier loaded, `get_peft_model` on it, the trained adapter weights set, `save_pretrained`."""
+    classifier loaded, `get_peft_model` on it, the trained adapter weights set, `save_pretrained`;
+    then ``auto_mapping`` set to `ADAPTER_AUTO_MAPPING` (the folder's code, not goatdna's)."""
     import copy
 
     from peft import get_peft_model
@@ -181,7 +195,13 @@ def _write_adapter(folder: Path, base_folder: Path, adapter: AdapterExport, base
     if result.unexpected_keys or trained & set(result.missing_keys):
         raise RuntimeError(f"adapter weights do not fit the exported classifier: {result}")
     peft_model.peft_config["default"].base_model_name_or_path = base_name
+    # peft's model card names the base from these (else the temporary folder it was read from)
+    model.name_or_path = model.config.name_or_path = base_name
     peft_model.save_pretrained(str(folder), save_embedding_layers=False)
+    config_path = folder / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    config["auto_mapping"] = dict(ADAPTER_AUTO_MAPPING)
+    _write_json(config_path, config)
 
 
 UNMERGED_README = """# goatdna adapter fine-tune (unmerged)
@@ -195,6 +215,14 @@ from transformers import AutoModelForSequenceClassification
 
 base = AutoModelForSequenceClassification.from_pretrained("base", trust_remote_code=True)
 model = PeftModel.from_pretrained(base, "adapter").eval()
+```
+
+or, from this folder (`adapter/adapter_config.json` names its base as `base`):
+
+```python
+from peft import AutoPeftModel
+
+model = AutoPeftModel.from_pretrained("adapter", trust_remote_code=True).eval()
 ```
 
 `goatdna export --merge` (the default) writes one folder with the adapter merged instead.
@@ -213,6 +241,33 @@ def _save_weights(state: dict[str, Tensor], path: Path) -> None:
     save_file(state, str(path), metadata={"format": "pt"})
 
 
+def export_state(model: DNADecoder, task: SequenceTaskModel | None) -> dict[str, Tensor]:
+    """What model.safetensors holds: the decoder's tensors under ``"model."``; for a fine-tuned
+    model also its sequence head under ``"head."``, and not the next-base head (`LM_HEAD_KEY`),
+    which fine-tuning never trains and the classifier never reads."""
+    state = {
+        WEIGHT_PREFIX + k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()
+    }
+    if task is not None:
+        state.pop(LM_HEAD_KEY, None)
+        state.update(
+            {
+                "head." + k: v.detach().to("cpu").contiguous()
+                for k, v in task.head.state_dict().items()
+            }
+        )
+    return state
+
+
+def export_params(model: DNADecoder, task: SequenceTaskModel | None) -> int:
+    """Parameters of the exported model: the language model's, or the classifier's (the trunk
+    and the sequence head, without the next-base head it does not store)."""
+    if task is None:
+        return model.num_params()
+    lm_head = model.head.weight.numel() if model.head is not None else 0
+    return model.num_params() - lm_head + sum(p.numel() for p in task.head.parameters())
+
+
 def _write_folder(
     folder: Path,
     model: DNADecoder,
@@ -227,17 +282,7 @@ def _write_folder(
 
     config = config_json(model.config, run_config, provenance, task)
     _write_json(folder / CONFIG_FILE, config)
-    state = {
-        WEIGHT_PREFIX + k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()
-    }
-    if task is not None:  # the fine-tuned head, under SequenceTaskModel's own prefix
-        state.update(
-            {
-                "head." + k: v.detach().to("cpu").contiguous()
-                for k, v in task.head.state_dict().items()
-            }
-        )
-    _save_weights(state, folder / WEIGHTS_FILE)
+    _save_weights(export_state(model, task), folder / WEIGHTS_FILE)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(folder / WEIGHTS_FILE, 0o666 & ~umask)  # safetensors writes 0600; share like the rest
@@ -267,7 +312,7 @@ def _write_folder(
     hf_dir = Path(__file__).parent
     for name in HF_SOURCES:
         (folder / name).write_text(remote_code((hf_dir / name).read_text()))
-    (folder / "README.md").write_text(model_card(config, model.num_params()))
+    (folder / "README.md").write_text(model_card(config, export_params(model, task)))
 
 
 def is_export_folder(path: Path) -> bool:
@@ -366,7 +411,7 @@ def export_model(
                     "is not one; choose another --out"
                 )
             replacing = True
-    held = (task if task is not None else model).state_dict().values()
+    held = export_state(model, task).values()
     check_free_space(out, sum(t.numel() * t.element_size() for t in held), "the export")
     kept: list[Path] = []
     with atomic_dir(out, then="rerun the export") as folder:
@@ -376,8 +421,9 @@ def export_model(
             base = folder / NO_MERGE_DIRS[0]
             base.mkdir()
             _write_folder(base, model, run_config, provenance, task)
-            _write_adapter(folder / NO_MERGE_DIRS[1], base, adapter,
-                           str(out.resolve() / NO_MERGE_DIRS[0]))  # fmt: skip
+            # the base by its place beside the adapter (from the export folder), not an
+            # absolute path that breaks once the folder is moved or shared
+            _write_adapter(folder / NO_MERGE_DIRS[1], base, adapter, NO_MERGE_DIRS[0])
             (folder / "README.md").write_text(UNMERGED_README)
         if replacing:
             kept = foreign_files(out, folder)

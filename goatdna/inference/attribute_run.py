@@ -13,11 +13,16 @@ Outputs, by suffix (`goatdna.formats.output_format`, repeatable ``--out``):
 * ``.npz``: ``attributions`` and ``hypothetical`` (N, L, 4) float32 (L the longest record;
   shorter ones zero-padded, ``lengths`` says how long each is), ``sequences`` and ``names``
   (N,), ``method``, ``target``, ``strands``, and for BED input ``chrom``/``start``/``end``/
-  ``strand``. It is written one unit at a time into the zip archive, so peak memory does not
+  ``strand``. Integrated gradients add ``baseline`` (its name), ``tolerance``, and per sequence
+  ``steps`` (the steps it took), ``delta`` (``f(x) - f(baseline)``) and ``completeness_gap``
+  (``|sum(attributions) - delta| / |delta|``). It is written one unit at a time into the zip archive, so peak memory does not
   grow with the number of records (benchmarks/attribute_bench.py).
 * ``.bw``/``.bigWig``/``.bedGraph`` (BED input only): one value per base of every region, the
   contribution of the base that is there (`observed_contribution`), in genome orientation, by
-  the bigWig writer of `goatdna.inference.track_files`.
+  the bigWig writer of `goatdna.inference.track_files`. A region longer than a fine-tuned
+  model's ``max_length`` has values on the bases the model read only: the first ``max_length``
+  of a '+' region, the *last* ``max_length`` (in genome order) of a '-' region, whose reverse
+  complement is read from its 5' end.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,7 +42,16 @@ from goatdna.data_prep.tokens import NUM_BASES, decode
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.formats import output_format
-from goatdna.inference.attribute import AttributeOptions, Target, attribute_tokens, one_hot
+from goatdna.inference.attribute import (
+    AttributeOptions,
+    Explained,
+    Target,
+    attribute_tokens,
+    check_lengths,
+    is_complete,
+    one_hot,
+    work_positions,
+)
 from goatdna.inference.embed import SequenceRecord
 from goatdna.inference.loop import load_arrays, rank_zero_lock, rank_zero_progress, save_arrays
 from goatdna.runtime import is_first_process, on_rank_zero, rank_block, single_process_fabric
@@ -142,10 +156,7 @@ def attribute(request: AttributeRequest, fabric: Fabric | None = None, progress:
     inputs = [request.sequences, request.fasta, request.bed, request.checkpoint]
     claim_output(list(request.outs), request.force, inputs=inputs)
     target, module, max_length = load_target(request.checkpoint, request.options.target)
-    tokens = [r.tokens for r in records]
-    if max_length is not None:
-        _warn_long(tokens, max_length)
-        tokens = [t[:max_length] for t in tokens]
+    tokens = _model_tokens(records, max_length, target, request)
     fabric = fabric or single_process_fabric()
     stamps = [input_stamp(p).as_json() for p in inputs[:3] if p is not None]
     state: dict[str, JSONValue] = {
@@ -154,6 +165,7 @@ def attribute(request: AttributeRequest, fabric: Fabric | None = None, progress:
         "options": dict(asdict(request.options)),
         "records": len(records),
         "unit_sequences": UNIT_SEQUENCES,
+        "unit_arrays": len(UNIT_ARRAYS),
     }
     work = WorkDir(work_dir_for(request.outs[0]), "attribute", state, lambda i: f"unit-{i:06d}.npz")
     n_units = -(-len(tokens) // UNIT_SEQUENCES)
@@ -168,15 +180,14 @@ def attribute(request: AttributeRequest, fabric: Fabric | None = None, progress:
         fabric.to_device(module)
         module.eval()
         mine = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
-        total = sum(len(_unit_rows(u, len(tokens))) for u in mine)
-        with rank_zero_progress(fabric, total, "attribute", "sequences", progress) as advance:
-            for unit in mine:
-                rows = _unit_rows(unit, len(tokens))
-                got = attribute_tokens(target, [tokens[i] for i in rows], request.options,
-                                       fabric.device)  # fmt: skip
-                save_arrays(work, unit, _pack(got))
-                crash_point("attribute.unit_saved", unit + 1)
-                advance(len(rows))
+        if progress and fabric.global_rank == 0:
+            print(_estimate(tokens, request.options), file=sys.stderr)
+        try:
+            _explain_units(fabric, work, mine, target, tokens, request.options, progress)
+        except _Stopped as stopped:
+            if resumed == 0 and stopped.saved == 0 and fabric.world_size == 1:
+                work.remove()  # nothing to resume: the next run must not be told to --resume
+            raise stopped.cause from None
         fabric.barrier()
         if fabric.global_rank != 0:
             return None
@@ -187,8 +198,93 @@ def attribute(request: AttributeRequest, fabric: Fabric | None = None, progress:
             else:
                 _write_track(out, work, n_units, records, tokens, order, request)
             written.append(out)
+        _warn_incomplete(work, n_units, request.options)
         work.remove()
     return AttributeResult(len(records), target.name, written, resumed)
+
+
+class _Stopped(Exception):
+    """A failure or stop inside `_explain_units`, with how many units it had saved."""
+
+    def __init__(self, cause: BaseException, saved: int) -> None:
+        super().__init__(str(cause))
+        self.cause, self.saved = cause, saved
+
+
+def _explain_units(fabric: Fabric, work: WorkDir, units: list[int], target: Target,
+                   tokens: Sequence[np.ndarray], options: AttributeOptions, progress: bool
+                   ) -> int:  # fmt: skip
+    """Explain and save this rank's ``units``; progress counts bases, advanced after every pass
+    (so a SIGTERM, raised between passes, stops the run within one pass)."""
+    total = sum(tokens[i].size for u in units for i in _unit_rows(u, len(tokens)))
+    saved = 0
+    try:
+        with rank_zero_progress(fabric, total, "attribute", "bases", progress) as advance:
+            for unit in units:
+                rows = _unit_rows(unit, len(tokens))
+                got = attribute_tokens(target, [tokens[i] for i in rows], options,
+                                       fabric.device, advance)  # fmt: skip
+                save_arrays(work, unit, _pack(got))
+                saved += 1
+                crash_point("attribute.unit_saved", unit + 1)
+    except BaseException as cause:
+        raise _Stopped(cause, saved) from None
+    return saved
+
+
+def _estimate(tokens: Sequence[np.ndarray], options: AttributeOptions) -> str:
+    """The work a run is about to do, in one line (printed before it starts)."""
+    lengths = [t.size for t in tokens]
+    steps = ""
+    if options.method == "integrated-gradients":
+        steps = f", {options.steps} steps" + (
+            " (from 64, doubling)" if options.steps == "auto" else ""
+        )
+    return (
+        f"attribute: {len(lengths):,} sequence(s), {sum(lengths):,} bases, {options.method}"
+        f"{steps}: about {work_positions(lengths, options):,} model positions"
+    )
+
+
+def _warn_incomplete(work: WorkDir, n_units: int, options: AttributeOptions) -> None:
+    """One ``warning:`` line when integrated gradients left sequences short of completeness."""
+    if options.method != "integrated-gradients":
+        return
+    steps, gaps, deltas = _completeness(work, n_units)
+    missed = [i for i in range(gaps.size)
+              if not is_complete(gaps[i], deltas[i], options.tolerance)]  # fmt: skip
+    if missed:
+        worst = max(missed, key=lambda i: gaps[i])
+        hint = ("raise --tolerance" if options.steps == "auto"
+                else "use --steps auto, or more --steps")  # fmt: skip
+        print(
+            f"warning: integrated gradients: {len(missed)} of {gaps.size} sequences miss "
+            f"completeness by more than --tolerance {options.tolerance:g} (worst "
+            f"{gaps[worst]:.1%} of f(x) - f(baseline) at {steps[worst]} steps; the .npz records "
+            f"each one's completeness_gap); {hint}",
+            file=sys.stderr,
+        )
+
+
+def _completeness(work: WorkDir, n_units: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per record, in order: steps, completeness gap and ``f(x) - f(baseline)``, read unit by
+    unit (the attributions of one unit at a time in memory)."""
+    parts = [load_arrays(work, unit)[3:] for unit in range(n_units)]
+    steps, gaps, deltas = (np.concatenate([p[k] for p in parts] or [np.zeros(0)]) for k in range(3))
+    return steps.astype(np.int64), gaps.astype(np.float64), deltas.astype(np.float64)
+
+
+def _model_tokens(records: Sequence[SequenceRecord], max_length: int | None, target: Target,
+                  request: AttributeRequest) -> list[np.ndarray]:  # fmt: skip
+    """The tokens the model reads (a fine-tuned model's first ``max_length``), each checked to
+    fit one pass before any work (`check_lengths`)."""
+    tokens = [r.tokens if max_length is None else r.tokens[:max_length] for r in records]
+    what = "--sequences" if request.sequences is not None else "--bed"
+    check_lengths(target, [t.size for t in tokens], [r.name for r in records], request.options,
+                  what)  # fmt: skip
+    if max_length is not None:
+        _warn_long([r.tokens for r in records], max_length)
+    return tokens
 
 
 def need_library(module: str, what: str) -> None:
@@ -223,22 +319,30 @@ def _unit_rows(unit: int, n: int) -> range:
     return range(unit * UNIT_SEQUENCES, min((unit + 1) * UNIT_SEQUENCES, n))
 
 
-def _pack(got: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-    """One unit's per-record arrays as three: concatenated attributions, hypothetical, lengths."""
-    lengths = np.array([a.shape[0] for a, _ in got], dtype=np.int64)
+UNIT_ARRAYS = ("attributions", "hypothetical", "lengths", "steps", "gap", "delta")
+"""What a saved unit holds (its records concatenated), in this order."""
+
+
+def _pack(got: list[Explained]) -> list[np.ndarray]:
+    """One unit's records as `UNIT_ARRAYS`: concatenated attributions and hypothetical, and per
+    record its length, steps, completeness gap and ``f(x) - f(baseline)``."""
     empty = np.zeros((0, NUM_BASES), np.float32)
     return [
-        np.concatenate([a for a, _ in got] or [empty]),
-        np.concatenate([h for _, h in got] or [empty]),
-        lengths,
+        np.concatenate([r.attributions for r in got] or [empty]),
+        np.concatenate([r.hypothetical for r in got] or [empty]),
+        np.array([r.attributions.shape[0] for r in got], dtype=np.int64),
+        np.array([r.steps for r in got], dtype=np.int64),
+        np.array([r.gap for r in got], dtype=np.float64),
+        np.array([r.delta for r in got], dtype=np.float64),
     ]
 
 
-def _unit_records(work: WorkDir, unit: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    attributions, hypothetical, lengths = load_arrays(work, unit)
+def _unit_records(work: WorkDir, unit: int) -> list[Explained]:
+    attributions, hypothetical, lengths, steps, gaps, deltas = load_arrays(work, unit)
     bounds = np.concatenate([[0], np.cumsum(lengths)])
     return [
-        (attributions[a:b], hypothetical[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        Explained(attributions[a:b], hypothetical[a:b], int(n), float(gap), float(delta))
+        for a, b, n, gap, delta in zip(bounds[:-1], bounds[1:], steps, gaps, deltas, strict=True)
     ]
 
 
@@ -260,6 +364,11 @@ def write_npz(out: Path, work: WorkDir, n_units: int, records: Sequence[Sequence
         "strands": np.array(request.options.strands),
         "bases": np.array("ACGT"),
     }
+    if request.options.method == "integrated-gradients":
+        steps, gaps, deltas = _completeness(work, n_units)
+        small["baseline"] = np.array(request.options.baseline)
+        small["tolerance"] = np.array(request.options.tolerance)
+        small["steps"], small["delta"], small["completeness_gap"] = steps, deltas, gaps
     if request.bed is not None:
         for key in ("chrom", "start", "end"):
             small[key] = np.array([r.columns[key] for r in records])
@@ -273,7 +382,8 @@ def write_npz(out: Path, work: WorkDir, n_units: int, records: Sequence[Sequence
                 for unit in range(n_units):
                     for pair in _unit_records(work, unit):
                         block = np.zeros((width, NUM_BASES), dtype="<f4")  # (L, 4), zero-padded
-                        block[: pair[index].shape[0]] = pair[index]
+                        values = pair.hypothetical if index else pair.attributions
+                        block[: values.shape[0]] = values
                         handle.write(block.tobytes())
         for key, values in small.items():
             buffer = io.BytesIO()
@@ -330,7 +440,7 @@ def _write_track(out: Path, work: WorkDir, n_units: int, records: Sequence[Seque
 
     values: list[np.ndarray] = []
     for unit in range(n_units):
-        for attributions, hypothetical in _unit_records(work, unit):
+        for attributions, hypothetical, *_ in _unit_records(work, unit):
             i = len(values)
             track = observed_contribution(request.options.method, attributions, hypothetical,
                                           tokens[i])  # fmt: skip
@@ -338,6 +448,13 @@ def _write_track(out: Path, work: WorkDir, n_units: int, records: Sequence[Seque
     name = f"attribute {request.options.method} {request.options.target or ''}".strip()
     with open_track(out, _chrom_sizes(request), name) as writer:
         for i in order:
-            writer.add(
-                str(records[i].columns["chrom"]), int(records[i].columns["start"]), values[i]
-            )
+            columns = records[i].columns
+            writer.add(str(columns["chrom"]), _track_start(columns, values[i].size), values[i])
+
+
+def _track_start(columns: dict[str, Any], explained: int) -> int:
+    """Where a region's ``explained`` values begin on the genome. A fine-tuned model reads the
+    first ``max_length`` bases of the record: for a '+' region its first bases, for a '-' region
+    (the reverse complement) its *last* ones in genome order, ``[end - explained, end)``."""
+    start, end = int(columns["start"]), int(columns["end"])
+    return end - explained if columns.get("strand") == "-" else start

@@ -213,7 +213,7 @@ def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: 
     from goatdna import __version__
     from goatdna.checkpoint import load_checkpoint
 
-    loaded = load_checkpoint(request.checkpoint, device="cpu")
+    loaded = load_checkpoint(request.checkpoint, device="cpu", lm_command="mutagenesis")
     window = request.window if request.window is not None else loaded.train_length
     check_window(window, loaded.model_config)  # score-variants' memory bound: the same windows
     options = MutagenesisOptions(window, request.method, request.strands, request.batch_size)

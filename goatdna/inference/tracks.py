@@ -33,7 +33,7 @@ from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from lightning_fabric import Fabric
 
     from goatdna.model import DNADecoder, ModelConfig
+
+ArrayT = TypeVar("ArrayT", np.ndarray, "torch.Tensor")
 
 WHATS = ("logp", "entropy")
 STRANDS = ("both", "forward")
@@ -324,11 +326,25 @@ def strand_values(
     return first, values
 
 
-def combine_strands(forward: np.ndarray, reverse: np.ndarray) -> np.ndarray:
-    """The mean of the two strands' values; where one has none (the end bases), the other's."""
-    both = (forward.astype(np.float64) + reverse.astype(np.float64)) / 2
-    out = np.where(np.isnan(forward), reverse, np.where(np.isnan(reverse), forward, both))
-    return out.astype(np.float32)
+def combine_strands(forward: ArrayT, reverse: ArrayT) -> ArrayT:
+    """The one definition of a base's value on ``--strands both``, for score-track's tracks and
+    `attribute --target base:I` alike: the mean of *the same base's* two strand values (the
+    reverse strand's read on the reverse complement, predicted from the bases after it); where
+    one strand has none (NaN: the first base has nothing before it on the forward strand, the
+    last base on the reverse strand), the other's.
+
+    NumPy arrays give float32 (the mean taken in float64); torch tensors keep their dtype and
+    stay differentiable (a NaN that is not chosen gets no gradient), for attribute's targets.
+    """
+    if isinstance(forward, np.ndarray):
+        assert isinstance(reverse, np.ndarray)
+        both = (forward.astype(np.float64) + reverse.astype(np.float64)) / 2
+        out = np.where(np.isnan(forward), reverse, np.where(np.isnan(reverse), forward, both))
+        return out.astype(np.float32)
+    import torch
+
+    mean = (forward + reverse) / 2
+    return torch.where(forward.isnan(), reverse, torch.where(reverse.isnan(), forward, mean))
 
 
 def block_count(n: int, options: TrackOptions) -> int:

@@ -224,7 +224,7 @@ def _run(
 
     out = request.out
     kind = output_kind(out)
-    loaded = load_checkpoint(request.checkpoint, device="cpu")
+    loaded = load_checkpoint(request.checkpoint, device="cpu", lm_command="score-variants")
     model = loaded.model
     window = request.window if request.window is not None else loaded.train_length
     options = VariantOptions(window, request.strands, request.batch_size, request.shared_prefix,

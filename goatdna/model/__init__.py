@@ -1,6 +1,6 @@
-"""The decoder and its positional schemes (torch only; no other goatdna imports but the
-user-error type in `goat_attention`, the converter from the authors' package, which export does
-not ship).
+"""The decoder and its positional schemes (torch only, no other goatdna imports: the bottom
+layer; `goat_attention`, the converter from the authors' package, raises its own
+`GoatAttentionConversionError`, a `ValueError`).
 
 GOAT's prior (`goat.GoatPrior`) is packed into the queries and keys so that one standard
 SDPA/FlashAttention call computes attention with the prior; RoPE (`rope`) is the baseline.
@@ -11,6 +11,7 @@ from .config import ModelConfig
 from .flops import flops_per_token
 from .goat import GoatPrior
 from .goat_attention import (
+    GoatAttentionConversionError,
     from_goat_attention,
     goat_attention_config,
     goat_attention_kwargs,
@@ -27,6 +28,7 @@ from .transformer import DNADecoder
 __all__ = [
     "IGNORE_TARGET",
     "DNADecoder",
+    "GoatAttentionConversionError",
     "GoatPrior",
     "KVCache",
     "ModelConfig",

@@ -13,8 +13,12 @@ head (d_h rows per head) and keeps the first d_c = d_h - (2R + 1) rows as conten
 computed and dropped); goatdna projects only those d_c rows. The way back fills the dropped rows
 with zeros (nothing reads them).
 
-Not shipped by ``goatdna export``: the exported model code is the model files alone, torch only;
-this module, which raises goatdna's user error (`GoatDNAError`), is for users converting weights.
+Refusals raise `GoatAttentionConversionError`, a `ValueError` defined here: `goatdna.model` is
+the bottom layer (torch only, no other goatdna import; see pyproject's import-linter contracts), so
+it cannot raise `goatdna.errors.GoatDNAError`; like the rest of model (`ModelConfig`'s checks) it
+raises a `ValueError` that says what to change. No goatdna command calls the converter (it is
+Python API for users converting weights), so no CLI needs to translate it. Not shipped by
+``goatdna export`` (the wrapper does not reach it), though it would be safe to: torch only.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..errors import GoatDNAError  # the one user-error type; this file is not exported
 from .attention import CausalSelfAttention
 from .config import ModelConfig
 from .goat import GoatPrior
@@ -32,8 +35,13 @@ from .goat import GoatPrior
 _WHAT = "from_goat_attention"
 
 
-def _refuse(message: str) -> GoatDNAError:
-    return GoatDNAError(f"{_WHAT}: {message}")
+class GoatAttentionConversionError(ValueError):
+    """A GoatAttention module or goatdna layer that has no counterpart on the other side; the
+    message names the option and what to change (one line)."""
+
+
+def _refuse(message: str) -> GoatAttentionConversionError:
+    return GoatAttentionConversionError(f"{_WHAT}: {message}")
 
 
 def _base_of(freqs: Tensor, name: str) -> float:
@@ -142,7 +150,7 @@ def from_goat_attention(module: Any) -> CausalSelfAttention:
 
     ``layer(x, start_pos)`` equals ``module(x, x, x, is_causal=True, position_offset_q=start_pos,
     position_offset_k=start_pos)[0]`` (float32: within float32 rounding), the KV cache and padded
-    batches included. Refused in one line (`GoatDNAError`): 2-D (ViT) modules, cross-attention
+    batches included. Refused in one line (`GoatAttentionConversionError`): 2-D (ViT) modules, cross-attention
     (kdim/vdim), ``add_bias_kv``/``add_zero_attn``, ``enable_key_bias=False``, no
     ``training_seq_len``. ``dropout`` is not carried over (goatdna's attention has none; the
     function in eval mode is the same).
@@ -235,19 +243,19 @@ def _check_authors_config(config: ModelConfig) -> None:
     }
     for key, value in wanted.items():
         if getattr(config, key) != value:
-            raise GoatDNAError(
+            raise GoatAttentionConversionError(
                 f"goat_attention_state_dict: model.{key} is {getattr(config, key)!r}; "
                 f"goat-attention's layout needs {value!r} (convert layers built by "
                 "from_goat_attention or configured with its options)"
             )
     if config.goat_abs_modes is None or config.goat_init not in ("seeded", "uniform"):
-        raise GoatDNAError(
+        raise GoatAttentionConversionError(
             "goat_attention_state_dict: set model.goat_abs_modes and model.goat_init "
             "('seeded' or 'uniform') as goat-attention's layout has them"
         )
     hidden = min(2 * (2 * config.goat_abs_modes + 2), 4)
     if config.goat_mlp_hidden not in (None, hidden):
-        raise GoatDNAError(
+        raise GoatAttentionConversionError(
             f"goat_attention_state_dict: model.goat_mlp_hidden is {config.goat_mlp_hidden}; "
             f"goat-attention's key-bias MLP has {hidden} (set it to null)"
         )
@@ -262,12 +270,12 @@ def goat_attention_state_dict(
     (`from_goat_attention`'s, or a config with its options) have one; others are refused."""
     prior = layer.prior
     if not isinstance(prior, GoatPrior) or prior.key_mlp is None or prior.alignment_slot:
-        raise GoatDNAError(
+        raise GoatAttentionConversionError(
             "goat_attention_state_dict: the layer's prior is not in goat-attention's layout "
             "(model.goat_key_mlp 'shared', goat_slope 'softplus', goat_alignment_slot false)"
         )
     if prior.slope_fn != "softplus" or prior.abs_modes is None:
-        raise GoatDNAError(
+        raise GoatAttentionConversionError(
             "goat_attention_state_dict: set model.goat_slope 'softplus' and model.goat_abs_modes "
             "(goat-attention's layout)"
         )

@@ -4,9 +4,8 @@ torch's ``F.rms_norm`` runs one fused kernel forward, but when gradients are nee
 it is recorded as its decomposition (``pow``, ``mean``, ``add``, ``rsqrt``, two ``mul``), so a
 training step walks that many backward nodes and their full-width temporaries per norm (2 per
 layer plus the final one). `RMSNorm` keeps torch's forward kernel (outputs bit-identical to
-``nn.RMSNorm``) and writes the gradient in closed form: 0.64-0.78x nn.RMSNorm's time forward +
-backward at the peer benchmark's mid shape (1 x 1024 x 256, fp32, one thread, two runs of
-`benchmarks/norm_bench.py`), 9-24 ms of a ~1.1 s training step.
+``nn.RMSNorm``) and writes the gradient in closed form, which takes less time forward + backward
+(measured by `benchmarks/norm_bench.py`; the numbers live in benchmarks/README.md, "norm_bench").
 
 With ``r = 1 / sqrt(mean(x^2) + eps)`` per row and ``y = x r w``, the gradients of a loss
 with output gradient ``g`` are::

@@ -11,9 +11,8 @@ im_1, ...)``, the layout the complex product already has in memory. Queries and 
 order, so every ``q . k`` (and so attention, the KV cache and attention maps) equals the
 rotate-half formula's ``q*cos + rotate_half(q)*sin``; only the order of the dims inside a rotated
 vector differs. Two ops instead of that formula's five (neg, cat, two muls, add), and backward is
-the inverse rotation (`_Rotate`), two more: 0.5-0.6x the formula's time forward, and with
-backward, per call at the peer benchmark's mid shape (1 x 4 heads x 1024 x 64, CPU fp32;
-benchmarks/rope_bench.py).
+the inverse rotation (`_Rotate`), two more (timed against the formula by
+`benchmarks/rope_bench.py`; the numbers live in benchmarks/README.md, "rope_bench").
 Half precision (no bfloat16 complex type) rotates in float32 and rounds once.
 """
 
@@ -74,8 +73,7 @@ class _Rotate(torch.autograd.Function):
 
     Written out because autograd's own backward of the complex product goes through
     ``torch.complex``'s two halves, each scattered into a zero tensor and summed (five ops where
-    the inverse rotation below takes two: 0.84-0.87x the time of autograd's own, forward and
-    backward).
+    the inverse rotation below takes two; `benchmarks/rope_bench.py` times both).
     """
 
     @staticmethod

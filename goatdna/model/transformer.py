@@ -30,7 +30,7 @@ class SwiGLU(nn.Module):
     """``down(silu(gate(x)) * up(x))`` (Shazeer 2020).
 
     Gate and up are two matmuls, not one fused ``gate_up``: the fused output's halves were
-    strided views (``silu * up`` ran 1.1x slower on them), backward concatenated their gradients
+    strided views (``silu * up`` ran slower on them), backward concatenated their gradients
     and the forward held one more full-width activation (benchmarks/peer_bench.py).
     """
 

@@ -19,15 +19,16 @@ several layers or poolings are swept and the best on validation kept (`training.
 ``mode: lora`` / ``ia3`` freeze the backbone and train peft adapters on its projections with the
 head (`goatdna.adapters`). Their checkpoints hold only what was trained: ``state_dict`` has the
 adapter weights (``"model." + <peft name>``) and ``"head."``, and the config an ``adapter``
-section naming the backbone by absolute path and sha256; `load_checkpoint` rebuilds base +
-adapters from it (merged), so a task costs megabytes, not a copy of the backbone.
+section naming the backbone by path (relative to the run folder, and absolute) and sha256;
+`load_checkpoint` rebuilds base + adapters from it (merged), so a task costs megabytes, not a
+copy of the backbone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from goatdna import __version__
 from goatdna.adapters import (
@@ -54,7 +55,7 @@ from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 from goatdna.runtime import Runtime, gather_blocks, rank_block
 from goatdna.training import preflight
-from goatdna.training.finetune_config import FinetuneConfig, FinetuneOptimConfig
+from goatdna.training.finetune_config import FinetuneConfig
 from goatdna.training.finetune_data import (
     Split,
     StepBatches,
@@ -63,6 +64,12 @@ from goatdna.training.finetune_data import (
     file_sha256,
     load_task,
     print_warnings,
+)
+from goatdna.training.heads import (
+    NON_FINITE_HINT,
+    SELECTION_METRIC,
+    evaluate_predictions,
+    head_optimizer,
 )
 from goatdna.training.loop import (
     Due,
@@ -78,10 +85,7 @@ from goatdna.training.metrics import (
     HIGHER_IS_BETTER,
     REGRESSION_METRICS,
     class_balance,
-    classification_metrics,
-    regression_metrics,
 )
-from goatdna.training.module import lr_multiplier, parameter_groups
 from goatdna.training.probe import (
     FEATURE_CACHE,
     Features,
@@ -104,9 +108,7 @@ if TYPE_CHECKING:
     from lightning_fabric import Fabric
     from lightning_fabric.wrappers import _FabricModule
 
-SELECTION_METRIC = {"classification": "mcc", "regression": "mse"}
 FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
-NON_FINITE_HINT = "Lower --lr/--backbone-lr"
 
 
 def metric_columns(task: str) -> tuple[str, ...]:
@@ -216,38 +218,6 @@ class SequenceTaskModule(SequenceTaskModel):
         return self.label_units(gather_blocks(fabric, local, len(split))).numpy()
 
 
-def _decay_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
-    """Pretraining's weight-decay split (`parameter_groups`) at this learning rate."""
-    return [{**group, "lr": lr} for group in parameter_groups(module, weight_decay)]
-
-
-def head_optimizer(
-    head: nn.Module, backbone: nn.Module | None, optim: FinetuneOptimConfig, total_steps: int
-) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW over the head (and the backbone, when it trains) at their learning rates; linear
-    warmup, then cosine to zero. The run's optimizer and the probe sweep's (`probe.fit_head`)."""
-    groups = [_decay_groups(head, optim.head_lr, optim.weight_decay)]
-    if backbone is not None:
-        groups.append(_decay_groups(backbone, optim.backbone_lr, optim.weight_decay))
-    flat = [g for pair in groups for g in pair if g["params"]]
-    optimizer = torch.optim.AdamW(flat, betas=(0.9, 0.98))
-    warmup = int(optim.warmup_fraction * total_steps)
-    schedule = functools.partial(lr_multiplier, warmup=warmup, total=total_steps, floor=0.0)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-
-
-def evaluate_predictions(task: str, labels: np.ndarray, preds: np.ndarray) -> dict[str, float]:
-    """Metrics plus the loss the head optimises (CE in nats; MSE in label units)."""
-    if task == "classification":
-        metrics = classification_metrics(labels, preds)
-        picked = np.clip(preds[np.arange(labels.size), labels], 1e-12, 1.0)
-        metrics["loss"] = float(-np.log(picked).mean())
-    else:
-        metrics = regression_metrics(labels, preds[:, 0])
-        metrics["loss"] = metrics["mse"]
-    return metrics
-
-
 # ------------------------------------------------------------------------------ features
 def embed_split(
     backbone: DNADecoder,
@@ -295,9 +265,10 @@ def input_hashes(backbone_sha: str, task: TaskData) -> dict[str, str]:
 
 def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any],
             inputs: dict[str, str], total_steps: int, steps_per_epoch: int,
-            choice: ProbeChoice) -> dict[str, Any]:  # fmt: skip
+            choice: ProbeChoice, run_root: Path) -> dict[str, Any]:  # fmt: skip
     """config.yaml: the sections, the backbone's model config, the task model's config
-    (``head``, with the probe's layer and pooling), the step schedule and input hashes."""
+    (``head``, with the probe's layer and pooling), the step schedule and input hashes; an
+    adapter run's backbone by absolute path and relative to ``run_root``."""
     out = to_dict(config)
     out["model"] = dict(model_config)
     out["head"] = to_dict(task_config(config, task, choice))
@@ -311,6 +282,7 @@ def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any]
             mode=b.mode, targets=split_targets(b.lora_targets), rank=b.lora_rank,
             alpha=b.lora_alpha, dropout=b.lora_dropout, backbone=str(backbone.resolve()),
             backbone_sha256=digest,
+            backbone_relative=os.path.relpath(backbone.resolve(), run_root.resolve()),
         ).to_dict()  # fmt: skip
     out["goatdna_version"] = __version__
     return out
@@ -338,7 +310,7 @@ def finetune(
 
     def resolved_for(choice: ProbeChoice) -> dict[str, Any]:
         return resolve(config, task, backbone_config["model"], inputs, total_steps,
-                       plan.steps_per_epoch, choice)  # fmt: skip
+                       plan.steps_per_epoch, choice, run.root)  # fmt: skip
 
     # every rank, read only (a sweep's choice is checked again once made: an occupied folder
     # is refused before its work, a resumed one is compared with the choice)

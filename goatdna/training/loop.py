@@ -1,10 +1,10 @@
-"""The training loop of `goatdna train` and `goatdna finetune`, on `lightning_fabric.Fabric`.
+"""The training loop of `goatdna train`, `goatdna finetune` and its probe sweep, on Fabric.
 
 Read `fit` from top to bottom: it is the whole loop, in the style of nanoGPT's ``train.py``.
 Fabric owns devices, precision, the DDP/FSDP wrapping, collectives and checkpoint I/O
 (`goatdna.checkpoint` owns the checkpoint's layout); a `Task` (pretraining in
-`training.trainer`, fine-tuning in `training.finetune`) says what one step trains on, how it is
-validated and when. Each optimizer step does, in this order: the micro-batches (backward, the
+`training.trainer`, fine-tuning in `training.finetune`, a probe sweep's head in
+`training.probe`) says what one step trains on, how it is validated and when. Each optimizer step does, in this order: the micro-batches (backward, the
 non-finite guard, clipping, AdamW, the LR schedule), a metrics row, validation, best.ckpt,
 last.ckpt, and the stop after a SIGINT/SIGTERM. A checkpoint written at step K therefore already
 holds step K's validation and best-checkpoint bookkeeping, and the data position is a pure
@@ -148,7 +148,7 @@ class Finished:
 def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGPT's train.py)
     fabric: Fabric,
     task: Task[BatchT],
-    run: RunDir,
+    run: RunDir | None,
     trainable: Trainable,
     checkpoint: Path | None,
     started: float,
@@ -157,7 +157,10 @@ def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGP
     """Optimizer steps from ``checkpoint``'s step (or 0) to ``task.spec.total_steps``.
 
     ``started``: `time.perf_counter` when this session began. ``throughput`` (pretraining)
-    times the steps, leaving validation and checkpoint writes out.
+    times the steps, leaving validation and checkpoint writes out. ``run`` None: a fit that
+    keeps nothing on disk (the probe sweep's heads, `probe.fit_head`): no metrics.csv, no
+    checkpoints, and no stop after the step on a Ctrl-C (it interrupts at once, as any work
+    outside a run's steps does); the steps, validation and the best step are the same.
     """
     spec = task.spec
     state = TrainState()
@@ -165,10 +168,11 @@ def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGP
              "scheduler": trainable.scheduler, "loop": state}  # fmt: skip
     start = load_training_checkpoint(fabric, checkpoint, saved) if checkpoint else 0
     clock = Clock(state.elapsed_seconds, started)
-    metrics = MetricsCSV(run.metrics_csv, spec.columns)
-    if fabric.is_global_zero:
+    metrics = MetricsCSV(run.metrics_csv, spec.columns) if run is not None else None
+    if fabric.is_global_zero and metrics is not None:
         metrics.start(resume_step=start or None)
-    checkpoints = Checkpoints(fabric, run, saved, spec, clock, last_saved=start or -1)
+    checkpoints = (Checkpoints(fabric, run, saved, spec, clock, last_saved=start or -1)
+                   if run is not None else None)  # fmt: skip
     progress = StepProgress(spec.progress_bar and fabric.is_global_zero, spec.total_steps, start,
                             spec.progress_label)  # fmt: skip
     paused = throughput.paused if throughput is not None else contextlib.nullcontext
@@ -176,7 +180,8 @@ def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGP
     if throughput is not None:
         throughput.start(start)
 
-    with SignalCatcher() as signals, contextlib.closing(progress):
+    signals = SignalCatcher() if run is not None else None
+    with signals or contextlib.nullcontext(), contextlib.closing(progress):
         batches = task.steps(start)  # endless: the range below ends the run
         for step in range(start + 1, spec.total_steps + 1):
             micro_batches = next(batches)
@@ -208,17 +213,19 @@ def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGP
                 row["val_loss"] = state.last_val["loss"]
                 row.update({f"val_{k}": v for k, v in state.last_val.items() if k != "loss"})
                 value = state.last_val[spec.selection]
-                if _better(value, state.best_value, spec.higher_is_better):
+                if better(value, state.best_value, spec.higher_is_better):
                     state.best_value, state.best_step, improved = value, step, True
                 state.evals_since_best = 0 if improved else state.evals_since_best + 1
             if row:
                 row["elapsed_s"] = round(clock.elapsed, 3)
-                if fabric.is_global_zero:
+                if fabric.is_global_zero and metrics is not None:
                     metrics.append(step, row)
                 fabric.log_dict(row, step=step)
             progress.update(step, **{k: row[k] for k in spec.shown if k in row})
 
             # checkpoints, then the stop a SIGINT/SIGTERM asked for (every rank at this step)
+            if run is None or checkpoints is None or signals is None:  # a fit that keeps nothing
+                continue
             with paused():
                 if improved:
                     checkpoints.save(run.best_ckpt, step)
@@ -236,7 +243,9 @@ def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGP
     return Finished(state, clock.elapsed)
 
 
-def _better(value: float, best: float, higher_is_better: bool) -> bool:
+def better(value: float, best: float, higher_is_better: bool) -> bool:
+    """The selection rule of best.ckpt and of the probe sweep's pair: a NaN never wins, and
+    anything beats NaN (no value yet); a tie keeps the earlier."""
     if math.isnan(value):
         return False
     if math.isnan(best):
@@ -251,7 +260,7 @@ def optimizer_step(
     task: Task[BatchT],
     micro_batches: Iterable[BatchT],
     step: int,
-    checkpoints: Checkpoints,
+    checkpoints: Checkpoints | None,
 ) -> tuple[Tensor, Tensor, list[float]]:
     """Update ``step`` (1-based): backward over the micro-batches, then one AdamW update and one
     LR-schedule step; returns the step's mean loss, its pre-clipping global gradient norm
@@ -285,7 +294,8 @@ def optimizer_step(
             else "gradients became non-finite"
         )
         kept = (f"last good checkpoint: {checkpoints.run.last_ckpt}"
-                if checkpoints.last_saved > 0 else "no checkpoint had been written yet")  # fmt: skip
+                if checkpoints is not None and checkpoints.last_saved > 0
+                else "no checkpoint had been written yet")  # fmt: skip
         raise NonFiniteLossError(
             f"{what} at step {step}; stopped before applying it. {spec.non_finite_hint}, then "
             f"--resume or start over ({kept})"

@@ -4,12 +4,13 @@
 block's output, or ``final``, the final norm's output the LM head reads) with one pooling
 (``--pool mean|last``). Given several (``--layer all`` or ``1,3,final``; ``--pool mean,last``) it
 sweeps them: one forward pass per batch gives every asked layer (`DNADecoder.hidden_at`), every
-(layer, pooling) pair gets its own head fitted exactly as the run fits its head (same init, same
-batches, optimizer, schedule, dropout masks and per-epoch validation, in float32), and the pair
-with the best validation value of the selection metric (MCC for classification, MSE for
-regression; the first in table order on a tie) becomes the run's probe. The test split plays no
-part in the choice: the run then trains the chosen probe through the ordinary loop and evaluates
-the test split once, for it. The table lands in ``RUN_DIR/probe_sweep.{tsv,json}``.
+(layer, pooling) pair gets its own head fitted by the run's own loop (`loop.fit`, on one CPU
+process in float32, keeping nothing on disk: the run's init, batches, optimizer, schedule,
+dropout masks and per-epoch validation), and the pair with the best validation value of the
+selection metric (MCC for classification, MSE for regression; the first in table order on a tie)
+becomes the run's probe. The test split plays no part in the choice: the run then trains the
+chosen probe through the same loop and evaluates the test split once, for it. The table lands
+in ``RUN_DIR/probe_sweep.{tsv,json}``.
 
 Memory: the sweep holds rows x d_model x pairs float32 features (twice with reverse strands).
 """
@@ -24,7 +25,8 @@ import json
 import math
 import pickle
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,11 +37,30 @@ from torch import Tensor
 from goatdna.atomic import atomic_path
 from goatdna.errors import GoatDNAError
 from goatdna.model.classifier import pool_hidden, reverse_complement_padded
+from goatdna.progress import progress_bar
+from goatdna.runtime import single_process_fabric
 from goatdna.training.finetune_config import FINAL_LAYER, spec_items
 from goatdna.training.finetune_data import Split, StepBatches, StepPlan, TaskData, eval_batches
+from goatdna.training.heads import (
+    NON_FINITE_HINT,
+    SELECTION_METRIC,
+    evaluate_predictions,
+    head_optimizer,
+)
+from goatdna.training.loop import (
+    Due,
+    LoopSpec,
+    NonFiniteLossError,
+    Trainable,
+    better,
+    fit,
+)
+from goatdna.training.metrics import HIGHER_IS_BETTER
 from goatdna.training.run import CACHE_DIR
 
 if TYPE_CHECKING:
+    from lightning_fabric import Fabric
+
     from goatdna.model import DNADecoder
     from goatdna.model.classifier import SequenceTaskModel
     from goatdna.training.finetune_config import FinetuneConfig
@@ -97,9 +118,10 @@ def pooled_features(
     batch_size: int,
     both_strands: bool,
     device: torch.device,
+    advance: Callable[[int], None] = lambda rows: None,
 ) -> dict[ProbeChoice, Features]:
     """Pooled features of every row for every choice, float32 on the CPU: one trunk pass per
-    batch (and strand) gives every asked layer at once."""
+    batch (and strand) gives every asked layer at once. ``advance(rows)`` after each batch."""
     layers = list(dict.fromkeys(c.layer for c in choices))
     forward: dict[ProbeChoice, list[Tensor]] = {c: [] for c in choices}
     reverse: dict[ProbeChoice, list[Tensor]] = {c: [] for c in choices}
@@ -113,6 +135,7 @@ def pooled_features(
             for choice in choices:
                 pooled = pool_hidden(states[choice.layer], lengths, choice.pool)
                 store[choice].append(pooled.float().cpu())
+        advance(len(lengths))
     return {c: (torch.cat(forward[c]), torch.cat(reverse[c]) if both_strands else None)
             for c in choices}  # fmt: skip
 
@@ -142,12 +165,14 @@ def probe_features(
     config: FinetuneConfig,
     choices: Sequence[ProbeChoice],
     device: torch.device,
-    warn: bool,
+    rank_zero: bool,
 ) -> ProbeFeatures:
     """Features of every split and choice, from RUN_DIR/cache when the key matches, else
     computed now (`ProbeFeatures.save` writes them; only the process that owns the run
     directory calls it). The key holds the input hashes, choices, length cap, strands and the
-    split seed."""
+    split seed. ``rank_zero``: this process reports, a damaged cache and (with the run's
+    progress option) the progress of computing them, which on a large task takes minutes of a
+    run that shows nothing else meanwhile."""
     rc = needs_rc(config)
     key_source = json.dumps(
         {"inputs": inputs, "choices": [c.key for c in choices],
@@ -168,14 +193,19 @@ def probe_features(
                 pickle.UnpicklingError) as err:  # fmt: skip
             # a damaged cache (a killed write cannot leave one: it is renamed in whole) is named
             # and computed again, not silently skipped
-            if warn:
+            if rank_zero:
                 print(f"{path}: damaged probe-feature cache ({type(err).__name__}); "
                       "computing the features again", file=sys.stderr)  # fmt: skip
     backbone = backbone.to(device).eval()
-    per_split = {
-        name: pooled_features(backbone, choices, split, config.trainer.eval_batch_size, rc, device)
-        for name, split in task.splits.items()
-    }
+    rows = sum(len(split) for split in task.splits.values())
+    shown = rank_zero and config.trainer.progress_bar
+    with progress_bar("probe features", rows, "sequences", shown) as advance:
+        per_split = {
+            name: pooled_features(
+                backbone, choices, split, config.trainer.eval_batch_size, rc, device, advance
+            )
+            for name, split in task.splits.items()
+        }
     backbone.cpu()
     by_choice = {c: {name: per_split[name][c] for name in task.splits} for c in choices}
     return ProbeFeatures(by_choice, key, False)
@@ -230,57 +260,98 @@ def head_predictions(
     return torch.cat(outs) if outs else torch.zeros(0, model.task_config.n_outputs)
 
 
+class HeadFit:
+    """One sweep head as a `loop.Task`: the run's `finetune.FineTuning` on one process and on
+    cached features. The same batches (`StepBatches` at rank 0 of 1), the dropout seed of each
+    step, validation at every epoch's end; nothing logged or checkpointed (`loop.fit` without
+    a run directory). ``validated``: the metrics of every validated step."""
+
+    def __init__(self, model: SequenceTaskModel, features: dict[str, Features], task: TaskData,
+                 config: FinetuneConfig, plan: StepPlan) -> None:  # fmt: skip
+        self.model, self.features, self.task, self.config, self.plan = (
+            model, features, task, config, plan)  # fmt: skip
+        self.total_steps = plan.steps_per_epoch * config.trainer.epochs
+        selection = SELECTION_METRIC[task.task]
+        self.spec = LoopSpec(
+            total_steps=self.total_steps,
+            columns=(),
+            selection=selection,
+            higher_is_better=HIGHER_IS_BETTER[selection],
+            grad_clip=config.optim.grad_clip,
+            non_finite_hint=NON_FINITE_HINT,
+            hyper_parameters={},
+            progress_label="probe sweep",
+            progress_bar=False,
+            shown=(),
+        )
+        self.step = 0  # the step being trained
+        self.validated: dict[int, dict[str, float]] = {}
+
+    def steps(self, start: int) -> Iterator[list[dict[str, Tensor]]]:
+        batches = StepBatches(self.task.splits["train"], self.plan, 0, 1, self.features["train"])
+        self.model.head.train()
+        for step in itertools.count(start + 1):
+            self.step = step
+            torch.manual_seed((self.config.seed * 1_000_003 + (step - 1) * 131) % 2**63)
+            yield [batches[step - 1]]
+
+    def loss(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.model.loss(self.model.head(batch["features"]), batch["labels"])
+
+    def due(self, step: int) -> Due:
+        epoch_end = step % self.plan.steps_per_epoch == 0 or step == self.total_steps
+        return Due(log=False, validate=epoch_end, checkpoint=False)
+
+    def validate(self) -> dict[str, float]:
+        head = self.model.head
+        head.eval()
+        with torch.no_grad():
+            preds = head_predictions(self.model, self.features["val"],
+                                     self.config.trainer.eval_batch_size,
+                                     self.model.task_config.rc_average)  # fmt: skip
+        metrics = evaluate_predictions(self.task.task, self.task.splits["val"].labels,
+                                       self.model.label_units(preds).numpy())  # fmt: skip
+        head.train()
+        self.validated[self.step] = metrics
+        return metrics
+
+    def row(self, step: int, lrs: list[float], grad_norm: Tensor) -> dict[str, float]:
+        return {}
+
+
 def fit_head(
     model: SequenceTaskModel,
     features: dict[str, Features],
     task: TaskData,
     config: FinetuneConfig,
     plan: StepPlan,
+    fabric: Fabric,
 ) -> SweepRow:
-    """Train ``model``'s head on cached features as the run's loop does on one process, and
-    return its best validation step. Mirrors `finetune.FineTuning` with `loop.fit`: the dropout
-    seed of each step, AdamW (`finetune.head_optimizer`), clipping, the schedule, validation at
-    every epoch's end, the best by the selection metric (`loop._better`)."""
-    from goatdna.training.finetune import (
-        SELECTION_METRIC,
-        evaluate_predictions,
-        head_optimizer,
+    """Train ``model``'s head on cached features through the run's loop (`loop.fit`, on
+    ``fabric``: one CPU process, float32) and return its best validation step. A head whose
+    loss or gradients become non-finite keeps its best step before that, with a note."""
+    model.head.set_standardization(features["train"][0])
+    fitting = HeadFit(model, features, task, config, plan)
+    trainable = Trainable.setup(
+        fabric, model, lambda: head_optimizer(model.head, None, config.optim, fitting.total_steps)
     )
-    from goatdna.training.loop import _better
-    from goatdna.training.metrics import HIGHER_IS_BETTER
+    note = ""
+    try:
+        fit(fabric, fitting, None, trainable, None, time.perf_counter())
+    except NonFiniteLossError:  # the step was refused: the head keeps what it had before it
+        note = f"non-finite loss or gradients at step {fitting.step}"
+    best_step = best_validated(fitting.validated, fitting.spec)
+    return SweepRow(model_choice(model), best_step, fitting.validated.get(best_step, {}), note)
 
-    head = model.head
-    head.set_standardization(features["train"][0])
-    total = plan.steps_per_epoch * config.trainer.epochs
-    optimizer, scheduler = head_optimizer(head, None, config.optim, total)
-    batches = StepBatches(task.splits["train"], plan, 0, 1, features["train"])
-    selection = SELECTION_METRIC[task.task]
-    higher = HIGHER_IS_BETTER[selection]
+
+def best_validated(validated: dict[int, dict[str, float]], spec: LoopSpec) -> int:
+    """The step `loop.fit` keeps as best of these validations, by its rule (`loop.better`),
+    also of a fit that stopped part-way (0: none is finite)."""
     best_value, best_step = math.nan, 0
-    best_val: dict[str, float] = {}
-    labels_val = task.splits["val"].labels
-    for step in range(1, total + 1):
-        head.train()
-        torch.manual_seed((config.seed * 1_000_003 + (step - 1) * 131) % 2**63)
-        batch = batches[step - 1]
-        loss = model.loss(head(batch["features"]), batch["labels"])
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(head.parameters(), config.optim.grad_clip or math.inf)
-        if not (torch.isfinite(loss) and torch.isfinite(norm)):
-            note = f"non-finite loss or gradients at step {step}"
-            return SweepRow(model_choice(model), best_step, best_val, note)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step % plan.steps_per_epoch == 0 or step == total:
-            head.eval()
-            with torch.no_grad():
-                preds = head_predictions(model, features["val"], config.trainer.eval_batch_size,
-                                         model.task_config.rc_average)  # fmt: skip
-            metrics = evaluate_predictions(task.task, labels_val, model.label_units(preds).numpy())
-            if _better(metrics[selection], best_value, higher):
-                best_value, best_step, best_val = metrics[selection], step, metrics
-    return SweepRow(model_choice(model), best_step, best_val)
+    for step, metrics in validated.items():
+        if better(metrics[spec.selection], best_value, spec.higher_is_better):
+            best_value, best_step = metrics[spec.selection], step
+    return best_step
 
 
 def model_choice(model: SequenceTaskModel) -> ProbeChoice:
@@ -296,17 +367,14 @@ def sweep_probes(
 ) -> ProbeSweep:
     """Fit one head per choice (``model_of`` builds it with the run's initialisation) and pick
     the best validation value of the selection metric; the test split is never read."""
-    from goatdna.training.finetune import SELECTION_METRIC
-    from goatdna.training.loop import _better
-    from goatdna.training.metrics import HIGHER_IS_BETTER
-
     selection = SELECTION_METRIC[task.task]
     higher = HIGHER_IS_BETTER[selection]
-    rows = [fit_head(model_of(c), features[c], task, config, plan) for c in features]
+    fabric = single_process_fabric()  # every rank fits every head alike, alone
+    rows = [fit_head(model_of(c), features[c], task, config, plan, fabric) for c in features]
     best: SweepRow | None = None
     for row in rows:
         value = row.val.get(selection, math.nan)
-        if _better(value, math.nan if best is None else best.val[selection], higher):
+        if better(value, math.nan if best is None else best.val[selection], higher):
             best = row
     if best is None:
         raise GoatDNAError(
@@ -357,8 +425,9 @@ def write_sweep(run_root: Path, sweep: ProbeSweep) -> None:
 
 def print_sweep(sweep: ProbeSweep) -> None:
     """The table on stderr (stdout keeps the run's one-line JSON summary)."""
-    from rich.console import Console
     from rich.table import Table
+
+    from goatdna.console import output_console
 
     columns = [c for c in table_columns(sweep) if c not in ("chosen", "note")]
     table = Table(title=f"probe sweep: validation only, best val_{sweep.selection} "
@@ -373,4 +442,4 @@ def print_sweep(sweep: ProbeSweep) -> None:
             value = record.get(name, "")
             cells.append(f"{value:.4f}" if isinstance(value, float) else str(value))
         table.add_row(*cells)
-    Console(stderr=True).print(table)
+    output_console(stderr=True).print(table)

@@ -54,6 +54,10 @@ SUMMARY_KEYS = (
 
 RESUMABLE_KEYS = frozenset(
     {
+        # where an adapter run's backbone lies (a run moved with it, or one written before the
+        # relative path was recorded); which backbone it is stays pinned by its sha256
+        "adapter.backbone",
+        "adapter.backbone_relative",
         "trainer.max_steps",
         "trainer.devices",
         "trainer.num_nodes",
