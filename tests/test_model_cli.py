@@ -46,7 +46,7 @@ def test_model_info_paper_dna_config_names_its_block_and_slots():
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
     assert "GELU hidden 2048" in out and "SwiGLU" not in out
-    assert "d_c = 63 content dims, d_p = 1 position dims (2 x 0 modes + key bias)" in out
+    assert "d_c = 59 content dims, d_p = 5 position dims (2 x 2 modes + key bias)" in out
 
 
 def test_model_info_bad_configs_exit_2(tmp_path):

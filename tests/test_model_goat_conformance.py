@@ -348,6 +348,69 @@ def test_whole_model_same_logits(kw: dict) -> None:
         torch.testing.assert_close(model(idx), gpt(idx), atol=TOL, rtol=TOL)
 
 
+def genome_goat_attention() -> GoatAttention:
+    """genome.py's GOAT attention, its argparse defaults (d_model 512, 8 heads, --goat_pos_rank 2,
+    --goat_abs_rank 8, --goat_prior_init seeded, --dropout 0, --seq_len 1024)."""
+    return GoatAttention.for_gpt(
+        embed_dim=512, num_heads=8, kv_num_heads=8, dropout=0.0, pos_rank=2, abs_rank=8,
+        prior_init="seeded", training_seq_len=1024,
+    )  # fmt: skip
+
+
+class GenomeRopeAttention(torch.nn.Module):
+    """genome.py's RoPE arm's parameters: fused q/k/v and out projections with biases (RoPE
+    itself has none)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(d, 3 * d, bias=True)
+        self.proj = torch.nn.Linear(d, d, bias=True)
+
+
+class GenomePaperGPT(torch.nn.Module):
+    """genome.py's model at its argparse defaults, for its parameters: tok_emb (5 tokens), 8
+    pre-LN blocks (LayerNorm, attention, LayerNorm, fc1 > GELU > fc2 with int(4.0 d) hidden),
+    ln_f, lm_head (no bias) tied to tok_emb, no positional embedding."""
+
+    def __init__(self, scheme: str, d: int = 512, layers: int = 8) -> None:
+        super().__init__()
+        self.tok_emb = torch.nn.Embedding(5, d)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            block = torch.nn.Module()
+            block.ln1 = torch.nn.LayerNorm(d)
+            block.attn = genome_goat_attention() if scheme == "goat" else GenomeRopeAttention(d)
+            block.ln2 = torch.nn.LayerNorm(d)
+            block.fc1 = torch.nn.Linear(d, int(d * 4.0))
+            block.fc2 = torch.nn.Linear(int(d * 4.0), d)
+            self.blocks.append(block)
+        self.ln_f = torch.nn.LayerNorm(d)
+        self.lm_head = torch.nn.Linear(d, 5, bias=False)
+        self.lm_head.weight = self.tok_emb.weight
+
+
+@pytest.mark.parametrize("scheme", ["goat", "rope"])
+def test_paper_dna_parameter_count_is_genome_py(scheme: str) -> None:
+    """configs/{goat,rope}-paper-dna.yaml's model has a genome.py-shaped model's parameters to
+    the one. RoPE: the same count. GOAT: GoatAttention projects full heads and drops each head's
+    last d_p = 2R + 1 = 5 query and key rows, and holds its gate's two per-head vectors even when
+    the gate is off; goatdna has neither (they are not in the function), so the counts differ
+    by exactly 2 x H x d_p x (d + 1) + 2 H per layer."""
+    from pathlib import Path
+
+    from goatdna.model import DNADecoder
+    from goatdna.training import load_run_config
+
+    path = Path(__file__).resolve().parents[1] / "configs" / f"{scheme}-paper-dna.yaml"
+    model = load_run_config(path, []).model
+    ours = sum(p.numel() for p in DNADecoder(model).parameters())
+    theirs = sum(p.numel() for p in GenomePaperGPT(scheme).parameters())
+    d_p = 2 * model.goat_modes + 1
+    unused = 2 * model.n_heads * d_p * (model.d_model + 1) + 2 * model.n_heads
+    assert theirs == ours + (model.n_layers * unused if scheme == "goat" else 0)
+    assert theirs == {"goat": 25_223_880, "rope": 25_222_656}[scheme]  # as the configs say
+
+
 @pytest.mark.parametrize("scheme", ["goat", "rope"])
 def test_paper_dna_configs(scheme: str) -> None:
     """configs/{goat,rope}-paper-dna.yaml: genome.py's GPT-2 model and recipe; the GOAT arm's
@@ -372,12 +435,15 @@ def test_paper_dna_configs(scheme: str) -> None:
     assert (o.lr, o.weight_decay, o.warmup_steps, o.min_lr_ratio, o.grad_clip) == (
         3e-4, 0.1, 100, 0.0, 1.0,
     )  # fmt: skip
+    # torch.optim.AdamW(model.parameters(), lr, weight_decay): default betas/eps, decay on all
+    assert (o.betas, o.eps, o.decay_all, o.prior_lr_scale) == ((0.9, 0.999), 1e-8, True, 1.0)
+    assert (d.rc_prob, m.padded_vocab_size, m.vocab_size) == (0.0, 5, 5)
     assert (t.max_steps, t.accumulate, t.eval_every, t.early_stop_evals, config.seed) == (
         1000, 1, 200, 5, 123,
     )  # fmt: skip
     assert (d.micro_batch_size, d.seq_len, d.val_max_windows // d.val_batch_size) == (8, 1024, 50)
     if scheme == "goat":
-        genome = goat_attention_config(GoatAttention.for_gpt(512, 8, training_seq_len=1024))
+        genome = goat_attention_config(genome_goat_attention())
         for field in dataclasses.fields(genome):
             if field.name.startswith("goat_") or field.name in (
                 "n_kv_heads", "attention_bias", "train_length", "d_model", "n_heads",

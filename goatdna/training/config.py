@@ -76,7 +76,13 @@ class OptimConfig:
     """Floor of the cosine decay as a fraction of ``lr`` (reached at trainer.max_steps)."""
     warmup_steps: int = 1000
     weight_decay: float = 0.1
-    """Applied to weight matrices only: never to norms, embeddings or GOAT prior parameters."""
+    """Applied to weight matrices only: never to norms, embeddings or GOAT prior parameters
+    (unless ``decay_all``)."""
+    decay_all: bool = False
+    """Decay every parameter (norms, biases, embeddings, the GOAT prior) in one group, as
+    ``torch.optim.AdamW(model.parameters(), weight_decay=...)`` does: the paper's genome.py
+    recipe (configs/*-paper-dna.yaml). Off, the default split keeps positions and rare tokens
+    from being pulled to zero (`training.module.parameter_groups`)."""
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
     grad_clip: float = 1.0
