@@ -148,7 +148,8 @@ def _paper_section(doc: ReportDocument) -> list[str]:
     goat, rope = pair
     runs = {run.name: run for run in doc.runs}
     change = nll_difference(validation_result(runs[goat]), validation_result(runs[rope]))
-    table = formatted(paper_frame(doc.summary, goat, rope, change), {})
+    recipes = (runs[goat].recipe, runs[rope].recipe)
+    table = formatted(paper_frame(doc.summary, goat, rope, change, recipes), {})
     return [fill("paper.md", goat=code(goat), rope=code(rope), table=markdown_table(table))]
 
 
