@@ -700,6 +700,8 @@ class TrainState:
     last_train_loss: float = math.nan
     last_val: dict[str, float] = dataclasses.field(default_factory=dict)
     elapsed_seconds: float = 0.0
+    evals_since_best: int = 0  # validations in a row without a new best (early stopping)
+    stopped_step: int = -1  # the step early stopping ended the run at; -1: it ran to the end
 
     def state_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -718,6 +720,9 @@ class TrainState:
             last_train_loss=float(state["last_train_loss"]),
             last_val={str(k): float(v) for k, v in dict(state["last_val"]).items()},
             elapsed_seconds=float(state["elapsed_seconds"]),
+            # absent from checkpoints written before early stopping existed
+            evals_since_best=int(state.get("evals_since_best", 0)),
+            stopped_step=int(state.get("stopped_step", -1)),
         )
 
 

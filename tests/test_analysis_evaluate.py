@@ -103,6 +103,27 @@ def test_nll_of_a_known_distribution_is_analytic() -> None:
         assert res.extrapolation == (L > 16)
 
 
+def test_next_base_accuracy_is_the_argmax_over_acgt() -> None:
+    """accuracy: scored (non-N) targets that are the bigram table's most likely base of A C G T,
+    counted by hand; a table whose N column is largest still guesses a base, never N."""
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 4, size=300).astype(np.uint8)
+    tokens[rng.random(300) < 0.05] = 4
+    records = [Rec(0, 150), Rec(150, 150)]
+    table = rng.normal(size=(5, 5))
+    table[:, 4] = 10.0  # N is every row's most likely class: never a guess
+    for L in (9, 30):
+        res = evaluate_context(BigramLM(table), tokens, records, L, train_length=30)
+        hits = []
+        for r in records:
+            for p in range(r.offset + 1, r.offset + (r.length - 1) // L * L + 1):
+                if tokens[p] != 4:
+                    hits.append(int(np.argmax(table[tokens[p - 1], :4]) == tokens[p]))
+        assert res.bases == len(hits)
+        assert res.accuracy == pytest.approx(np.mean(hits), rel=1e-12)
+        assert 0.1 < res.accuracy < 0.6  # a random table: about chance, and not 0
+
+
 def _window_nlls(tokens: np.ndarray, records: list[Rec], L: int, table: np.ndarray):
     """float64 reference per window (in window order): its NLL sum and its scored bases."""
     logp = table - np.log(np.exp(table).sum(axis=1, keepdims=True))  # (5, 5)

@@ -243,6 +243,10 @@ def test_each_section_once(tiny_report: Path) -> None:
     assert headings == SECTIONS_TWO_RUNS
     assert md.count("# goatdna report: goat vs rope\n") == 1
     assert md.count("| model | distance | nll_first |") == 1  # the recall table once
+    # the paper table names the recipe behind each column (tiny_runs: goat-tiny shrunk)
+    recipe = "goatdna's, 2 x 64, 100 steps of 16 x 128 bases"
+    paper = "the paper's (~125M, hg38, bf16)"
+    assert md.count(f"| recipe | {paper} | {paper} |  | {recipe} | {recipe} |  |") == 1
 
 
 def _fake_run(source: Path, dest: Path, **model_changes) -> Path:

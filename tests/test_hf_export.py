@@ -369,3 +369,83 @@ def test_right_padded_generate_warns_as_transformers_does(
     alone = model.generate(**left(prompts[1:], return_tensors="pt"), max_new_tokens=4,
                            do_sample=False)  # fmt: skip
     assert right.decode(both[1, -4:]) == right.decode(alone[0, -4:])
+
+
+def test_authors_prior_export_loads_with_remote_code(tmp_path: Path) -> None:
+    """A model with goat-attention's prior options (shared key-bias MLP, softplus slope, float32
+    features, no alignment slot, grouped kv heads, the query-norm gate) and the GPT-2 block style
+    exports, and the folder's own code (trust_remote_code, goatdna not importable) gives the
+    same logits: every module those options touch is in the bundle."""
+    from goatdna.checkpoint import save_checkpoint
+    from goatdna.configfile import to_dict
+    from goatdna.model import DNADecoder
+
+    config = ModelConfig(
+        n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, mlp_hidden=256, train_length=16,
+        attention="sdpa", attention_bias=True, block_style="gpt2", tie_embeddings=True,
+        goat_modes=2, goat_abs_modes=3, goat_key_mlp="shared", goat_mlp_hidden=None,
+        goat_slope="softplus", goat_init="seeded", goat_split_key_bias=False,
+        goat_alignment_slot=False, goat_features="float32", goat_prior_gate="query_norm",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = DNADecoder(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".prior." in name:
+                p.add_(0.3 * torch.randn_like(p))
+    ckpt = save_checkpoint(
+        tmp_path / "authors.ckpt", model, {"model": to_dict(config), "data": {"seq_len": 16}}
+    )
+    folder = tmp_path / "export"
+    res = runner.invoke(app, ["export", "--checkpoint", str(ckpt), "--out", str(folder)])
+    assert res.exit_code == 0, res.output
+    tokens = _tokens(4, length=48, batch=2)
+    with torch.no_grad():
+        expected = model(tokens)
+        greedy = tokens[:1, :10]  # goatdna's greedy continuation (never N): generate's reference
+        for _ in range(6):
+            greedy = torch.cat([greedy, model(greedy)[:, -1:, :4].argmax(-1)], dim=1)
+    torch.save({"tokens": tokens, "logits": expected, "greedy": greedy}, tmp_path / "expected.pt")
+    script = f"""
+import importlib.util, sys
+sys.path[:] = [p for p in sys.path if p] + {[sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]!r}
+assert importlib.util.find_spec("goatdna") is None, "goatdna is importable"
+import torch
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True)
+saved = torch.load({str(tmp_path / "expected.pt")!r})
+with torch.no_grad():
+    logits = model(saved["tokens"]).logits
+torch.testing.assert_close(logits, saved["logits"], atol=1e-5, rtol=0)
+# cached decoding through transformers' cache (the kv heads only), greedy as goatdna's
+out = model.generate(saved["tokens"][:1, :10], max_new_tokens=6, do_sample=False)
+assert torch.equal(out, saved["greedy"]), (out, saved["greedy"])
+print("remote-ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    res = subprocess.run(
+        [sys.executable, "-S", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0 and "remote-ok" in res.stdout, res.stderr[-3000:]
+
+
+def test_bundled_model_files_import_only_bundled_files() -> None:
+    """Every relative import of a bundled model file is itself bundled (a new model module the
+    wrapper reaches must join MODEL_SOURCES); goat_attention.py, the converter from the authors'
+    package, is reached by none of them and so stays out."""
+    import ast
+
+    from goatdna.hf.export import MODEL_SOURCES
+
+    folder = Path(__file__).resolve().parents[1] / "goatdna" / "model"
+    for name in MODEL_SOURCES:
+        for node in ast.walk(ast.parse((folder / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                assert f"{node.module}.py" in MODEL_SOURCES, f"{name} imports .{node.module}"
+    assert "goat_attention.py" not in MODEL_SOURCES

@@ -38,6 +38,17 @@ def test_model_info_rope_and_seq_len(tmp_path):
     assert "d_p = 0" in result.output
 
 
+def test_model_info_paper_dna_config_names_its_block_and_slots():
+    """The genome.py config: GELU (not SwiGLU) hidden, d_p = 2R + 1 without the alignment slot."""
+    result = runner.invoke(
+        app, ["model-info", "configs/goat-paper-dna.yaml"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "GELU hidden 2048" in out and "SwiGLU" not in out
+    assert "d_c = 59 content dims, d_p = 5 position dims (2 x 2 modes + key bias)" in out
+
+
 def test_model_info_bad_configs_exit_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  positional: goat\n  d_model: 64\n  n_heads: 4\n  goat_modes: 8\n")

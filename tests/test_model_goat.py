@@ -308,3 +308,106 @@ def test_pack_is_unchanged_by_bf16_autocast():
         assert a.dtype == b.dtype == torch.bfloat16 and torch.equal(a, b)
     assert log_prior.dtype == torch.float32
     torch.testing.assert_close(log_prior, prior.log_prior(range(5), range(5)))
+
+
+AUTHORS_OPTIONS = {
+    "n_kv_heads": 2,
+    "attention_bias": True,
+    "goat_modes": 2,
+    "goat_abs_modes": 3,
+    "goat_abs_freq_base": 500.0,
+    "goat_key_mlp": "shared",
+    "goat_mlp_hidden": None,
+    "goat_slope": "softplus",
+    "goat_init": "seeded",
+    "goat_split_key_bias": False,
+    "goat_alignment_slot": False,
+    "goat_features": "float32",
+    "goat_prior_gate": "query_norm",
+}
+"""goat-attention's parameterisation as ModelConfig options (tests/test_model_goat_conformance.py
+checks them against the package itself)."""
+
+
+def authors_decoder(attention: str = "sdpa", **overrides):
+    from goatdna.model import DNADecoder, ModelConfig
+
+    options = {**AUTHORS_OPTIONS, **overrides}
+    config = ModelConfig(
+        n_layers=2, d_model=64, n_heads=4, mlp_hidden=96, train_length=16, attention=attention,
+        **options,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = DNADecoder(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".prior." in name:
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def test_authors_options_shapes_and_hidden_size_rule():
+    """d_p = 2R + 1 without the alignment slot; kv projections have the kv heads; the shared MLP
+    has goat-attention's hidden size min(2F, 4) and a per-kv-head gain."""
+    model = authors_decoder()
+    attn = model.blocks[0].attn
+    prior = attn.prior
+    assert model.config.position_dim == 5 and model.config.content_dim == 11
+    assert attn.q_proj.weight.shape == (4 * 11, 64) and attn.k_proj.weight.shape == (2 * 11, 64)
+    assert attn.v_proj.weight.shape == (2 * 16, 64) and attn.q_proj.bias is not None
+    assert prior.key_mlp.fc1.weight.shape == (4, 2 * 3 + 2)
+    assert prior.gain.shape == (2,) and prior.alpha.shape == (2, 2)
+    assert prior.gate_scale.shape == (4,)
+    assert model.new_cache(1, 8).keys.shape[2] == 2
+
+
+def test_authors_options_explicit_equals_packed_and_cache_equals_full():
+    """The explicit reference (materialised prior, the gate applied per query) equals the packed
+    SDPA path; cached decoding from an offset equals one full forward."""
+    idx = torch.randint(0, 5, (2, 40), generator=torch.Generator().manual_seed(0))
+    packed = authors_decoder("sdpa")
+    explicit = authors_decoder("explicit")
+    with torch.no_grad():
+        full = packed(idx)
+        torch.testing.assert_close(explicit(idx), full, atol=1e-5, rtol=1e-5)
+        cache = packed.new_cache(2, 40)
+        steps = [packed.forward_cached(idx[:, :25], cache)]
+        steps += [packed.forward_cached(idx[:, t : t + 1], cache) for t in range(25, 40)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["goat_prior_gate", "goat_slope", "goat_key_mlp", "goat_abs_modes", "goat_features"],
+)
+def test_each_authors_option_changes_the_function(option):
+    """Each option is live: switching it back to goatdna's default changes the logits (the
+    weights kept where they exist)."""
+    defaults = {"goat_prior_gate": "none", "goat_slope": "linear", "goat_key_mlp": "per_head",
+                "goat_abs_modes": None, "goat_features": "float64"}  # fmt: skip
+    idx = torch.randint(0, 5, (1, 64), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        a = authors_decoder()(idx)
+        b = authors_decoder(**{option: defaults[option]})(idx)
+    if option == "goat_features":  # float64 vs float32 phases: ~1e-6 within 4x the length
+        assert 0 < (a - b).abs().max() < 1e-4
+    else:
+        assert (a - b).abs().max() > 1e-3
+
+
+def test_authors_options_attention_terms_reproduce_the_layer():
+    """attention_terms (analysis: explicit content + prior, softmax, values) with grouped kv
+    heads and the query-norm gate gives the layer's own output (the gate makes the prior map per
+    row: (B, H, L, L))."""
+    from goatdna.model.attention_maps import attention_terms
+
+    model = authors_decoder()
+    idx = torch.randint(0, 5, (2, 30), generator=torch.Generator().manual_seed(2))
+    block = model.blocks[0]
+    with torch.no_grad():
+        (terms,) = attention_terms(model, idx, [0])
+        x = block.attn_norm(model.embed(idx))
+        expected = block.attn(x)
+        output = block.attn.o_proj(terms.output.transpose(1, 2).reshape(2, 30, -1))
+    assert terms.prior.shape == (2, 4, 30, 30) and terms.weights.shape == (2, 4, 30, 30)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)

@@ -242,3 +242,26 @@ def test_tables_show_each_estimate_with_its_interval() -> None:
     assert shown.loc[0, "val_nll"] == "1.2346 (1.2000-1.3000)"
     assert shown.loc[0, "gc_pearson"] == "0.100 (-0.200 to 0.400)"
     assert interval_text(math.nan, 1.0) == "n/a"
+
+
+def test_recipe_names_genome_py_configs_and_goatdnas_own() -> None:
+    """`recipe_of`: the paper-dna configs are genome.py's recipe, the 125M ones goatdna's; an old
+    run config without the newer keys is goatdna's with '?' for what it lacks."""
+    from goatdna.analysis.report_runs import recipe_of
+    from goatdna.configfile import to_dict
+    from goatdna.training import load_run_config
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    paper = to_dict(load_run_config(configs / "goat-paper-dna.yaml"))
+    assert (
+        recipe_of(paper)
+        == "genome.py's (paper-dna config), 8 x 512, 1,000 steps of 8 x 1,024 bases"
+    )
+    ours = to_dict(load_run_config(configs / "rope-125m.yaml"))
+    assert recipe_of(ours).startswith("goatdna's, ")
+    paper["optim"]["betas"] = [0.9, 0.95]  # genome.py's block with goatdna's AdamW: not its recipe
+    assert recipe_of(paper).startswith("goatdna's, 8 x 512")
+    assert (
+        recipe_of({"model": {"n_layers": 2, "d_model": 64}})
+        == "goatdna's, 2 x 64, ? steps of ? x ? bases"
+    )

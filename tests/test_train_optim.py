@@ -58,6 +58,27 @@ def test_weight_decay_hits_matrices_only(positional: str) -> None:
         assert prior and prior <= kept  # alpha, beta, slope, sink and the prior MLP
 
 
+@pytest.mark.parametrize("prior_lr_scale", [1.0, 2.0])
+def test_decay_all_decays_every_parameter(prior_lr_scale: float) -> None:
+    """optim.decay_all: genome.py's ``AdamW(model.parameters(), weight_decay=0.1)``, norms,
+    biases, embeddings and the GOAT prior included (a scaled prior LR keeps its decay)."""
+    config = ModelConfig(
+        n_layers=1, d_model=64, n_heads=2, mlp_hidden=64, goat_modes=4, block_style="gpt2",
+        attention_bias=True,
+    )  # fmt: skip
+    model = DNADecoder(config)
+    optim = OptimConfig(weight_decay=0.1, decay_all=True, prior_lr_scale=prior_lr_scale)
+    opt, _ = build_optimizer(model, optim, 10, on_cuda=False)
+    decayed = {id(p) for g in opt.param_groups if g["weight_decay"] == 0.1 for p in g["params"]}
+    assert decayed == {id(p) for p in model.parameters()}
+    assert len(opt.param_groups) == (2 if prior_lr_scale == 1.0 else 3)
+    assert not opt.param_groups[1]["params"]  # the no-decay group stays, empty
+    if prior_lr_scale != 1.0:
+        prior = {id(p) for n, p in model.named_parameters() if ".prior." in n}
+        assert {id(p) for p in opt.param_groups[2]["params"]} == prior
+        assert opt.param_groups[2]["initial_lr"] == pytest.approx(optim.lr * 2.0)
+
+
 def test_peak_flops_table_is_dense_and_specific() -> None:
     assert gpu_peak_flops("NVIDIA H100 80GB HBM3", "bf16-mixed") == pytest.approx(989.4e12)
     assert gpu_peak_flops("NVIDIA H100 PCIe", "bf16-mixed") == pytest.approx(756e12)

@@ -74,6 +74,9 @@ class ContextResult:
     nonrepeat_bits_per_base: float
     nll_low: float = math.nan  # 95% bootstrap interval over the windows (nats/base)
     nll_high: float = math.nan
+    # next-base accuracy: the fraction of scored (non-N) targets that are the model's most
+    # likely base of A C G T (the paper's DNA script reports it beside the NLL)
+    accuracy: float = math.nan
     # the NLL of each bootstrap resample of the windows (not written to files): the same draws
     # for every model scored on the same windows, so their differences are paired
     resampled_nll: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -112,7 +115,8 @@ def score_windows(
 
     ``model(idx)`` maps (B, L) token ids to (B, L, V) logits. Returns sums and counts, and per
     window (in ``starts`` order) its NLL sum (``window_sums``) and scored bases
-    (``window_counts``) for the bootstrap interval.
+    (``window_counts``) for the bootstrap interval; ``correct``: scored targets that are the
+    argmax of the A C G T logits (next-base accuracy's numerator).
     """
     import torch
 
@@ -120,6 +124,7 @@ def score_windows(
 
     sums = {"repeat": 0.0, "nonrepeat": 0.0}
     counts = {"repeat": 0, "nonrepeat": 0}
+    correct = 0
     window_sums = np.zeros(starts.size, dtype=np.float64)
     window_counts = np.zeros(starts.size, dtype=np.int64)
     offsets = np.arange(context_length + 1, dtype=np.int64)
@@ -130,8 +135,11 @@ def score_windows(
             plain = torch.from_numpy((raw & TOKEN_MASK).astype(np.int64)).to(device)  # (B, L+1)
             repeat = torch.from_numpy((raw[:, 1:] & REPEAT_FLAG) != 0).to(device)  # (B, L)
             targets = plain[:, 1:]  # (B, L)
-            nll = -target_log_probs(model(plain[:, :-1]), targets)  # (B, L); 0 where N
+            logits = model(plain[:, :-1])  # (B, L, V)
+            nll = -target_log_probs(logits, targets)  # (B, L); 0 where N
             scored = targets != N
+            guess = logits[..., :N].argmax(-1)  # (B, L): the most likely base, N never
+            correct += int((scored & (guess == targets)).sum())
             for name, mask in (("repeat", scored & repeat), ("nonrepeat", scored & ~repeat)):
                 sums[name] += float(nll[mask].double().sum())
                 counts[name] += int(mask.sum())
@@ -147,6 +155,7 @@ def score_windows(
         "nonrepeat_count": counts["nonrepeat"],
         "window_sums": window_sums,
         "window_counts": window_counts,
+        "correct": correct,
     }
 
 
@@ -198,6 +207,7 @@ def evaluate_context(
         nonrepeat_bits_per_base=bits_per_base(non),
         nll_low=low,
         nll_high=high,
+        accuracy=_mean(float(s["correct"]), total_n),
         resampled_nll=resampled,
     )
 

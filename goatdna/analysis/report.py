@@ -12,7 +12,7 @@ rendered in `report_render` (report.md from templates, report.html converted fro
 
 Output directory:
 ``summary.csv`` (one row per model: model, positional, params, val_nll, bits_per_base,
-tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy; val_nll and the GC
+next_base_accuracy, tokens_per_s, peak_memory_gb, gc_mae, gc_rmse, gc_pearson, base_accuracy; val_nll and the GC
 numbers with their 95% bootstrap intervals as ``_low``/``_high`` columns), ``evaluation.csv`` /
 ``evaluation.json`` (every context length, repeat/non-repeat split), ``gc_continuations.csv``,
 ``gc_summary.csv``, ``recall_trials.csv``, ``recall_summary.csv``, ``*.png``, ``report.md`` and

@@ -28,6 +28,7 @@ SUMMARY_COLUMNS = [
     "val_nll_low",
     "val_nll_high",
     "bits_per_base",
+    "next_base_accuracy",
     "tokens_per_s",
     "peak_memory_gb",
     "gc_mae",
@@ -49,6 +50,7 @@ SUMMARY_FORMATS = {
     "val_nll_low": ".4f",
     "val_nll_high": ".4f",
     "bits_per_base": ".4f",
+    "next_base_accuracy": ".4f",
     "tokens_per_s": ",.0f",
     "peak_memory_gb": ".3f",
     "gc_mae": ".4f",
@@ -107,6 +109,8 @@ PAPER_METRICS = [  # (row label, paper key, summary column, number format)
     ("training tokens/s", "tokens_per_s", "tokens_per_s", ",.0f"),
     ("peak memory (GB)", "peak_memory_gb", "peak_memory_gb", ".2f"),
 ]
+PAPER_RECIPE = "the paper's (~125M, hg38, bf16)"
+"""What produced the paper's columns, as its DNA section reports them."""
 BYTES_PER_GB = 1e9
 GPU_MEMORY = "GPU memory, CUDA max allocated"
 RSS = "process peak RSS"
@@ -221,6 +225,7 @@ def summary_frame(runs: Sequence[RunData], gc_summaries: Mapping[str, Any]) -> p
                 "val_nll_low": at_train.nll_low,
                 "val_nll_high": at_train.nll_high,
                 "bits_per_base": at_train.bits_per_base,
+                "next_base_accuracy": at_train.accuracy,
                 "tokens_per_s": _num(run.summary.get("tokens_per_s")),
                 "peak_memory_gb": _num(run.summary.get("peak_memory_bytes")) / BYTES_PER_GB,
                 **{
@@ -396,8 +401,13 @@ def paper_frame(
     rope_name: str,
     nll_change: Difference | None = None,
     devices: Mapping[str, object] | None = None,
+    recipes: tuple[str, str] | None = None,
 ) -> pd.DataFrame:
     """The paper's DNA numbers beside ours for one GOAT and one RoPE model of ``summary``.
+
+    ``recipes`` (GOAT's, RoPE's: `RunData.recipe`) makes the first row say which recipe
+    produced each column, the paper's included, so a tiny demo is not read as the paper's
+    experiment and a paper-dna run is told from goatdna's own recipe.
 
     Our throughput comes from each run's own summary.json, measured while that run trained: two
     runs one after the other, on a machine whose load may have changed in between, so its change
@@ -412,6 +422,18 @@ def paper_frame(
     goat = summary[summary["model"] == goat_name].iloc[0]
     rope = summary[summary["model"] == rope_name].iloc[0]
     rows = []
+    if recipes is not None:
+        rows.append(
+            {
+                "metric": "recipe",
+                "paper RoPE": PAPER_RECIPE,
+                "paper GOAT": PAPER_RECIPE,
+                "paper GOAT vs RoPE": "",
+                "ours RoPE": recipes[1],
+                "ours GOAT": recipes[0],
+                "ours GOAT vs RoPE": "",
+            }
+        )
     for label, paper_key, our_key, spec in PAPER_METRICS:
         p_rope, p_goat = float(PAPER_DNA["rope"][paper_key]), float(PAPER_DNA["goat"][paper_key])
         o_rope, o_goat = float(rope[our_key]), float(goat[our_key])

@@ -149,7 +149,10 @@ def _paper_section(doc: ReportDocument) -> list[str]:
     runs = {run.name: run for run in doc.runs}
     change = nll_difference(validation_result(runs[goat]), validation_result(runs[rope]))
     devices = {run.name: run.summary.get("device") for run in doc.runs}
-    table = formatted(paper_frame(doc.summary, goat, rope, change, devices), {})
+    recipes = (runs[goat].recipe, runs[rope].recipe)
+    table = formatted(
+        paper_frame(doc.summary, goat, rope, change, devices=devices, recipes=recipes), {}
+    )
     return [fill("paper.md", goat=code(goat), rope=code(rope), table=markdown_table(table))]
 
 

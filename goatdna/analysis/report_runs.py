@@ -59,10 +59,44 @@ class RunData:
         extension = self.rope_extension
         return f"rope+{extension}" if extension not in ("", "none") else self.positional
 
+    @property
+    def recipe(self) -> str:
+        """Which recipe trained the run, as the paper table names it: `recipe_of` its config."""
+        return recipe_of(self.config)
+
     def evaluated(self) -> Evaluation:
         if self.evaluation is None:
             raise RuntimeError(f"run {self.name} has not been evaluated yet")
         return self.evaluation
+
+
+GENOME_PY_BETAS = (0.9, 0.999)
+
+
+def recipe_of(config: Mapping[str, Any]) -> str:
+    """The recipe a run config is, in a few words: genome.py's (configs/*-paper-dna.yaml: the
+    GPT-2 block, AdamW with torch's default betas decaying every parameter) or goatdna's own,
+    with the model's size and the run's length, so a table beside the paper's numbers says what
+    produced each column (a tiny CPU demo is not the paper's experiment)."""
+    model, optim = config.get("model", {}), config.get("optim", {})
+    data, trainer = config.get("data", {}), config.get("trainer", {})
+    genome_py = (
+        model.get("block_style") == "gpt2"
+        and bool(optim.get("decay_all", False))
+        and tuple(optim.get("betas", ())) == GENOME_PY_BETAS
+    )
+    name = "genome.py's (paper-dna config)" if genome_py else "goatdna's"
+    size = f"{model.get('n_layers', '?')} x {model.get('d_model', '?')}"
+    length = f"{_count(trainer.get('max_steps'))} steps of {_count(data.get('micro_batch_size'))}"
+    accumulate = trainer.get("accumulate", 1)
+    if accumulate != 1:
+        length += f" x {_count(accumulate)}"
+    return f"{name}, {size}, {length} x {_count(data.get('seq_len'))} bases"
+
+
+def _count(value: object) -> str:
+    """An integer with thousands separators; anything else (an old config's gap) as '?'."""
+    return f"{value:,}" if isinstance(value, int) else "?"
 
 
 def load_run(run_dir: Path, name: str, device: str = "cpu") -> RunData:

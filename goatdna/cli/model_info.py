@@ -50,13 +50,16 @@ def model_info(
 
     c = model_config
     console.print(
-        f"layers {c.n_layers}, d_model {c.d_model}, heads {c.n_heads}, head dim d_h {c.head_dim}, "
-        f"SwiGLU hidden {c.mlp_hidden}, train length {c.train_length}"
+        f"layers {c.n_layers}, d_model {c.d_model}, heads {c.n_heads}"
+        f"{'' if c.kv_heads == c.n_heads else f' ({c.kv_heads} key/value)'}, head dim d_h "
+        f"{c.head_dim}, {'GELU' if c.block_style == 'gpt2' else 'SwiGLU'} hidden {c.mlp_hidden}, "
+        f"train length {c.train_length}"
     )
     if c.positional == "goat":
+        slots = "key bias + alignment" if c.goat_alignment_slot else "key bias"
         console.print(
             f"per head: d_c = {c.content_dim} content dims, d_p = {c.position_dim} position dims "
-            f"(2 x {c.goat_modes} modes + key bias + alignment), d_h = {c.head_dim}"
+            f"(2 x {c.goat_modes} modes + {slots}), d_h = {c.head_dim}"
         )
     elif c.positional == "alibi":
         console.print(

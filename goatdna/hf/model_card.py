@@ -12,6 +12,16 @@ def _number(value: object, digits: int = 4) -> str:
     return "not recorded"
 
 
+def _block(config: dict[str, Any]) -> str:
+    """The block style in words: goatdna's own (RMSNorm, SwiGLU) or genome.py's GPT-2 block."""
+    width = config["mlp_hidden"]
+    if config.get("block_style", "llama") == "gpt2":
+        biases = "linear biases" if config.get("attention_bias") else "MLP biases"
+        return f"LayerNorm, GELU MLP of width {width}, {biases}"
+    biases = "attention biases" if config.get("attention_bias") else "no biases"
+    return f"RMSNorm, SwiGLU MLP of width {width}, {biases}"
+
+
 def _positional(config: dict[str, Any]) -> str:
     if config["positional"] == "goat":
         return (
@@ -45,8 +55,8 @@ def model_card(config: dict[str, Any], num_params: int) -> str:
         "",
         "## Architecture",
         "",
-        f"- {config['n_layers']} pre-norm decoder blocks (RMSNorm, SwiGLU MLP of width "
-        f"{config['mlp_hidden']}, no biases), d_model {config['d_model']}, "
+        f"- {config['n_layers']} pre-norm decoder blocks ({_block(config)}), "
+        f"d_model {config['d_model']}, "
         f"{config['n_heads']} heads; {num_params:,} parameters",
         f"- positions: {_positional(config)}",
         "- vocabulary: A C G T N = 0..4 (one token per base; lowercase read as uppercase, IUPAC "

@@ -224,10 +224,26 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
                 _fill(module.bias, 0.0)
         elif isinstance(module, nn.RMSNorm) and module.weight is not None:
             _fill(module.weight, 1.0)
+        elif isinstance(module, nn.LayerNorm):  # block_style gpt2
+            _fill(module.weight, 1.0)
+            _fill(module.bias, 0.0)
         elif isinstance(module, Block):  # residual projections: std / sqrt(2 n_layers)
             residual = std / (2 * config.n_layers) ** 0.5
             _normal(module.attn.o_proj.weight, residual)
             _normal(module.mlp.down_proj.weight, residual)
+        elif isinstance(module, GoatPrior) and not module.native():
+            # goat-attention's options: the construction values, then what goat_init sets
+            values: dict[str, Any] = {"alpha": 0.0, "beta": 0.0, "slope": 0.0, "sink": 0.0,
+                                      "gain": 1.0, "gate_scale": -10.0, "gate_bias": 10.0}  # fmt: skip
+            if module.key_mlp is None:
+                values.update(mlp_b1=0.0, mlp_w2=0.0, mlp_b2=0.0)
+                _normal(module.mlp_w1, module.mlp_w1.shape[1] ** -0.5)
+            values.update(module.initial_values(config.goat_init))
+            for name, value in values.items():
+                if hasattr(module, name.split(".")[0]) and module.get_parameter(name) is not None:
+                    target = module.get_parameter(name)
+                    _fill(target, value.to(target.device) if isinstance(value, Tensor) else value)
+            _fill(module.freqs, goat_frequencies(module.num_modes, module.freq_base).float())
         elif isinstance(module, GoatPrior):
             for name in ("alpha", "beta", "sink", "mlp_b1", "mlp_w2", "mlp_b2"):
                 _fill(getattr(module, name), 0.0)

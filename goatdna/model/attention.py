@@ -135,22 +135,25 @@ class CausalSelfAttention(nn.Module):
 
     GOAT's and ALiBi's query/key projections produce only ``content_dim`` dims per head (the
     other ``d_p`` dims of q', k' come from the prior); values and the output keep the full head dim.
+    With ``n_kv_heads`` < ``n_heads`` (grouped-query attention, GOAT only) keys and values have
+    ``n_kv_heads`` heads, each read by a group of query heads; the cache keeps only those.
     """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.n_heads = config.n_heads
+        self.kv_heads = config.kv_heads
         self.head_dim = config.head_dim
         self.qk_dim = config.content_dim  # d_c for GOAT and ALiBi, d_h for RoPE and NoPE
         self.backend = resolve_backend(config.attention)
-        H = config.n_heads
+        H, Hkv, bias = config.n_heads, config.kv_heads, config.attention_bias
         # separate projections, not one fused qkv: each output is contiguous, so RoPE's rotation
         # and GOAT's pack read dense rows, and backward has no concatenation of the three
         # gradients (transformers' Llama layout; peft finds them by these names)
-        self.q_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=False)
-        self.k_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=False)
-        self.v_proj = nn.Linear(config.d_model, H * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(H * self.head_dim, config.d_model, bias=False)
+        self.q_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=bias)
+        self.k_proj = nn.Linear(config.d_model, Hkv * self.qk_dim, bias=bias)
+        self.v_proj = nn.Linear(config.d_model, Hkv * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(H * self.head_dim, config.d_model, bias=bias)
         self.prior: GoatPrior | AlibiPrior | None = None
         self.rope: RotaryEmbedding | None = None
         # set only inside attention_maps.recording(): (layer, q', k', v, mask) -> output
@@ -166,6 +169,14 @@ class CausalSelfAttention(nn.Module):
                 mlp_hidden=config.goat_mlp_hidden,
                 init=config.goat_init,
                 split_key_bias=config.goat_split_key_bias,
+                alignment_slot=config.goat_alignment_slot,
+                kv_heads=config.kv_heads,
+                abs_modes=config.goat_abs_modes,
+                abs_freq_base=config.goat_abs_freq_base,
+                key_mlp=config.goat_key_mlp,
+                slope_fn=config.goat_slope,
+                features=config.goat_features,
+                gate=config.goat_prior_gate,
             )
         elif config.positional == "alibi":
             self.prior = AlibiPrior(config.n_heads, config.head_dim)
@@ -176,11 +187,19 @@ class CausalSelfAttention(nn.Module):
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, L, _ = x.shape
-        H, dqk, dh = self.n_heads, self.qk_dim, self.head_dim
+        H, Hkv, dqk, dh = self.n_heads, self.kv_heads, self.qk_dim, self.head_dim
         q = self.q_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        k = self.k_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        v = self.v_proj(x).view(B, L, H, dh).transpose(1, 2)  # (B, H, L, d_h)
+        k = self.k_proj(x).view(B, L, Hkv, dqk).transpose(1, 2)  # (B, Hkv, L, d_qk)
+        v = self.v_proj(x).view(B, L, Hkv, dh).transpose(1, 2)  # (B, Hkv, L, d_h)
         return q, k, v
+
+    def expand_kv(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Grouped keys/values (B, Hkv, L, d) -> one per query head (B, H, L, d); as they are
+        without grouping."""
+        group = self.n_heads // self.kv_heads
+        if group == 1:
+            return k, v
+        return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
     def _positions(
         self, q: Tensor, k: Tensor, pos: range | Tensor, tails: tuple[Tensor, Tensor] | None
@@ -222,11 +241,13 @@ class CausalSelfAttention(nn.Module):
         pos: range | Tensor = span if positions is None else positions
         observer = self.observer
         if observer is None and not self.packs(cache, positions, mask):
+            k, v = self.expand_kv(k, v)
             y = explicit_attention(self.logits(q, k, span, span), v)
         else:
             q, k = self._positions(q, k, pos, tails)
             if cache is not None:
                 k, v = cache.write(layer, k, v)
+            k, v = self.expand_kv(k, v)
             if observer is not None:  # output_attentions: explicit weights for this call only
                 y = observer(layer, q, k, v, mask)
             else:
@@ -241,12 +262,20 @@ class CausalSelfAttention(nn.Module):
             self.backend == "explicit" and cache is None and positions is None and mask is None
         )
 
+    def prior_logits(self, q: Tensor, pos_q: range, pos_k: range) -> Tensor:
+        """The log-prior each query adds to its logits: (H, Lq, Lk), or (B, H, Lq, Lk) with
+        GOAT's query-norm gate (a factor per query from its content ``q`` (B, H, Lq, d_c))."""
+        assert self.prior is not None
+        prior = self.prior.log_prior(pos_q, pos_k)
+        gate = self.prior.gate(q) if isinstance(self.prior, GoatPrior) else None
+        return prior if gate is None else prior * gate[..., None].to(prior.dtype)
+
     def logits(self, q: Tensor, k: Tensor, pos_q: range, pos_k: range) -> Tensor:
         """Explicit pre-softmax logits (B, H, Lq, Lk): s_ij + K_ij for GOAT and ALiBi (goat.py, Eqs. (4)-(10)),
         RoPE's rotated q.k/sqrt(d), NoPE's plain q.k/sqrt(d)."""
         if self.prior is not None:
             content = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.qk_dim)
-            return content + self.prior.log_prior(pos_q, pos_k).to(content)  # dtype and device
+            return content + self.prior_logits(q, pos_q, pos_k).to(content)  # dtype and device
         if self.rope is not None:
             q, k = self.rope(q, pos_q), self.rope(k, pos_k)
         return torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)

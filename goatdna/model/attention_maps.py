@@ -124,11 +124,14 @@ def attention_terms(
 
 def _terms(decoder: DNADecoder, layer: int, x: Tensor, span: range) -> AttentionTerms:
     block, attn = _attention(decoder, layer)
-    q, k, v = attn._project(block.attn_norm(x))  # (B, H, L, d_qk), (B, H, L, d_qk), (B, H, L, d_h)
+    q, k, v = attn._project(
+        block.attn_norm(x)
+    )  # (B, H, L, d_qk), (B, Hkv, L, d_qk), (B, Hkv, L, d_h)
+    k, v = attn.expand_kv(k, v)  # grouped-query heads: one per query head
     prior: Tensor | None = None
     if attn.prior is not None:  # GOAT and ALiBi: s_ij = <qc_i, kc_j> / sqrt(d_c), Eqs. (4)-(10)
         content = torch.matmul(q.float(), k.float().transpose(-1, -2)) / math.sqrt(attn.qk_dim)
-        prior = attn.prior.log_prior(span, span).float().to(content.device)  # (H, L, L)
+        prior = attn.prior_logits(q, span, span).float().to(content.device)  # (B?, H, L, L)
     else:
         if attn.rope is not None:  # RoPE: the position is inside the rotated q.k
             q, k = attn.rope(q, span), attn.rope(k, span)

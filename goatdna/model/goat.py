@@ -41,6 +41,19 @@ Numerics (why the code is not a one-liner):
   so training keeps it for backward (recomputing it cost a fifth of the prior's step).
 * Nothing here is L x L: per-position terms cost O(H L (R + M)), the packed q'/k' are the same
   size as RoPE's rotated q/k.
+
+The authors' package (``goat.GoatAttention``, goat-attention 0.1.1) parameterises the same
+equations differently; its choices are options of `GoatPrior` (``ModelConfig.goat_*``), so that
+`goatdna.model.from_goat_attention` maps one of its modules onto this one exactly:
+``kv_heads`` (prior terms per key/value head, shared by a group of query heads), ``abs_modes`` /
+``abs_freq_base`` (the MLP's features come from their own M frequencies), ``key_mlp='shared'``
+(one MLP F -> hidden -> 1 for every head, scaled by a per-head ``gain``), ``slope_fn='softplus'``
+(slope_h = softplus(raw_h) >= 0), ``alignment_slot=False`` (d_p = 2R + 1, no lo slot), ``gate=
+'query_norm'`` (the prior scaled per query by ``sigmoid(bias_h - softplus(scale_h) |qc_i|)``) and
+``features='float32'``: positions, phases and ``slope * j`` in float32 as the package computes them.
+In float32 ``w_r j`` carries an error of about ``j w_r 2^-24`` (~1e-3 rad at j = 16,384, w = 1) and
+``slope * j`` one of ``|u| 2^-24``: both grow with j, so far beyond the training length the prior of
+the float32 features drifts from the exact one (the default float64 features do not).
 """
 
 from __future__ import annotations
@@ -236,6 +249,58 @@ class WindowTails:
         return len(self._tails)
 
 
+def _check_options(
+    num_modes: int,
+    train_length: int,
+    mlp_hidden: int,
+    init: str,
+    num_heads: int,
+    kv_heads: int,
+    split_key_bias: bool,
+    alignment_slot: bool,
+    learn_freqs: bool,
+    features: str,
+    abs_modes: int | None,
+    key_mlp: str,
+    slope_fn: str,
+    gate: str,
+) -> None:
+    """`GoatPrior`'s arguments, checked (ValueError naming the argument)."""
+    if num_modes < 0 or train_length < 1 or mlp_hidden < 1 or (abs_modes or 0) < 0:
+        raise ValueError("GOAT needs num_modes >= 0, train_length >= 1 and mlp_hidden >= 1")
+    if num_modes == 0 and abs_modes is None:
+        raise ValueError("GOAT needs num_modes >= 1 unless abs_modes is set")
+    if init not in ("zero", "alibi", "seeded", "uniform"):
+        raise ValueError(f"GOAT init must be zero, alibi, seeded or uniform, got {init!r}")
+    if kv_heads < 1 or num_heads % kv_heads:
+        raise ValueError(f"kv_heads ({kv_heads}) must divide num_heads ({num_heads})")
+    if split_key_bias and not alignment_slot:
+        raise ValueError("split_key_bias needs the alignment slot (alignment_slot=True)")
+    if learn_freqs and (features != "float64" or abs_modes is not None):
+        raise ValueError("learn_freqs needs float64 features and no separate abs_modes")
+    for name, value, allowed in (
+        ("key_mlp", key_mlp, ("per_head", "shared")),
+        ("slope_fn", slope_fn, ("linear", "softplus")),
+        ("features", features, ("float64", "float32")),
+        ("gate", gate, ("none", "query_norm")),
+    ):
+        if value not in allowed:
+            raise ValueError(f"GOAT {name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+class SharedKeyMLP(nn.Module):
+    """goat-attention's key-bias MLP: one for every head, phi (L, F) -> (L,), F -> hidden -> 1
+    with SiLU (its ``_SmallMLP``; the same parameter names, ``fc1``/``fc2``)."""
+
+    def __init__(self, features: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(features, hidden)
+        self.fc2 = nn.Linear(hidden, 1)
+
+    def forward(self, phi: Tensor) -> Tensor:
+        return self.fc2(F.silu(self.fc1(phi))).squeeze(-1)
+
+
 class GoatPrior(nn.Module):
     """One layer's GOAT log-prior ``K_ij = K_rel(i-j) + u_h(j)`` for ``num_heads`` heads.
 
@@ -243,7 +308,7 @@ class GoatPrior(nn.Module):
     ``(H, Lq, Lk)`` prior for the explicit reference backend, tests and plots.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0915 (one attribute per option: goatdna's and goat-attention's)
         self,
         num_heads: int,
         head_dim: int,
@@ -252,22 +317,42 @@ class GoatPrior(nn.Module):
         freq_base: float = 10000.0,
         *,
         learn_freqs: bool = False,
-        mlp_hidden: int = 32,
+        mlp_hidden: int | None = 32,
         init: str = "zero",
         split_key_bias: bool = True,
+        alignment_slot: bool = True,
+        kv_heads: int | None = None,
+        abs_modes: int | None = None,
+        abs_freq_base: float | None = None,
+        key_mlp: str = "per_head",
+        slope_fn: str = "linear",
+        features: str = "float64",
+        gate: str = "none",
     ) -> None:
         super().__init__()
-        position_dim = 2 * num_modes + 2
+        position_dim = 2 * num_modes + 1 + int(alignment_slot)
         content_dim = head_dim - position_dim
         if content_dim <= 0:
             raise ValueError(
-                f"GOAT content_dim = head_dim - (2*num_modes + 2) = {head_dim} - {position_dim} "
+                f"GOAT content_dim = head_dim - position_dim = {head_dim} - {position_dim} "
                 f"= {content_dim} must be > 0: lower num_modes or raise the head dim"
             )
-        if num_modes < 1 or train_length < 1 or mlp_hidden < 1:
-            raise ValueError("GOAT needs num_modes >= 1, train_length >= 1 and mlp_hidden >= 1")
-        if init not in ("zero", "alibi"):
-            raise ValueError(f"GOAT init must be 'zero' or 'alibi', got {init!r}")
+        kv_heads = num_heads if kv_heads is None else kv_heads
+        self.abs_modes = abs_modes  # None: phi's Fourier part is k_rel (goatdna's own prior)
+        n_features = 2 * (num_modes if abs_modes is None else abs_modes) + 2
+        if mlp_hidden is None:  # goat-attention's _SmallMLP: min(in * 2, max(out * 2, 4))
+            mlp_hidden = min(2 * n_features, 4)
+        _check_options(
+            num_modes, train_length, mlp_hidden, init, num_heads, kv_heads, split_key_bias,
+            alignment_slot, learn_freqs, features, abs_modes, key_mlp, slope_fn, gate,
+        )  # fmt: skip
+        self.kv_heads = kv_heads
+        self.abs_freq_base = float(freq_base if abs_freq_base is None else abs_freq_base)
+        self.key_mlp_kind = key_mlp
+        self.slope_fn = slope_fn
+        self.features = features
+        self.gate_kind = gate
+        self.alignment_slot = alignment_slot
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.num_modes = num_modes
@@ -284,7 +369,7 @@ class GoatPrior(nn.Module):
             for dt in (torch.float64, torch.float32, torch.float16, torch.bfloat16)
         }
 
-        H, R, M = num_heads, num_modes, mlp_hidden
+        H, R, M = kv_heads, num_modes, mlp_hidden  # the prior's terms are per key/value head
         self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (Eqs. (12)-(19))
         self.beta = nn.Parameter(torch.zeros(H, R))  # b_r per head (Eqs. (12)-(19))
         self.slope = nn.Parameter(torch.zeros(H))  # linear key term (Eqs. (21)-(22))
@@ -295,16 +380,63 @@ class GoatPrior(nn.Module):
         else:
             self.register_buffer("freqs", freqs, persistent=False)
         # g_h: one-hidden-layer SiLU MLP per head, phi(j) (2R + 2) -> M -> 1 (Eqs. (21)-(22))
-        features = 2 * R + 2
-        self.mlp_w1 = nn.Parameter(torch.randn(H, features, M) / math.sqrt(features))
-        self.mlp_b1 = nn.Parameter(torch.zeros(H, M))
-        self.mlp_w2 = nn.Parameter(torch.zeros(H, M))  # zero output layer: g == 0 at init
-        self.mlp_b2 = nn.Parameter(torch.zeros(H))
-        if init == "alibi":
+        self.key_mlp: SharedKeyMLP | None = None
+        if key_mlp == "per_head":
+            self.mlp_w1 = nn.Parameter(torch.randn(H, n_features, M) / math.sqrt(n_features))
+            self.mlp_b1 = nn.Parameter(torch.zeros(H, M))
+            self.mlp_w2 = nn.Parameter(torch.zeros(H, M))  # zero output layer: g == 0 at init
+            self.mlp_b2 = nn.Parameter(torch.zeros(H))
+        else:  # goat-attention: one MLP for every head, u_h = gain_h g(phi) (+ slope, sink)
+            for name in ("mlp_w1", "mlp_b1", "mlp_w2", "mlp_b2"):
+                self.register_parameter(name, None)
+            self.key_mlp = SharedKeyMLP(n_features, M)
+            self.gain = nn.Parameter(torch.ones(H))
+        if gate == "query_norm":  # per query head, as goat-attention's prior_gate_*
+            self.gate_scale = nn.Parameter(torch.full((num_heads,), -10.0))
+            self.gate_bias = nn.Parameter(torch.full((num_heads,), 10.0))
+        self._init(init)
+
+    @torch.no_grad()
+    def _init(self, init: str) -> None:
+        """Set the parameters `initial_values` gives (the others keep their construction values:
+        zeros, gain 1, the gate at -10/10, goatdna's per-head MLP input layer)."""
+        for name, value in self.initial_values(init).items():
+            self.get_parameter(name).copy_(value)
+
+    def initial_values(self, init: str) -> dict[str, Tensor]:
+        """What ``init`` sets besides the construction values, by parameter name (on the CPU).
+
+        ``zero``: nothing (exactly standard attention); ``alibi``: ALiBi's slopes; ``seeded`` and
+        ``uniform``: goat-attention's two inits (normal(0, 1e-2) cosine weights and ALiBi slopes,
+        or a neutral prior; the MLP's layers normal(0, 1e-3), the output layer zero for uniform).
+        With ``slope_fn='softplus'`` the raw slope is softplus^-1 of the slope (-30 for uniform)."""
+        H, R = self.kv_heads, self.num_modes
+        softplus = self.slope_fn == "softplus"
+        out: dict[str, Tensor] = {}
+        if init in ("alibi", "seeded"):
             # ALiBi adds -m (i - j) = m j - m i: slope +m on the key position plus a per-query
             # constant that softmax ignores.
-            with torch.no_grad():
-                self.slope.copy_(alibi_slopes(H))
+            slopes = alibi_slopes(H).float()
+            # softplus^-1(m) = log(expm1(m)), in float32 as goat-attention computes it
+            out["slope"] = torch.log(torch.expm1(slopes)) if softplus else slopes
+        elif softplus:
+            out["slope"] = torch.full((H,), -30.0 if init == "uniform" else 0.0)
+        if init in ("seeded", "uniform"):
+            if init == "seeded":
+                out["alpha"] = 1e-2 * torch.randn(H, R)
+            if self.key_mlp is None:
+                first, last = "mlp_w1", "mlp_w2"
+            else:
+                first, last = "key_mlp.fc1.weight", "key_mlp.fc2.weight"
+                out["key_mlp.fc1.bias"] = torch.zeros_like(self.key_mlp.fc1.bias, device="cpu")
+                out["key_mlp.fc2.bias"] = torch.zeros_like(self.key_mlp.fc2.bias, device="cpu")
+            out[first] = 1e-3 * torch.randn(self.get_parameter(first).shape)
+            out[last] = (
+                1e-3 * torch.randn(self.get_parameter(last).shape)
+                if init == "seeded"
+                else torch.zeros(self.get_parameter(last).shape)
+            )
+        return out
 
     # ---------------------------------------------------------------- per-position terms
     def _features(
@@ -313,6 +445,8 @@ class GoatPrior(nn.Module):
         """float64 (pos (L,), phi (L, 2R+2)) on ``device`` (the inputs' device; default: the
         parameters'); cached per range and device for fixed freqs."""
         device = self.alpha.device if device is None else device
+        if self.features != "float64" or self.abs_modes is not None:
+            return self._fourier_features(pos, device, absolute=True)
         if isinstance(pos, range) and not isinstance(self.freqs, nn.Parameter):
             # under torch.compile the features are traced into the graph (constants there)
             features = (
@@ -325,6 +459,37 @@ class GoatPrior(nn.Module):
         else:
             freqs64 = goat_frequencies(self.num_modes, self.freq_base, device)
         return pos64, _phi(pos64, freqs64, self.train_length)
+
+    def _fourier_features(
+        self, pos: Positions, device: torch.device, *, absolute: bool
+    ) -> tuple[Tensor, Tensor]:
+        """(t (L,), features) in ``self.features``'s dtype: with ``absolute``, the MLP's phi
+        [cos v_m j, sin v_m j, j / L_train, log(1+j) / log(1+L_train)] over its own M modes
+        (L, 2M + 2); else k_rel(j) = [cos w_r j, sin w_r j] (L, 2R).
+
+        In float32 every step is goat-attention's own (float32 frequencies, positions, phases), so
+        both compute the same bits; float64 is goatdna's exact version."""
+        modes = (
+            (self.num_modes if self.abs_modes is None else self.abs_modes)
+            if absolute
+            else self.num_modes
+        )
+        base = self.abs_freq_base if absolute else self.freq_base
+        if self.features == "float64":
+            t = _as_positions(pos, device)
+            freqs = goat_frequencies(modes, base, device)
+        else:
+            t = _as_positions(pos, device).float()
+            r = torch.arange(modes, dtype=torch.float32, device=device)
+            freqs = base ** (-r / max(modes - 1, 1))
+        phase = t[:, None] * freqs[None, :]
+        fourier = torch.cat([torch.cos(phase), torch.sin(phase)], dim=-1)
+        if not absolute:
+            return t, fourier
+        length = float(self.train_length)
+        linear = t / length
+        logarithmic = torch.log1p(t) / math.log1p(length)
+        return t, torch.cat([fourier, linear[:, None], logarithmic[:, None]], dim=-1)
 
     def weights(self) -> PriorWeights:
         return PriorWeights(*(getattr(self, name) for name in PriorWeights._fields))
@@ -342,12 +507,16 @@ class GoatPrior(nn.Module):
         device: torch.device | None = None,
         weights: PriorWeights | None = None,
     ) -> Tensor:
-        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (Eqs. (21)-(22)) -> (H, L) float64.
+        """u_h(j) = slope_h j + g_h(phi(j)) + sink_h 1{j=0} (Eqs. (21)-(22)) -> (H, L) float64
+        (H: the kv heads; goat-attention's options take `_key_bias_authors`, float32 features
+        give float32).
 
         ``slope * j`` (the large term) is formed in float64; the MLP runs in the parameters' dtype
         with autocast off (its output is small, so float32 is exact enough and cheap).
         """
         w = self.weights() if weights is None else weights
+        if self._authors_key_bias():
+            return self._key_bias_authors(pos, device, w)
         pos64, phi = self._features(pos, device)
         mlp = (w.mlp_w1, w.mlp_b1, w.mlp_w2, w.mlp_b2)
         with _autocast_off(pos64.device):
@@ -359,12 +528,60 @@ class GoatPrior(nn.Module):
         first = (pos64 == 0).double()  # (L,)
         return w.slope.double()[:, None] * pos64 + g.double() + w.sink.double()[:, None] * first
 
+    def _authors_key_bias(self) -> bool:
+        """Whether u_h(j) takes goat-attention's path (any of its key-bias options is on)."""
+        return (
+            self.key_mlp is not None
+            or self.slope_fn != "linear"
+            or self.features != "float64"
+            or self.abs_modes is not None
+        )
+
+    def _key_bias_authors(
+        self, pos: Positions, device: torch.device | None, w: PriorWeights
+    ) -> Tensor:
+        """u_h(j) with goat-attention's options -> (kv_heads, L), float64 or float32 (``features``).
+
+        The terms in goat-attention's order: ``gain_h g(phi(j)) + sink_h 1{j=0}``, then
+        ``+ slope_h j`` (``softplus`` of the raw slope with ``slope_fn='softplus'``); g shared by
+        the heads (``key_mlp='shared'``) or per head. In float32 the rounding is theirs too."""
+        device = self.alpha.device if device is None else device
+        t, phi = self._features(pos, device)
+        with _autocast_off(t.device):
+            if self.key_mlp is not None:
+                g = self.key_mlp(phi.to(self.key_mlp.fc1.weight.dtype))  # (L,)
+                g = self.gain[:, None] * g[None, :]  # (H, L)
+            else:
+                g = self._mlp(phi.to(w.mlp_w1.dtype), w.mlp_w1, w.mlp_b1, w.mlp_w2, w.mlp_b2)
+        slope = F.softplus(w.slope) if self.slope_fn == "softplus" else w.slope
+        first = (t == 0).to(t.dtype)
+        u = g.to(t.dtype) + w.sink.to(t.dtype)[:, None] * first[None, :]
+        return u + slope.to(t.dtype)[:, None] * t[None, :]
+
     def _k_rel(
         self, pos: Positions, dtype: torch.dtype, device: torch.device | None = None
     ) -> Tensor:
         """k_rel(j) = [cos w_r j, sin w_r j] (Eqs. (23)-(24)) -> (L, 2R), float64 rounded once
         to dtype."""
+        if self.features != "float64" or self.abs_modes is not None:
+            device = self.alpha.device if device is None else device
+            return self._fourier_features(pos, device, absolute=False)[1].to(dtype)
         return self._features(pos, device)[1][:, : 2 * self.num_modes].to(dtype)
+
+    def _per_query_head(self, x: Tensor) -> Tensor:
+        """A per-kv-head tensor (kv_heads, ...) -> (num_heads, ...): each query head reads its
+        group's key/value head (goat-attention's ``repeat_interleave``)."""
+        group = self.num_heads // self.kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=0)
+
+    def gate(self, q_c: Tensor) -> Tensor | None:
+        """goat-attention's ``query_norm`` prior gate ``sigmoid(bias_h - softplus(scale_h) |qc_i|)``
+        -> (B, H, Lq) in q_c's dtype (the prior of query i is scaled by it); None without a gate."""
+        if self.gate_kind == "none":
+            return None
+        norm = q_c.float().pow(2).sum(dim=-1).sqrt()  # (B, H, Lq), the raw content query's
+        scale = F.softplus(self.gate_scale).view(1, -1, 1)
+        return torch.sigmoid(self.gate_bias.view(1, -1, 1) - scale * norm).to(q_c.dtype)
 
     def _rotation(self, weights: PriorWeights | None = None) -> Tensor:
         """W_h (H, 2R, 2R) with q_rel(i) = k_rel(i) W_h, i.e. [c, s] W = [a c + b s, a s - b c]
@@ -379,13 +596,16 @@ class GoatPrior(nn.Module):
 
     def key_bias(self, pos: Positions) -> Tensor:
         """u_h(j) (Eqs. (21)-(22)) -> (num_heads, L) in the parameters' dtype."""
-        return self._key_bias64(pos).to(self.alpha.dtype)
+        return self._per_query_head(self._key_bias64(pos).to(self.alpha.dtype))
 
     def log_prior(self, pos_q: Positions, pos_k: Positions) -> Tensor:
-        """K_ij = K_rel(i - j) + u_h(j) (Sec. 4; Eqs. (12)-(22)) -> (num_heads, Lq, Lk), materialised."""
+        """K_ij = K_rel(i - j) + u_h(j) (Sec. 4; Eqs. (12)-(22)) -> (num_heads, Lq, Lk), materialised.
+
+        Without the query-norm gate (`gate`), which scales query i's row by its own factor."""
         dtype = self.alpha.dtype
         with _autocast_off(self.alpha.device):
-            q_rel = torch.matmul(self._k_rel(pos_q, dtype), self._rotation())  # (H, Lq, 2R)
+            rotation = self._per_query_head(self._rotation())
+            q_rel = torch.matmul(self._k_rel(pos_q, dtype), rotation)  # (H, Lq, 2R)
             rel = torch.matmul(q_rel, self._k_rel(pos_k, dtype).t())  # (H, Lq, Lk)
         return rel + self.key_bias(pos_k)[:, None, :]
 
@@ -421,10 +641,14 @@ class GoatPrior(nn.Module):
                 _flat(pos_q), _flat(pos_k), q_c.dtype, q_c.device
             )  # (Lq, H, d_p), (Lk, H, d_p); a row per position of every row for per-row positions
         q_tail, k_tail = _per_row(tails[0], pos_q), _per_row(tails[1], pos_k)  # (B?, L, H, d_p)
+        q_slots = _broadcast_rows(q_tail, B)  # (B, Lq, H, d_p)
+        gate = self.gate(q_c)  # (B, H, Lq): scales the whole prior of query i
+        if gate is not None:
+            q_slots = q_slots * gate.transpose(1, 2)[..., None]
         q = torch.cat(
             [
                 q_c.transpose(1, 2) * math.sqrt(self.head_dim / dc),  # (B, Lq, H, d_c)
-                _broadcast_rows(q_tail, B),  # (B, Lq, H, d_p)
+                q_slots,  # (B, Lq, H, d_p)
             ],
             dim=-1,
         )  # (B, Lq, H, d_h)
@@ -457,6 +681,7 @@ class GoatPrior(nn.Module):
             and not isinstance(self.freqs, nn.Parameter)
         ):
             return self._compute_tails(pos_q, pos_k, dtype, device)
+        # every parameter, the shared MLP's included: a changed one is never served stale
         version = tuple((p.data_ptr(), p._version) for p in self.parameters())
         if pos_q == pos_k and len(pos_q) == 1:
             first = pos_q.start - pos_q.start % DECODE_BLOCK
@@ -501,36 +726,40 @@ class GoatPrior(nn.Module):
         (N, L, H, 2R + 2), so that each layer's block is contiguous memory (pack's concatenation
         of a strided block took twice as long)."""
         w = self.weights() if weights is None else weights
-        H, d = self.num_heads, self.head_dim
-        N = w.alpha.shape[0] // H  # layers stacked along the heads
+        H, Hkv, d = self.num_heads, self.kv_heads, self.head_dim
+        N = w.alpha.shape[0] // Hkv  # layers stacked along the heads
         slot, gain = self._slot_gain.get(dtype) or _slot_and_gain(d, dtype)
+        slots = 2 if self.alignment_slot else 1
         with _autocast_off(device):  # round once, below
-            rotation = self._rotation(w) * math.sqrt(d)  # (N*H, 2R, 2R)
+            rotation = self._rotation(w) * math.sqrt(d)  # (N*Hkv, 2R, 2R)
+            if Hkv != H:  # one layer (no stacking with grouped heads)
+                rotation = self._per_query_head(rotation)  # (H, 2R, 2R)
             q_rel = torch.matmul(
                 self._k_rel(pos_q, rotation.dtype, device), rotation
             )  # (N*H, Lq, 2R)
         q_rel = q_rel.to(dtype).unflatten(0, (N, H)).transpose(1, 2)  # (N, Lq, H, 2R)
         Lq = q_rel.shape[1]
-        const = torch.full((N, Lq, H, 2), slot, dtype=dtype, device=device)  # filled on the device
-        if not self.split_key_bias:
+        const = torch.full((N, Lq, H, slots), slot, dtype=dtype, device=device)  # on the device
+        if slots == 2 and not self.split_key_bias:
             const[..., 1] = 0.0
         q_tail = torch.cat([q_rel, const], dim=-1)  # (N, Lq, H, 2R + 2)
 
-        u = self._key_bias64(pos_k, device, w) / gain  # (N*H, Lk) float64
-        u = u.unflatten(0, (N, H)).transpose(1, 2)  # (N, Lk, H)
+        u = self._key_bias64(pos_k, device, w)  # (N*Hkv, Lk) float64 (float32 features: float32)
+        if gain != 1.0:
+            u = u / gain
+        u = u.unflatten(0, (N, Hkv)).transpose(1, 2)  # (N, Lk, Hkv)
         hi = u.to(dtype)
-        # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
-        lo = (u - hi.double()).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
+        columns = [hi[..., None]]
+        if slots == 2:
+            # lo: what dtype(u) lost, in the alignment slot (0 without the split: the naive packing)
+            lo = (u - hi.to(u.dtype)).to(dtype) if self.split_key_bias else torch.zeros_like(hi)
+            columns.append(lo[..., None])
         k_rel = self._k_rel(pos_k, dtype, device)  # (Lk, 2R)
         Lk = k_rel.shape[0]
         k_tail = torch.cat(
-            [
-                k_rel[None, :, None, :].expand(N, Lk, H, k_rel.shape[-1]),
-                hi[..., None],
-                lo[..., None],
-            ],
+            [k_rel[None, :, None, :].expand(N, Lk, Hkv, k_rel.shape[-1]), *columns],
             dim=-1,
-        )  # (N, Lk, H, 2R + 2)
+        )  # (N, Lk, Hkv, d_p)
         if weights is None:
             return q_tail[0], k_tail[0]  # this prior alone: (L, H, 2R + 2)
         return q_tail, k_tail
@@ -542,11 +771,27 @@ class GoatPrior(nn.Module):
             self.split_key_bias, isinstance(self.freqs, nn.Parameter),
         )  # fmt: skip
 
+    def native(self) -> bool:
+        """Whether this is goatdna's own prior (none of goat-attention's options)."""
+        return (
+            self.kv_heads == self.num_heads
+            and self.alignment_slot
+            and self.gate_kind == "none"
+            and not self._authors_key_bias()
+        )
+
     def extra_repr(self) -> str:
         return (
             f"heads={self.num_heads}, head_dim={self.head_dim}, modes={self.num_modes}, "
             f"content_dim={self.content_dim}, train_length={self.train_length}, "
             f"split_key_bias={self.split_key_bias}"
+            + (
+                ""
+                if self.native()
+                else f", kv_heads={self.kv_heads}, abs_modes={self.abs_modes}, "
+                f"key_mlp={self.key_mlp_kind}, slope={self.slope_fn}, features={self.features}, "
+                f"gate={self.gate_kind}"
+            )
         )
 
 
@@ -564,6 +809,8 @@ def shared_tails(
     features differ per layer) or priors of different shapes.
     """
     if not priors or isinstance(priors[0].freqs, nn.Parameter):
+        return None
+    if not all(p.native() for p in priors):  # goat-attention's options: each layer its own
         return None
     if any(p._layout() != priors[0]._layout() for p in priors):
         return None

@@ -3,6 +3,9 @@
 embedding (padded to 8 rows) > n_layers x [RMSNorm > attention > residual, RMSNorm > SwiGLU >
 residual] > RMSNorm > head over ``vocab_size`` = 5 classes (A C G T N). No linear biases. N is an
 input only: ``next_token_loss`` ignores N targets and samplers mask class 4.
+
+``block_style='gpt2'`` is the paper's genome.py block instead: LayerNorm and a GELU MLP
+(``up_proj`` > GELU > ``down_proj``, with biases) in the same pre-norm places.
 """
 
 from __future__ import annotations
@@ -41,6 +44,25 @@ class SwiGLU(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # (B, L, d_model)
 
 
+class GeluMLP(nn.Module):
+    """GPT-2's MLP: ``down(gelu(up(x)))`` with biases (``block_style='gpt2'``)."""
+
+    def __init__(self, d_model: int, hidden: int) -> None:
+        super().__init__()
+        self.up_proj = nn.Linear(d_model, hidden)
+        self.down_proj = nn.Linear(hidden, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.gelu(self.up_proj(x)))  # (B, L, d_model)
+
+
+def make_norm(config: ModelConfig) -> nn.Module:
+    """The block style's norm: RMSNorm (``llama``) or LayerNorm with bias (``gpt2``)."""
+    if config.block_style == "gpt2":
+        return nn.LayerNorm(config.d_model, eps=config.norm_eps)
+    return RMSNorm(config.d_model, eps=config.norm_eps)
+
+
 FUSED_KEYS = {
     "attn.qkv.weight": ("attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"),
     "attn.out.weight": ("attn.o_proj.weight",),
@@ -63,8 +85,8 @@ def _split_fused_keys(
     """
     assert isinstance(module, DNADecoder)
     c = module.config
-    qk, v = c.n_heads * c.content_dim, c.n_heads * c.head_dim
-    sizes = {"attn.qkv.weight": [qk, qk, v], "mlp.gate_up.weight": [c.mlp_hidden] * 2}
+    q, k, v = c.n_heads * c.content_dim, c.kv_heads * c.content_dim, c.kv_heads * c.head_dim
+    sizes = {"attn.qkv.weight": [q, k, v], "mlp.gate_up.weight": [c.mlp_hidden] * 2}
     block_prefix = prefix + "blocks."
     for key in [k for k in state_dict if k.startswith(block_prefix)]:
         layer, _, name = key[len(block_prefix) :].partition(".")
@@ -81,10 +103,14 @@ class Block(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.attn_norm = RMSNorm(config.d_model, eps=config.norm_eps)
+        self.attn_norm = make_norm(config)
         self.attn = CausalSelfAttention(config)
-        self.mlp_norm = RMSNorm(config.d_model, eps=config.norm_eps)
-        self.mlp = SwiGLU(config.d_model, config.mlp_hidden)
+        self.mlp_norm = make_norm(config)
+        self.mlp: SwiGLU | GeluMLP = (
+            GeluMLP(config.d_model, config.mlp_hidden)
+            if config.block_style == "gpt2"
+            else SwiGLU(config.d_model, config.mlp_hidden)
+        )
 
     def forward(
         self,
@@ -122,7 +148,7 @@ class DNADecoder(nn.Module):
         self.config = config
         self.embed = nn.Embedding(config.padded_vocab_size, config.d_model)
         self.blocks = nn.ModuleList(block_class(config) for _ in range(config.n_layers))
-        self.norm = RMSNorm(config.d_model, eps=config.norm_eps)
+        self.norm = make_norm(config)
         self.head = (
             None
             if config.tie_embeddings
@@ -145,10 +171,15 @@ class DNADecoder(nn.Module):
             assert isinstance(block, Block)  # ModuleList items are typed as Module
             for linear in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj):
                 nn.init.normal_(linear.weight, std=std)
-            nn.init.normal_(block.mlp.gate_proj.weight, std=std)
+            if isinstance(block.mlp, SwiGLU):
+                nn.init.normal_(block.mlp.gate_proj.weight, std=std)
             nn.init.normal_(block.mlp.up_proj.weight, std=std)
             nn.init.normal_(block.attn.o_proj.weight, std=residual_std)
             nn.init.normal_(block.mlp.down_proj.weight, std=residual_std)
+            for module in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj,
+                           block.attn.o_proj, block.mlp.up_proj, block.mlp.down_proj):  # fmt: skip
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
     # ------------------------------------------------------------------ forward passes
     @property
@@ -299,7 +330,7 @@ class DNADecoder(nn.Module):
         weight = self.embed.weight
         c = self.config
         return KVCache.empty(
-            c.n_layers, batch_size, c.n_heads, max_length, c.head_dim,
+            c.n_layers, batch_size, c.kv_heads, max_length, c.head_dim,
             device=weight.device, dtype=dtype or weight.dtype,
         )  # fmt: skip
 

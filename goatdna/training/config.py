@@ -76,7 +76,13 @@ class OptimConfig:
     """Floor of the cosine decay as a fraction of ``lr`` (reached at trainer.max_steps)."""
     warmup_steps: int = 1000
     weight_decay: float = 0.1
-    """Applied to weight matrices only: never to norms, embeddings or GOAT prior parameters."""
+    """Applied to weight matrices only: never to norms, embeddings or GOAT prior parameters
+    (unless ``decay_all``)."""
+    decay_all: bool = False
+    """Decay every parameter (norms, biases, embeddings, the GOAT prior) in one group, as
+    ``torch.optim.AdamW(model.parameters(), weight_decay=...)`` does: the paper's genome.py
+    recipe (configs/*-paper-dna.yaml). Off, the default split keeps positions and rare tokens
+    from being pulled to zero (`training.module.parameter_groups`)."""
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
     grad_clip: float = 1.0
@@ -123,11 +129,17 @@ class TrainerConfig:
     tensorboard: bool = True
     """Also log to TensorBoard (run_dir/tensorboard) when the package is installed."""
     progress_bar: bool = True
+    early_stop_evals: int | None = None
+    """Stop after this many validations in a row without a new best validation loss (last.ckpt is
+    written there, best.ckpt keeps the best); None: run to max_steps. The LR schedule still
+    spans max_steps."""
 
     def __post_init__(self) -> None:
         _positive(
             self, "max_steps", "accumulate", "num_nodes", "eval_every", "ckpt_every", "log_every"
         )
+        if self.early_stop_evals is not None and self.early_stop_evals < 1:
+            raise ValueError(f"early_stop_evals must be >= 1 or null, got {self.early_stop_evals}")
         if self.throughput_warmup < 0:
             raise ValueError(f"throughput_warmup must be >= 0, got {self.throughput_warmup}")
         if self.peak_flops is not None and self.peak_flops <= 0:

@@ -83,6 +83,7 @@ class LoopSpec:
     shown: tuple[str, ...]  # row numbers shown next to the progress bar
     check_grads: bool = True  # False under fp16: the loss scaler handles overflowing gradients
     mean_train_loss: bool = False  # log the mean loss since the last row (else the row's step)
+    patience: int | None = None  # stop after this many validations without a new best
 
 
 class Task(Protocol, Generic[BatchT]):
@@ -214,6 +215,7 @@ def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGP
                 value = state.last_val[spec.selection]
                 if better(value, state.best_value, spec.higher_is_better):
                     state.best_value, state.best_step, improved = value, step, True
+                state.evals_since_best = 0 if improved else state.evals_since_best + 1
             if row:
                 row["elapsed_s"] = round(clock.elapsed, 3)
                 if fabric.is_global_zero and metrics is not None:
@@ -233,6 +235,11 @@ def fit(  # noqa: C901, PLR0915 (the training loop read top to bottom, as nanoGP
                     if checkpoints.last_saved != step:
                         checkpoints.save(run.last_ckpt, step)
                     raise TrainingInterrupted(step, signals.signum or signal.SIGTERM)
+                # early stopping: validation numbers are reduced over ranks, so all stop alike
+                if not final and spec.patience and state.evals_since_best >= spec.patience:
+                    state.stopped_step = step
+                    checkpoints.save(run.last_ckpt, step)
+                    break
     return Finished(state, clock.elapsed)
 
 

@@ -42,7 +42,11 @@ def clean_param_name(name: str) -> str:
 
 
 def parameter_groups(
-    model: nn.Module, weight_decay: float, ndims: dict[str, int] | None = None
+    model: nn.Module,
+    weight_decay: float,
+    ndims: dict[str, int] | None = None,
+    *,
+    decay_all: bool = False,
 ) -> list[dict[str, Any]]:
     """Two AdamW groups: weight matrices decay; norms, embeddings and GOAT priors do not.
 
@@ -51,6 +55,8 @@ def parameter_groups(
     them to zero would pull GOAT back to position-free attention. ``ndims`` (clean name ->
     dimensions, taken before wrapping) decides what a matrix is: FSDP's ``use_orig_params``
     turns every parameter into a flat 1-D shard, so its own ``ndim`` no longer tells.
+    ``decay_all`` puts every parameter in the decaying group (the second stays, empty, so the
+    optimizer's state has the same two groups either way).
     """
     decay: list[nn.Parameter] = []
     no_decay: list[nn.Parameter] = []
@@ -61,7 +67,8 @@ def parameter_groups(
         is_matrix = (ndims[name] if ndims is not None else param.ndim) >= 2
         is_embedding = name.startswith("embed.")
         is_prior = ".prior." in name
-        (decay if is_matrix and not is_embedding and not is_prior else no_decay).append(param)
+        decays = decay_all or (is_matrix and not is_embedding and not is_prior)
+        (decay if decays else no_decay).append(param)
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
@@ -81,15 +88,16 @@ def build_optimizer(
     is scaled (the schedule multiplies each group's own LR); at 1 the groups stay as they were,
     so existing checkpoints' optimizer states still load.
     """
-    groups = parameter_groups(model, optim.weight_decay, ndims)
+    groups = parameter_groups(model, optim.weight_decay, ndims, decay_all=optim.decay_all)
     prior = {id(p) for name, p in model.named_parameters() if ".prior." in clean_param_name(name)}
     if optim.prior_lr_scale != 1.0 and prior:
-        no_decay = groups[1]["params"]
-        groups[1]["params"] = [p for p in no_decay if id(p) not in prior]
+        home = groups[0] if optim.decay_all else groups[1]  # where the prior's parameters are
+        params = home["params"]
+        home["params"] = [p for p in params if id(p) not in prior]
         groups.append(
             {
-                "params": [p for p in no_decay if id(p) in prior],
-                "weight_decay": 0.0,
+                "params": [p for p in params if id(p) in prior],
+                "weight_decay": home["weight_decay"],
                 "lr": optim.lr * optim.prior_lr_scale,
             }
         )

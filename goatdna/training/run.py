@@ -64,6 +64,7 @@ RESUMABLE_KEYS = frozenset(
         "trainer.strategy",
         "trainer.accelerator",
         "trainer.eval_every",
+        "trainer.early_stop_evals",
         "trainer.ckpt_every",
         "trainer.log_every",
         "trainer.throughput_warmup",

@@ -236,6 +236,7 @@ class Pretraining:
             progress_bar=tr.progress_bar,
             shown=("train_loss", "val_loss", "tokens_per_s", "lr"),
             check_grads=not precision.startswith("16"),
+            patience=tr.early_stop_evals,
         )
 
     def steps(self, start: int) -> Iterator[list[Tensor]]:
@@ -342,7 +343,8 @@ def _summary(
 
     from goatdna.training.throughput import peak_memory_bytes
 
-    steps = config.trainer.max_steps
+    stopped = state.stopped_step >= 0  # early stopping ended the run before max_steps
+    steps = state.stopped_step if stopped else config.trainer.max_steps
     device, world = fabric.device, fabric.world_size
     val_loss = state.last_val["loss"]
     return {
@@ -362,6 +364,7 @@ def _summary(
         # context
         "best_val_loss": state.best_value,
         "best_step": state.best_step,
+        "early_stopped": stopped,
         "world_size": world,
         "global_batch_tokens": throughput.tokens_per_step,
         "flops_per_token": throughput.flops_per_token,
