@@ -259,7 +259,10 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
         "A" * 3000,
         outs=(tmp_path / "o" / "a.png",),
     )
-    bad("GiB of L x L maps", "--sequence", "ACGT" * 2000)
+    bad("above the 8 GiB bound: ask for at most 1 layer(s) with --layer", "--sequence",
+        "ACGT" * 2625)  # 10,500 bases: one of the two layers fits  # fmt: skip
+    bad("read at most 11,151 bases (--sequence) with one --layer", "--sequence", "A" * 12000)
+    bad("bound: read at most 11,151 bases (--sequence)", "--sequence", "A" * 12000, "--layer", "1")
     keep = out.parent / "keep.npz"
     keep.write_bytes(b"keep me")
     bad("exists; pass --force", "--sequence", "ACGT", outs=(keep,))
@@ -270,3 +273,55 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     assert res.exit_code == 0, res.output
     with np.load(keep) as data:
         assert data["weights"].shape == (2, 2, 4, 4)
+
+
+def _peak_rss_of(work) -> int:
+    """Bytes by which ``work()`` raised the process's resident memory at its peak: VmHWM after
+    it, reset to the current RSS before it (Linux: /proc/self/clear_refs "5"). torch's memory is
+    not Python's, so tracemalloc would not see it."""
+
+    def status(key: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+        raise KeyError(key)
+
+    import gc
+
+    gc.collect()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pytest.skip("peak RSS cannot be reset here (/proc/self/clear_refs)")
+    before = status("VmRSS")
+    work()
+    return status("VmHWM") - before
+
+
+@pytest.mark.parametrize("positional", ["goat", "rope"])
+def test_peak_memory_estimate_bounds_the_measured_peak(positional, tmp_path) -> None:
+    """`peak_bytes` >= the peak resident memory `attention_maps` (and the .npz) really take, at
+    a few lengths and layer counts, and not far above it: the old check counted the output maps
+    alone and was ~5x under (6,500 bases, one layer: 9.6 GB past a 2 GiB check)."""
+    from goatdna.analysis.attention import FIXED_PEAK_BYTES, peak_bytes, write_npz
+
+    torch.manual_seed(0)
+    config = ModelConfig(
+        positional=positional, n_layers=3, d_model=32, n_heads=4, mlp_hidden=32,
+        train_length=16, goat_modes=2, goat_mlp_hidden=8,
+    )  # fmt: skip
+    model = DNADecoder(config).eval()
+    tokens = np.random.default_rng(0).integers(0, 4, 2048).astype(np.uint8)
+    attention_maps(model, tokens[:64], [0])  # torch's first-call allocations out of the way
+    for length, layers in ((512, [0, 1, 2]), (1024, [1]), (1024, [0, 1, 2]), (2048, [2])):
+
+        def work(length: int = length, layers: list[int] = layers) -> None:
+            write_npz(attention_maps(model, tokens[:length], layers), tmp_path / "a.npz")
+
+        measured = _peak_rss_of(work)
+        estimate = peak_bytes(length, 4, len(layers), positional == "goat")
+        what = (length, layers, measured / 2**20, estimate / 2**20)
+        assert measured <= estimate, what
+        # a sane factor: what grows with H L^2 is at most 4x the measured peak (3.4x at most
+        # here: the heap slack of small maps), 1.2x-1.6x where the maps dominate
+        assert estimate - FIXED_PEAK_BYTES <= 4 * measured, what
