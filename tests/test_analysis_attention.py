@@ -275,53 +275,69 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
         assert data["weights"].shape == (2, 2, 4, 4)
 
 
-def _peak_rss_of(work) -> int:
-    """Bytes by which ``work()`` raised the process's resident memory at its peak: VmHWM after
-    it, reset to the current RSS before it (Linux: /proc/self/clear_refs "5"). torch's memory is
-    not Python's, so tracemalloc would not see it."""
+PEAK_SCRIPT = """
+import json, sys
+from pathlib import Path
+import numpy as np, torch
+from goatdna.analysis.attention import attention_maps, write_npz
+from goatdna.model import DNADecoder, ModelConfig
 
-    def status(key: str) -> int:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-        raise KeyError(key)
+def status(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
 
-    import gc
-
-    gc.collect()
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pytest.skip("peak RSS cannot be reset here (/proc/self/clear_refs)")
+torch.manual_seed(0)
+config = ModelConfig(positional=sys.argv[1], n_layers=3, d_model=32, n_heads=4, mlp_hidden=32,
+                     train_length=16, goat_modes=2, goat_mlp_hidden=8)
+model = DNADecoder(config).eval()
+tokens = np.random.default_rng(0).integers(0, 4, 2048).astype(np.uint8)
+for case in json.loads(sys.argv[2]):
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     before = status("VmRSS")
-    work()
-    return status("VmHWM") - before
+    maps = attention_maps(model, tokens[: case["length"]], case["layers"])
+    write_npz(maps, Path(sys.argv[3]))
+    del maps
+    print(json.dumps({**case, "peak": status("VmHWM") - before}), flush=True)
+"""
 
 
 @pytest.mark.parametrize("positional", ["goat", "rope"])
 def test_peak_memory_estimate_bounds_the_measured_peak(positional, tmp_path) -> None:
     """`peak_bytes` >= the peak resident memory `attention_maps` (and the .npz) really take, at
     a few lengths and layer counts, and not far above it: the old check counted the output maps
-    alone and was ~5x under (6,500 bases, one layer: 9.6 GB past a 2 GiB check)."""
-    from goatdna.analysis.attention import FIXED_PEAK_BYTES, peak_bytes, write_npz
+    alone and was ~5x under (6,500 bases, one layer: 9.6 GB past a 2 GiB check).
 
-    torch.manual_seed(0)
-    config = ModelConfig(
-        positional=positional, n_layers=3, d_model=32, n_heads=4, mlp_hidden=32,
-        train_length=16, goat_modes=2, goat_mlp_hidden=8,
+    Measured in a fresh process (torch's memory is not Python's, so not tracemalloc: VmHWM of
+    /proc/self/status, reset to VmRSS before each case through /proc/self/clear_refs), the cases
+    in growing size: heap pages freed by earlier work would hide a peak in this one."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from goatdna.analysis.attention import FIXED_PEAK_BYTES, peak_bytes
+
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("peak RSS cannot be reset here (no /proc/self/clear_refs)")
+    cases = [{"length": 512, "layers": [0, 1, 2]}, {"length": 1024, "layers": [1]},
+             {"length": 1024, "layers": [0, 1, 2]}, {"length": 2048, "layers": [2]}]  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, positional, json.dumps(cases), str(tmp_path / "a.npz")],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
-    model = DNADecoder(config).eval()
-    tokens = np.random.default_rng(0).integers(0, 4, 2048).astype(np.uint8)
-    attention_maps(model, tokens[:64], [0])  # torch's first-call allocations out of the way
-    for length, layers in ((512, [0, 1, 2]), (1024, [1]), (1024, [0, 1, 2]), (2048, [2])):
-
-        def work(length: int = length, layers: list[int] = layers) -> None:
-            write_npz(attention_maps(model, tokens[:length], layers), tmp_path / "a.npz")
-
-        measured = _peak_rss_of(work)
-        estimate = peak_bytes(length, 4, len(layers), positional == "goat")
-        what = (length, layers, measured / 2**20, estimate / 2**20)
-        assert measured <= estimate, what
+    assert done.returncode == 0, done.stderr[-3000:]
+    measured = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(measured) == len(cases), done.stdout
+    for case in measured:
+        estimate = peak_bytes(case["length"], 4, len(case["layers"]), positional == "goat")
+        what = (case, estimate)
+        assert case["peak"] <= estimate, what
         # a sane factor: what grows with H L^2 is at most 4x the measured peak (3.4x at most
         # here: the heap slack of small maps), 1.2x-1.6x where the maps dominate
-        assert estimate - FIXED_PEAK_BYTES <= 4 * measured, what
+        assert estimate - FIXED_PEAK_BYTES <= 4 * case["peak"], what
