@@ -137,14 +137,37 @@ def attach(decoder: DNADecoder, spec: AdapterSpec) -> DNADecoder:
     from peft.tuners.lora import LoraModel
 
     tuner = LoraModel if spec.mode == "lora" else IA3Model
-    missing = [t for t in spec.targets if not _names_module(decoder, t)]
+    check_adapters(decoder, spec)
+    tuner(decoder, config, "default")
+    return decoder
+
+
+def check_adapters(decoder: nn.Module, spec: AdapterSpec) -> None:
+    """Refuse, in one line, adapters that cannot go on ``decoder``: a target that names none of
+    its Linear layers, or (LoRA) a rank above the narrower side of a targeted layer, where the
+    "low-rank" update is no longer low rank and its two factors only cost memory (a rank of a
+    million is an out-of-memory crash). `goatdna finetune` calls it before it writes anything
+    into the run folder, so that a corrected command needs no ``--force``; `attach` again."""
+    from torch import nn
+
+    layers = [(n, m) for n, m in decoder.named_modules() if isinstance(m, nn.Linear)]
+    missing = [t for t in spec.targets if not any(_is_named(n, t) for n, _ in layers)]
     if missing:
         raise GoatDNAError(
             f"--lora-targets {','.join(spec.targets)}: no module of the decoder is named "
             f"{', '.join(missing)}; choose among {', '.join(linear_names(decoder))}"
         )
-    tuner(decoder, config, "default")
-    return decoder
+    if spec.mode != "lora":
+        return
+    targeted = [(n, m) for n, m in layers if any(_is_named(n, t) for t in spec.targets)]
+    name, narrowest = min(targeted, key=lambda item: min(item[1].in_features, item[1].out_features))
+    width = min(narrowest.in_features, narrowest.out_features)
+    if spec.rank > width:
+        raise GoatDNAError(
+            f"--lora-rank {spec.rank}: above the width {width} of the targeted layers (a rank is "
+            f"at most {width}: {name.rpartition('.')[2]} is {narrowest.in_features} x "
+            f"{narrowest.out_features}); lower --lora-rank to {width} or less"
+        )
 
 
 def merged(decoder: DNADecoder) -> DNADecoder:
@@ -170,8 +193,10 @@ def linear_names(decoder: nn.Module) -> list[str]:
     )
 
 
-def _names_module(decoder: nn.Module, target: str) -> bool:
-    return any(n == target or n.endswith("." + target) for n, _ in decoder.named_modules())
+def _is_named(name: str, target: str) -> bool:
+    """Whether module ``name`` is what a ``--lora-targets`` entry picks (peft's rule for a list
+    of targets: the whole name, or its last dotted parts)."""
+    return name == target or name.endswith("." + target)
 
 
 def adapter_spec(run_config: Mapping[str, Any], source: Path) -> AdapterSpec | None:

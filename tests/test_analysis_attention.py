@@ -261,7 +261,10 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
         "A" * 3000,
         outs=(tmp_path / "o" / "a.png",),
     )
-    bad("GiB of L x L maps", "--sequence", "ACGT" * 2000)
+    bad("above the 8 GiB bound: ask for at most 1 layer(s) with --layer", "--sequence",
+        "ACGT" * 2625)  # 10,500 bases: one of the two layers fits  # fmt: skip
+    bad("read at most 11,151 bases (--sequence) with one --layer", "--sequence", "A" * 12000)
+    bad("bound: read at most 11,151 bases (--sequence)", "--sequence", "A" * 12000, "--layer", "1")
     png = tmp_path / "a.png"
     with folder_lock(png, "--out"):  # this process plays a first run still writing a.png
         res = runner.invoke(app, ["attention", "-c", ckpt, "-o", str(out), "-o", str(png),
@@ -282,3 +285,71 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     assert res.exit_code == 0, res.output
     with np.load(keep) as data:
         assert data["weights"].shape == (2, 2, 4, 4)
+
+
+PEAK_SCRIPT = """
+import json, sys
+from pathlib import Path
+import numpy as np, torch
+from goatdna.analysis.attention import attention_maps, write_npz
+from goatdna.model import DNADecoder, ModelConfig
+
+def status(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+torch.manual_seed(0)
+config = ModelConfig(positional=sys.argv[1], n_layers=3, d_model=32, n_heads=4, mlp_hidden=32,
+                     train_length=16, goat_modes=2, goat_mlp_hidden=8)
+model = DNADecoder(config).eval()
+tokens = np.random.default_rng(0).integers(0, 4, 2048).astype(np.uint8)
+for case in json.loads(sys.argv[2]):
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+    before = status("VmRSS")
+    maps = attention_maps(model, tokens[: case["length"]], case["layers"])
+    write_npz(maps, Path(sys.argv[3]))
+    del maps
+    print(json.dumps({**case, "peak": status("VmHWM") - before}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("positional", ["goat", "rope"])
+def test_peak_memory_estimate_bounds_the_measured_peak(positional, tmp_path) -> None:
+    """`peak_bytes` >= the peak resident memory `attention_maps` (and the .npz) really take, at
+    a few lengths and layer counts, and not far above it: the old check counted the output maps
+    alone and was ~5x under (6,500 bases, one layer: 9.6 GB past a 2 GiB check).
+
+    Measured in a fresh process (torch's memory is not Python's, so not tracemalloc: VmHWM of
+    /proc/self/status, reset to VmRSS before each case through /proc/self/clear_refs), the cases
+    in growing size: heap pages freed by earlier work would hide a peak in this one."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from goatdna.analysis.attention import FIXED_PEAK_BYTES, peak_bytes
+
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("peak RSS cannot be reset here (no /proc/self/clear_refs)")
+    cases = [{"length": 512, "layers": [0, 1, 2]}, {"length": 1024, "layers": [1]},
+             {"length": 1024, "layers": [0, 1, 2]}, {"length": 2048, "layers": [2]}]  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, positional, json.dumps(cases), str(tmp_path / "a.npz")],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    measured = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(measured) == len(cases), done.stdout
+    for case in measured:
+        estimate = peak_bytes(case["length"], 4, len(case["layers"]), positional == "goat")
+        what = (case, estimate)
+        assert case["peak"] <= estimate, what
+        # a sane factor: what grows with H L^2 is at most 4x the measured peak (3.4x at most
+        # here: the heap slack of small maps), 1.2x-1.6x where the maps dominate
+        assert estimate - FIXED_PEAK_BYTES <= 4 * case["peak"], what

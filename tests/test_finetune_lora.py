@@ -190,14 +190,29 @@ def test_wrong_or_missing_backbone_is_one_error_line(
 
 
 def test_lora_options_are_checked(task_dir: Path, tmp_path: Path) -> None:
+    """Every bad adapter flag is one line before anything is written to the run folder (so the
+    corrected command needs no --force); a rank beyond the targeted layers' width (a LoRA
+    factor that big is no low-rank update, and --lora-rank 1000000 ran out of memory) too."""
     backbone = _backbone(tmp_path)
+    run = tmp_path / "run"
+    args = [a for a in _args(task_dir, backbone, "lora") if a not in ("--mode", "lora")]
+    args = [*args, "--epochs", "1"]
     for extra, words in ((["--mode", "full", "--lora-rank", "4"], "apply to mode lora only"),
                          (["--mode", "lora", "--lora-rank", "0"], "--lora-rank 0"),
-                         (["--mode", "lora", "--lora-targets", "qkv"], "no module of the decoder")):  # fmt: skip
-        args = [a for a in _args(task_dir, backbone, "lora") if a not in ("--mode", "lora")]
-        result = runner.invoke(app, [*args, *extra, "--out", str(tmp_path / "run")])
-        assert result.exit_code == 2, result.output
-        assert words in result.output and len(result.output.strip().splitlines()) == 1
+                         (["--mode", "lora", "--lora-targets", "qkv"], "no module of the decoder"),
+                         (["--mode", "ia3", "--lora-targets", "q_proj,qkv"], "named qkv"),
+                         (["--mode", "lora", "--lora-rank", "1000000"],
+                          "--lora-rank 1000000: above the width 20"),
+                         (["--mode", "lora", "--lora-rank", "33", "--lora-targets", "up_proj"],
+                          "at most 32: up_proj is 32 x 64")):  # fmt: skip
+        result = runner.invoke(app, [*args, *extra, "--out", str(run)])
+        assert result.exit_code == 2, (extra, result.output, result.exception)
+        assert words in result.output and len(result.output.strip().splitlines()) == 1, (
+            extra, result.output)  # fmt: skip
+        assert not run.exists() or not any(run.iterdir()), (extra, sorted(run.iterdir()))
+    result = runner.invoke(app, [*args, "--mode", "lora", "--lora-rank", "20", "--lora-targets",
+                                 "q_proj,up_proj", "--out", str(run)])  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
 
 
 @pytest.mark.slow

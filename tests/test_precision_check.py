@@ -183,3 +183,51 @@ def test_progress_counts_both_passes_of_every_window(
     assert result.exit_code == 0, result.output
     assert "check-precision: 1/8 window passes" in result.stderr
     assert "check-precision: 7/8 window passes" in result.stderr and "s left" in result.stderr
+
+
+def test_windows_are_drawn_from_the_n_free_stretches(ckpt: Path, tmp_path: Path) -> None:
+    """A contig that opens with a long run of N (as chr1's telomere does): the windows are spread
+    over its N-free bases, not refused with advice (lower --length) that did not help; too many
+    windows, or too long ones, are refused with the --windows or --length that does fit."""
+    from goatdna.inference.precision_check import reference_windows
+    from goatdna.inference.reference import Reference
+
+    rng = random.Random(1)
+    path = tmp_path / "leading_n.fa"
+    seq = "N" * 2000 + "".join(rng.choice("ACGT") for _ in range(1000))
+    path.write_text(">chrN\n" + "".join(seq[i : i + 60] + "\n" for i in range(0, 3000, 60)))
+    with Reference(path) as ref:
+        tokens, places = reference_windows(ref, 4, 128)
+        starts = [start for _, start in places]
+        assert starts == sorted(starts) and starts[0] == 2000 and starts[-1] + 128 <= 3000
+        assert all(start >= 2000 for start in starts) and (tokens <= 3).all()
+        assert all(b - a >= 128 for a, b in zip(starts, starts[1:], strict=False))  # spread out
+        for (_, start), window in zip(places, tokens, strict=True):
+            assert "".join("ACGT"[t] for t in window) == seq[start : start + 128]
+        assert len(reference_windows(ref, 873, 128)[0]) == 873  # every N-free start once
+        assert len(reference_windows(ref, 1, 1000)[0]) == 1
+    for extra, advice in ((["--windows", "874"], "lower --windows to 873 or less"),
+                          (["--length", "1001"], "lower --length to 1,000 or less")):  # fmt: skip
+        result = runner.invoke(app, ["check-precision", "-c", str(ckpt), "--fasta", str(path),
+                                     "--accelerator", "cpu", *extra])  # fmt: skip
+        assert result.exit_code == 2, (extra, result.output, result.exception)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and advice in lines[0], lines
+
+
+def test_flash_that_would_not_run_is_refused_not_passed(
+    ckpt: Path, fasta: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--attention flash without flash-attn (or on the CPU, or in float32, where flash-attn
+    does not run) would check SDPA and print PASS for flash: one error line instead."""
+    result = check(ckpt, fasta, "--attention", "flash")
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --attention flash"), lines
+    assert "flash-attn is not installed" in lines[0] and "--attention sdpa" in lines[0]
+    monkeypatch.setattr(attention_module, "flash_attn_func", lambda *a, **k: None)
+    for extra in ([], ["--precision", "32-true"]):
+        result = check(ckpt, fasta, "--attention", "flash", *extra)
+        assert result.exit_code == 2, (extra, result.output, result.exception)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "flash-attn runs only on CUDA" in lines[0], lines

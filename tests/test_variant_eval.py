@@ -220,6 +220,13 @@ def test_bad_eval_inputs_are_one_line_errors(tmp_path: Path) -> None:
     dup = tmp_path / "dup.tsv"
     dup.write_text("chrom\tpos\tref\talt\tlabel\n20\t1\tA\tG\t1\n20\t1\tA\tG\t0\n")
     _bad(["--scores", scores, "--labels", str(dup)], "row 2 repeats the allele")
+    # a --positive or --negative that names no label value: every metric n/a, with exit 0
+    _bad(["--scores", scores, "--positive", "Pathogenic"],
+         "--positive Pathogenic: no row's --label 'label' is one of these; its values are 0, 1")  # fmt: skip
+    _bad(["--scores", scores, "--label", "subset", "--positive", "x", "--negative", "z,w"],
+         "--negative z,w: no row's --label 'subset' is one of these; its values are x, y")  # fmt: skip
+    _bad(["--scores", scores, "--label", "group", "--positive", "g"],
+         "its values are g0, g1, g2, g3, g4, g5, g6, g7, ... (10 values)")  # fmt: skip
     out = tmp_path / "exists.json"
     out.write_text("{}")
     _bad(["--scores", scores, "--out", str(out)], "exists; pass --force")

@@ -21,7 +21,7 @@ Per-head summaries, over the causal entries (j <= i) of every query row:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from goatdna.model import DNADecoder
+    from goatdna.model.attention_maps import AttentionTerms
 
 SCHEME_NOTES = {
     "goat": "GOAT: prior K_ij = K_rel(i-j) + u_h(j), learned (Eqs. (12)-(22)); content "
@@ -48,9 +49,45 @@ SCHEME_NOTES = {
 }
 """What ``prior`` and ``content`` mean for each positional scheme (also written into the .npz)."""
 
-MAX_ARRAY_BYTES = 2 << 30
-"""The L x L maps of all asked-for layers may weigh at most this (2 GiB): beyond it, fewer
-layers or a shorter sequence."""
+MAX_PEAK_BYTES = 8 * 2**30
+"""What `attention_maps` may hold at its peak, by `peak_bytes` (8 GiB, the bound score-variants
+and check-precision keep for one pass): beyond it, fewer layers or a shorter sequence."""
+
+SUMMARY_BLOCK_BYTES = 8 << 20
+"""The float64 summaries (variances, mean distance) read the maps a block of query rows at a
+time, each temporary at most this: a float64 copy of a whole map stack is twice its size."""
+
+FIXED_PEAK_BYTES = 128 << 20
+"""What `peak_bytes` adds for what does not grow with heads x L^2: the summaries' block
+temporaries (a few `SUMMARY_BLOCK_BYTES`), the trunk pass, torch's first-call allocations
+(about 80 MiB measured in a fresh process)."""
+
+HEAP_MAP_BYTES = 32 << 20
+"""glibc's largest heap allocation (the ceiling of its mmap threshold): a larger (H, L, L) map
+is mapped and unmapped whole, a smaller one freed may stay resident on the heap."""
+
+HEAP_SLACK_MAPS = 8
+"""Maps of at most `HEAP_MAP_BYTES` the heap was measured to keep beyond the live ones (up to
+about 7, with 16 layers of 31 MiB maps): `peak_bytes` counts 8 more maps then."""
+
+
+def peak_bytes(length: int, n_heads: int, n_layers: int, has_prior: bool) -> int:
+    """The most `attention_maps` holds at once for one sequence of ``length`` bases, in bytes.
+
+    The result keeps ``maps`` float32 (n_layers, H, L, L) arrays (weights and content; GOAT and
+    ALiBi also the prior). The layers are computed one at a time, each copied into them and
+    dropped before the next (`_as_arrays`), and one layer's explicit computation holds, at its
+    softmax, its content logits, the prior, their sum, the masked sum and the weights: ``maps +
+    2`` (H, L, L) float32 maps for GOAT/ALiBi, ``maps + 1`` for RoPE/NoPE (the logits are the
+    content); `HEAP_SLACK_MAPS` more where a map is small enough for the heap. Then a few
+    (L, L) boolean causal masks, and `FIXED_PEAK_BYTES`. One sequence: `goatdna attention`
+    reads batch 1. Checked against the measured peak resident memory at several lengths, layer
+    counts and schemes (tests/test_analysis_attention.py)."""
+    maps = 3 if has_prior else 2
+    per_map = n_heads * length * length * 4
+    live = maps * n_layers + maps + 1 + int(has_prior)
+    slack = HEAP_SLACK_MAPS if per_map <= HEAP_MAP_BYTES else 0
+    return (live + slack) * per_map + 4 * length**2 + FIXED_PEAK_BYTES
 
 
 @dataclass(frozen=True)
@@ -108,16 +145,37 @@ def check_layers(
     return tuple(dict.fromkeys(layers))  # repeated layers once
 
 
-def check_size(length: int, n_heads: int, n_layers: int, has_prior: bool) -> None:
-    """Refuse, before any work, maps that would not fit `MAX_ARRAY_BYTES`."""
-    maps = 3 if has_prior else 2
-    size = maps * n_layers * n_heads * length * length * 4
-    if size > MAX_ARRAY_BYTES:
-        raise GoatDNAError(
-            f"{length:,} bases x {n_layers} layer(s) x {n_heads} heads make {size / 2**30:.1f} GiB "
-            f"of L x L maps (at most {MAX_ARRAY_BYTES / 2**30:.0f} GiB): ask for fewer layers "
-            "(--layer) or a shorter sequence"
+def check_size(
+    length: int, n_heads: int, n_layers: int, has_prior: bool, shorten: str = "the sequence"
+) -> None:
+    """Refuse, before any work, maps whose computation would pass `MAX_PEAK_BYTES` at its peak
+    (`peak_bytes`), naming what to change: fewer layers (``--layer``) where one layer fits at
+    this length, else at most how many bases to read (``shorten``: the flag that gave them)."""
+    need = peak_bytes(length, n_heads, n_layers, has_prior)
+    if need <= MAX_PEAK_BYTES:
+        return
+    fit = max((k for k in range(1, n_layers) if peak_bytes(length, n_heads, k, has_prior)
+               <= MAX_PEAK_BYTES), default=0)  # fmt: skip
+    if fit:
+        advice = f"ask for at most {fit} layer(s) with --layer"
+    else:
+        low, high = 1, length  # the longest sequence one layer fits, by bisection
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (
+                (middle, high)
+                if peak_bytes(middle, n_heads, 1, has_prior) <= MAX_PEAK_BYTES
+                else (low, middle)
+            )
+        longest = low
+        advice = f"read at most {longest:,} bases ({shorten})" + (
+            " with one --layer" if n_layers > 1 else ""
         )
+    raise GoatDNAError(
+        f"{length:,} bases x {n_layers} layer(s) x {n_heads} heads need about "
+        f"{need / 2**30:.1f} GiB at the peak (every asked-for layer's L x L maps and one layer's "
+        f"explicit computation), above the {MAX_PEAK_BYTES / 2**30:.0f} GiB bound: {advice}"
+    )
 
 
 def _row_centred(term: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -127,10 +185,55 @@ def _row_centred(term: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return np.where(allowed, masked - masked.sum(-1, keepdims=True) / counts, 0.0)
 
 
+def _row_blocks(shape: tuple[int, ...]) -> list[slice]:
+    """Query rows of (..., L, L) maps in blocks whose float64 copy is at most
+    `SUMMARY_BLOCK_BYTES` (one row at least)."""
+    length = shape[-1]
+    row_bytes = 8 * length * int(np.prod(shape[:-2]))
+    rows = max(1, SUMMARY_BLOCK_BYTES // max(1, row_bytes))
+    return [slice(lo, min(lo + rows, length)) for lo in range(0, length, rows)]
+
+
 def _variance(term: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Within-row variance over every causal entry -> (..., ) per head."""
-    centred = _row_centred(term.astype(np.float64), allowed)
-    return (centred**2).sum((-1, -2)) / allowed.sum()
+    """Within-row variance over every causal entry -> (..., ) per head, in float64, a block of
+    rows at a time (`_row_blocks`)."""
+    total = np.zeros(term.shape[:-2], dtype=np.float64)
+    for rows in _row_blocks(term.shape):
+        centred = _row_centred(term[..., rows, :].astype(np.float64), allowed[rows])
+        total += (centred**2).sum((-1, -2))
+    return total / allowed.sum()
+
+
+def _mean_distance(weights: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """``sum_j A_ij (i - j)`` averaged over rows i -> (...,) per head, a block of rows at a time."""
+    length = weights.shape[-1]
+    per_row = np.empty(weights.shape[:-1], dtype=np.float64)  # (..., L)
+    for rows in _row_blocks(weights.shape):
+        distance = np.arange(length)[rows, None] - np.arange(length)[None, :]  # i - j
+        attended = np.where(allowed[rows], distance, 0).astype(np.float64)
+        per_row[..., rows] = (weights[..., rows, :] * attended).sum(-1)
+    return per_row.mean(-1)
+
+
+def _as_arrays(
+    terms: Iterator[AttentionTerms], n_layers: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The layers' (weights, content, prior) as float32 numpy (n_layers, H, L, L), each layer
+    copied out and its tensors dropped before the next layer is computed (`peak_bytes`)."""
+    weights = content = np.empty(0, dtype=np.float32)
+    prior: np.ndarray | None = None
+    for row, layer in enumerate(terms):
+        if row == 0:
+            shape = (n_layers, *layer.weights.shape[1:])
+            weights = np.empty(shape, dtype=np.float32)
+            content = np.empty(shape, dtype=np.float32)
+            prior = np.empty(shape, dtype=np.float32) if layer.prior is not None else None
+        weights[row] = layer.weights[0].cpu().numpy()
+        content[row] = layer.content[0].cpu().numpy()
+        if prior is not None and layer.prior is not None:
+            prior[row] = layer.prior.cpu().numpy()
+        del layer  # before the next layer's tensors exist
+    return weights, content, prior
 
 
 def _by_distance(term: np.ndarray, relative: bool) -> np.ndarray:
@@ -153,7 +256,7 @@ def attention_maps(
     """The maps and summaries of ``tokens`` (L,) shard ids at positions ``start..`` for ``layers``."""
     import torch
 
-    from goatdna.model.attention_maps import attention_terms
+    from goatdna.model.attention_maps import iter_attention_terms
 
     scheme = model.config.positional
     length = int(len(tokens))
@@ -163,13 +266,8 @@ def attention_maps(
     device = next(model.parameters()).device
     idx = torch.as_tensor(np.asarray(tokens, dtype=np.int64), device=device)[None]  # (1, L)
     with torch.no_grad():
-        terms = attention_terms(model, idx, list(layers), start)
-    weights = np.stack([t.weights[0].cpu().numpy() for t in terms]).astype(np.float32)
-    content = np.stack([t.content[0].cpu().numpy() for t in terms]).astype(np.float32)
-    prior = None
-    if all(t.prior is not None for t in terms):
-        prior = np.stack([t.prior.cpu().numpy() for t in terms if t.prior is not None])
-        prior = prior.astype(np.float32)  # (n, H, L, L)
+        terms = iter_attention_terms(model, idx, layers, start)
+        weights, content, prior = _as_arrays(terms, len(layers))  # prior None: RoPE, NoPE
     allowed = np.tril(np.ones((length, length), dtype=bool))  # j <= i
     var_content = _variance(content, allowed)
     var_prior = _variance(prior, allowed) if prior is not None else np.zeros_like(var_content)
@@ -177,8 +275,7 @@ def attention_maps(
         share = var_prior / (var_prior + var_content)
     if prior is None:
         share = np.full_like(var_content, np.nan)
-    distance = np.arange(length)[:, None] - np.arange(length)[None, :]  # i - j
-    mean_distance = (weights * np.where(allowed, distance, 0)).sum(-1).mean(-1)
+    mean_distance = _mean_distance(weights, allowed)
     return AttentionMaps(
         scheme=scheme,
         layers=tuple(layers),

@@ -216,6 +216,16 @@ def _binary_labels(values: pd.Series, options: EvalOptions) -> tuple[np.ndarray,
         text = values.astype(str).str.strip().to_numpy()
         pos = np.isin(text, list(options.positive)) & present
         neg = (np.isin(text, list(options.negative)) if options.negative else ~pos) & present
+        for flag, named, hits in (("--positive", options.positive, pos),
+                                  ("--negative", options.negative, neg)):  # fmt: skip
+            if named and not hits.any():  # a typo: every metric would be n/a, with exit 0
+                found = sorted(set(text[present].tolist()))
+                shown = ", ".join(found[:8]) + (f", ... ({len(found)} values)" if len(found) > 8
+                                                else "")  # fmt: skip
+                raise GoatDNAError(
+                    f"{flag} {','.join(named)}: no row's --label {options.label!r} is one of "
+                    f"these; its values are {shown or 'none (every cell is empty)'}"
+                )
         if options.positive and options.negative and (pos & neg).any():
             raise GoatDNAError("--positive and --negative name the same label value")
         return pos | neg, pos

@@ -128,7 +128,8 @@ def _run(
         raise GoatDNAError(
             f"--head {head}: the model has {config.n_heads} heads, 0..{config.n_heads - 1}"
         )
-    check_size(len(tokens), config.n_heads, len(layers), config.positional in ("goat", "alibi"))
+    check_size(len(tokens), config.n_heads, len(layers), config.positional in ("goat", "alibi"),
+               shorten="--sequence" if sequence is not None else "--region")  # fmt: skip
     with torch_threads(threads):
         maps = attention_maps(model, tokens, layers)
 

@@ -82,6 +82,7 @@ def check_precision(
     from goatdna.checkpoint import load_checkpoint
     from goatdna.inference.precision_check import (
         Thresholds,
+        check_attention,
         check_options,
         check_size,
         report_lines,
@@ -99,9 +100,8 @@ def check_precision(
     loaded = load_checkpoint(checkpoint, "cpu", lm_command="check-precision")
     window = length if length is not None else loaded.train_length
     check_options(precision, reference, windows, window)
+    check_attention(attention, precision, device)
     check_size(windows, window, batch_size, loaded.model_config)  # before the FASTA is read
-    if attention not in ("auto", "sdpa", "flash", "explicit"):
-        raise GoatDNAError(f"--attention {attention!r}: choose auto, sdpa, flash or explicit")
     from goatdna.inference.precision_check import check_precision as run_check
     from goatdna.inference.reference import Reference
 

@@ -111,6 +111,31 @@ def check_options(precision: str, reference: str, windows: int, length: int) -> 
         raise GoatDNAError(f"--length {length}: must be >= 2 (a base and its prediction)")
 
 
+def check_attention(attention: str, precision: str, device: str) -> None:
+    """Refuse ``--attention flash`` where flash-attn would not run: a check of SDPA would be
+    printed as flash's PASS. flash-attn must be importable, and `attention.attend` hands it only
+    CUDA fp16/bf16 inputs (``--precision 32-true`` stays float32). ``auto`` is what a run picks,
+    so it is checked as it resolves (the report names the kernel that ran)."""
+    from goatdna.model.attention import BACKENDS, flash_available
+
+    if attention not in BACKENDS:
+        raise GoatDNAError(f"--attention {attention!r}: choose {', '.join(BACKENDS)}")
+    if attention != "flash":
+        return
+    if not flash_available():
+        raise GoatDNAError(
+            "--attention flash: flash-attn is not installed here, so the check would test torch "
+            "SDPA instead; install it (pip install 'goatdna[gpu]' on a CUDA machine) or check "
+            "--attention sdpa"
+        )
+    if not device.startswith("cuda") or precision == "32-true":
+        raise GoatDNAError(
+            f"--attention flash: flash-attn runs only on CUDA in fp16/bf16, and --precision "
+            f"{precision} on {device} would run torch SDPA instead; check on --accelerator cuda "
+            "with --precision bf16-mixed, 16-mixed or bf16-true, or check --attention sdpa"
+        )
+
+
 MAX_CHECK_POSITIONS = 2**22
 """Positions (--windows x --length) one check may score: a precision check compares a sample
 (the default is 8 windows), and each position runs twice, once in float64."""
@@ -140,33 +165,49 @@ def check_size(windows: int, length: int, batch_size: int, config: ModelConfig) 
 
 
 def reference_windows(reference: Reference, n: int, length: int) -> tuple[np.ndarray, list]:
-    """``n`` windows of ``length`` bases with no N, evenly spaced over the FASTA's contigs in
-    order -> tokens (n, length) and their (contig, start) places."""
-    sizes = [(name, size) for name, size in reference.chrom_sizes() if size >= length]
-    total = sum(size - length + 1 for _, size in sizes)
-    if total <= 0:
-        raise GoatDNAError(f"{reference.path}: no contig holds {length} bases; lower --length")
-    stride = max(1, total // n)
+    """``n`` windows of ``length`` bases with no N, evenly spaced over the N-free window starts
+    of the FASTA's contigs in order -> tokens (n, length) and their (contig, start) places.
+
+    The spacing counts only starts whose window is N-free, so a contig that opens with a long
+    run of N (chr1's first 10 kb, a scaffold's gap) takes no share of the windows; when fewer
+    than ``n`` such starts exist the refusal names the --windows or --length that fits."""
+    stretches: list[tuple[str, int, int]] = []  # (contig, start, end) N-free, >= length bases
+    longest = 0
+    for name, _ in reference.chrom_sizes():
+        for start, end in _n_free_stretches(reference.contig_tokens(name)):
+            longest = max(longest, end - start)
+            if end - start >= length:
+                stretches.append((name, start, end))
+    counts = np.array([end - start - length + 1 for _, start, end in stretches], dtype=np.int64)
+    total = int(counts.sum())
+    if total < n:
+        if total == 0:
+            advice = (f"lower --length to {longest:,} or less (the longest N-free stretch)"
+                      if longest >= 2 else "give a FASTA with A/C/G/T bases")  # fmt: skip
+        else:
+            advice = f"lower --windows to {total:,} or less, or --length"
+        raise GoatDNAError(
+            f"{reference.path}: {total:,} N-free window(s) of {length:,} bases, {n:,} asked for "
+            f"(--windows); {advice}"
+        )
+    ranks = np.arange(n, dtype=np.int64) * total // n  # evenly spaced, the first at rank 0
+    ends = np.cumsum(counts)
+    which = np.searchsorted(ends, ranks, side="right")
     found: list[np.ndarray] = []
     places: list[tuple[str, int]] = []
-    for name, size in sizes:
-        tokens = reference.contig_tokens(name)
-        start = 0
-        while start + length <= size and len(found) < n:
-            window = tokens[start : start + length]
-            bad = np.flatnonzero(window > 3)
-            if bad.size:  # an N: move past it
-                start += int(bad[-1]) + 1
-                continue
-            found.append(window.astype(np.int64))
-            places.append((name, start))
-            start += stride
-    if len(found) < n:
-        raise GoatDNAError(
-            f"{reference.path}: found only {len(found)} N-free windows of {length} bases; "
-            "lower --windows or --length"
-        )
+    for rank, index in zip(ranks.tolist(), which.tolist(), strict=True):
+        name, stretch_start, _ = stretches[index]
+        start = stretch_start + rank - int(ends[index] - counts[index])
+        found.append(reference.read(reference.contig(name), start, start + length).astype(np.int64))
+        places.append((name, start))
     return np.stack(found), places
+
+
+def _n_free_stretches(tokens: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each maximal run of A/C/G/T (tokens 0..3) in ``tokens``."""
+    clean = np.concatenate(([False], tokens <= 3, [False]))
+    edges = np.flatnonzero(clean[1:] != clean[:-1])  # alternately a run's start and its end
+    return list(zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
 def window_snvs(places: list[tuple[str, int]], windows: np.ndarray) -> list[Allele]:
@@ -270,6 +311,7 @@ def check_precision(
     from goatdna.model.attention import resolve_backend
 
     check_options(precision, reference_dtype, windows, length)
+    check_attention(attention, precision, device)
     check_size(windows, length, batch_size, model.config)
     limits = thresholds or Thresholds()
     tokens, places = reference_windows(reference, windows, length)
@@ -312,8 +354,6 @@ def check_precision(
     )  # fmt: skip
     if backend == "flash" and (not device.startswith("cuda") or precision == "32-true"):
         report.notes.append("flash-attn runs only on CUDA in fp16/bf16: these inputs ran SDPA")
-    if attention == "flash" and backend != "flash":
-        report.notes.append("flash-attn is not installed: --attention flash ran SDPA")
     judge(report)
     return report
 

@@ -112,6 +112,16 @@ def attention_terms(
 ) -> list[AttentionTerms]:
     """The `AttentionTerms` of ``layers`` (0-based) for token ids ``idx`` (B, L) at positions
     ``start_pos..``: one trunk pass for the blocks' inputs, then each layer's terms explicitly."""
+    return list(iter_attention_terms(decoder, idx, layers, start_pos))
+
+
+def iter_attention_terms(
+    decoder: DNADecoder, idx: Tensor, layers: Sequence[int], start_pos: int = 0
+) -> Iterator[AttentionTerms]:
+    """`attention_terms` one layer at a time (the trunk pass now, each layer's terms when it is
+    asked for): a caller that copies each layer out and drops it before the next holds one
+    layer's L x L tensors, not every layer's (`goatdna attention`'s peak memory)."""
+    layers = list(layers)
     for layer in layers:
         if not 0 <= layer < decoder.n_layers:
             raise ValueError(f"layer must be in 0..{decoder.n_layers - 1}, got {layer}")
@@ -119,7 +129,7 @@ def attention_terms(
     deepest = max(layers, default=-1) + 1
     decoder.hidden(idx, start_pos, layers=deepest, states=states)  # states[l]: block l's input
     span = range(start_pos, start_pos + idx.shape[1])
-    return [_terms(decoder, layer, states[layer], span) for layer in layers]
+    return (_terms(decoder, layer, states[layer], span) for layer in layers)
 
 
 def _terms(decoder: DNADecoder, layer: int, x: Tensor, span: range) -> AttentionTerms:

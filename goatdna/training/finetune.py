@@ -45,6 +45,7 @@ from goatdna.adapters import (
     adapter_spec,
     attach,
     backbone_sha256,
+    check_adapters,
     require_peft,
     split_targets,
 )
@@ -299,6 +300,7 @@ def finetune(
     run = RunDir(Path(run_dir))
     run.refuse_foreign(_input_paths(config), own=(FEATURE_CACHE.parts[0],))  # before any work
     backbone, backbone_config = load_backbone(config.backbone.checkpoint)
+    _check_adapter_options(config, backbone)
     task = load_task(config.task, config.seed)
     plan = StepPlan(len(task.splits["train"]), config.trainer.batch_size, config.seed,
                     config.backbone.rc_augment)  # fmt: skip
@@ -380,6 +382,14 @@ def _check_backbone_options(config: FinetuneConfig) -> None:
         raise GoatDNAError("--checkpoint is required (a pretrained .ckpt)")
     if config.backbone.adapters:
         require_peft()
+
+
+def _check_adapter_options(config: FinetuneConfig, backbone: DNADecoder) -> None:
+    """--lora-targets and --lora-rank against this backbone's layers, before anything is
+    written to the run folder (peft would refuse them only after config.yaml is there)."""
+    b = config.backbone
+    if b.adapters:
+        check_adapters(backbone, AdapterSpec(b.mode, split_targets(b.lora_targets), b.lora_rank))
 
 
 def stored_choice(
