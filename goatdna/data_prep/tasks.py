@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ import numpy as np
 from goatdna.atomic import atomic_dir, atomic_write_text
 from goatdna.data_prep.shards import ShardedGenome
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
 
 TASK_SPLITS = ("train", "val", "test")
@@ -347,7 +347,7 @@ def make_window_task(
         "data_manifest_sha256": genome.manifest_sha256,
     }
     files = {f"{split}.csv": texts[split] for split in TASK_SPLITS}
-    _write_task(out, {**files, "task.json": json.dumps(info, indent=2) + "\n"})
+    _write_task(out, {**files, "task.json": json_text(info)})
     return info
 
 
