@@ -17,6 +17,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 import goatdna
 
 PACKAGE = Path(goatdna.__file__).resolve().parent
@@ -134,3 +136,21 @@ def test_json_text_writes_every_non_finite_float_as_null() -> None:
         plain, indent=1, sort_keys=True
     )
     assert json_text(plain, indent=None) == json.dumps(plain) + "\n"
+
+
+def test_probe_sweep_json_writes_an_undefined_metric_as_null(tmp_path: Path) -> None:
+    """A probe whose validation AUROC is undefined (one class) wrote a bare ``NaN`` token, which
+    strict JSON readers refuse; it is ``null`` now, as in summary.json."""
+    from goatdna.training.probe import ProbeChoice, ProbeSweep, SweepRow, write_sweep
+
+    rows = [
+        SweepRow(ProbeChoice(1, "mean"), 3, {"auroc": math.nan, "loss": 0.5}),
+        SweepRow(ProbeChoice(None, "last"), 4, {"auroc": 0.75, "loss": math.inf}),
+    ]
+    write_sweep(tmp_path, ProbeSweep(rows, ProbeChoice(None, "last"), "auroc", True))
+    text = (tmp_path / "probe_sweep.json").read_text()
+    document = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in {text}"))
+    assert [(r["val_auroc"], r["val_loss"]) for r in document["rows"]] == [
+        (None, 0.5),
+        (0.75, None),
+    ]
