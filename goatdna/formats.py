@@ -6,10 +6,19 @@ suffixes it can write to `output_format`, which matches the longest one (case-in
 ``.tsv.gz`` is gzipped TSV, not "something .gz") and refuses any other name before work starts
 with one message naming the suffixes the command accepts. Nothing is written under a name whose
 suffix says another format.
+
+`json_text` is the one JSON serialisation of every JSON goatdna writes (files and the one-line
+JSON summaries on stdout), with one NaN policy: a float JSON cannot hold (NaN, +-inf) is written
+``null``, anywhere in the document, so every file is strict JSON that any reader parses. Issue
+42 found four policies (null in summary.json, evaluation and variant JSON; bare ``NaN`` tokens in
+probe_sweep.json and the precision report; ``Infinity`` left in the export's config.json;
+raising in evaluate); null was the one most files used.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,3 +78,24 @@ def output_format(path: str | Path, suffixes: Sequence[str], option: str = "--ou
         f"{option} {path}: unknown extension {found}; {option} must end in {_listed(suffixes)} "
         "(the suffix picks the format)"
     )
+
+
+def json_safe(value: object) -> object:
+    """``value`` with every float JSON cannot hold (NaN, +-inf) as None, at any depth of dicts,
+    lists and tuples; everything else passes through (json.dumps judges it)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def json_text(
+    value: object, *, indent: int | None = 2, sort_keys: bool = False, end: str = "\n"
+) -> str:
+    """The JSON text of ``value`` as goatdna writes it: non-finite floats as ``null`` (strict
+    JSON), ``indent`` as json.dumps (None: one line), then ``end``."""
+    text = json.dumps(json_safe(value), indent=indent, sort_keys=sort_keys, allow_nan=False)
+    return text + end

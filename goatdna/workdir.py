@@ -49,6 +49,7 @@ from pathlib import Path
 
 from goatdna.atomic import atomic_write_bytes, atomic_write_text
 from goatdna.errors import GoatDNAError, Interrupted
+from goatdna.formats import json_text
 from goatdna.locking import folder_lock
 
 STATE_FILE = "state.json"
@@ -285,7 +286,7 @@ class WorkDir:
         building.mkdir(parents=True)
         try:
             atomic_write_text(
-                building / STATE_FILE, json.dumps(self._document(), indent=1, sort_keys=True)
+                building / STATE_FILE, json_text(self._document(), indent=1, sort_keys=True, end="")
             )
             setup(building)
             os.replace(building, self.dir)

@@ -23,7 +23,6 @@ how the report tells a difference from noise.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -35,6 +34,7 @@ import numpy as np
 from goatdna.atomic import atomic_write_text
 from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, N
 from goatdna.metrics import percentile_interval, resampled_ratios
 
@@ -227,13 +227,8 @@ class Evaluation:
 
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
-        out["results"] = [
-            {
-                k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in r.public().items()
-            }
-            for r in self.results
-        ]  # strict JSON: undefined means (no repeat bases, say) become null
+        # undefined means (no repeat bases, say) are written null by `goatdna.formats.json_text`
+        out["results"] = [r.public() for r in self.results]
         return out
 
     def frame(self) -> pd.DataFrame:
@@ -374,8 +369,6 @@ def evaluate_checkpoint(
 def write_evaluation(evaluation: Evaluation, json_path: Path | None, csv_path: Path | None) -> None:
     """Write the evaluation as JSON and/or CSV (atomically)."""
     if json_path is not None:
-        atomic_write_text(
-            json_path, json.dumps(evaluation.to_json(), indent=2, allow_nan=False) + "\n"
-        )
+        atomic_write_text(json_path, json_text(evaluation.to_json()))
     if csv_path is not None:
         atomic_write_text(csv_path, evaluation.frame().to_csv(index=False))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from goatdna.formats import json_text
 from goatdna.formats import output_format as format_of
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def format_generation(
             "samples": [prompt + s if with_prompt else s for s in samples],
             "includes_prompt": with_prompt,
         }
-        return json.dumps(doc, indent=2) + "\n"
+        return json_text(doc)
     lines = []
     what = "prompt+continuation" if with_prompt else "continuation"
     for i, sample in enumerate(samples):

@@ -53,6 +53,7 @@ from goatdna.analysis.report_runs import (
 )
 from goatdna.atomic import atomic_dir, atomic_write_text, check_output_dir
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.locking import folder_lock
 from goatdna.workdir import JSONValue, claim_output_folder, input_stamp
 
@@ -233,7 +234,7 @@ def build_report(
         # built in a hidden sibling folder, swapped in whole only when every file is written
         with atomic_dir(final_dir.absolute(), then="rerun the same report command") as out_dir:
             writer = _Writer(out_dir, result)
-            inputs = json.dumps(report_inputs(options), indent=1, sort_keys=True) + "\n"
+            inputs = json_text(report_inputs(options), indent=1, sort_keys=True)
             writer.text(INPUTS_FILE, inputs)
             say = log or (lambda _msg: None)
             _write_report(options, genome, runs, writer, say, recall, progress)
@@ -338,7 +339,7 @@ def _evaluate(
         )
     out.csv("evaluation.csv", evaluation_frame(runs))
     evaluations = {run.name: run.evaluated().to_json() for run in runs}
-    out.text("evaluation.json", json.dumps(evaluations, indent=2) + "\n")
+    out.text("evaluation.json", json_text(evaluations))
 
 
 def _gc_study(

@@ -15,7 +15,6 @@ positives, and the default), ``|llr|`` (any change); any numeric column works th
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ import numpy as np
 
 from goatdna.analysis import variant_metrics as vm
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,14 +118,8 @@ class VariantEvaluation:
     def as_json(self) -> dict:
         head = {k: v for k, v in asdict(self).items() if k not in ("metrics", "labels", "scores",
                                                                   "subset_values", "notes")}  # fmt: skip
-        head["metrics"] = [_json_row(m) for m in self.metrics]
+        head["metrics"] = [asdict(m) for m in self.metrics]  # NaN: null (json_text)
         return head
-
-
-def _json_row(row: MetricRow) -> dict:
-    return {
-        k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(row).items()
-    }
 
 
 def parse_score(expression: str, columns: Sequence[str]) -> tuple[str, str]:
@@ -446,7 +440,7 @@ def write_metrics(evaluation: VariantEvaluation, out: Path) -> None:
     from goatdna.atomic import atomic_path, atomic_write_text
 
     if out.name.lower().endswith(".json"):
-        atomic_write_text(out, json.dumps(evaluation.as_json(), indent=2) + "\n")
+        atomic_write_text(out, json_text(evaluation.as_json()))
         return
     frame = pd.DataFrame([asdict(m) for m in evaluation.metrics], columns=list(METRIC_COLUMNS))
     frame["n_positive"] = frame["n_positive"].astype("Int64")

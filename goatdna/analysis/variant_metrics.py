@@ -11,7 +11,9 @@ that shares a group, the fraction in which the positive scores higher, ties coun
 (TraitGym's matched design: each causal variant with its matched controls).
 
 Intervals are percentile bootstrap intervals (95% by default) from a seeded generator, so the
-same inputs give the same interval everywhere. For binary labels the resampling is stratified
+same inputs give the same interval everywhere; the interval itself is the one
+`goatdna.metrics.percentile_interval` (shared with the NLL, recall and GC intervals), only the
+resampling differs. For binary labels the resampling is stratified
 (positives and negatives resampled separately, keeping their counts), so no resample lacks a
 class; pairwise accuracy resamples whole match groups. Hand-written rather than
 ``scipy.stats.bootstrap`` because that offers neither stratified nor grouped resampling.
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from goatdna.metrics import binary_auroc as auroc
-from goatdna.metrics import pearson, spearman
+from goatdna.metrics import pearson, percentile_interval, spearman
 
 __all__ = ["auroc", "pearson", "spearman"]  # the shared definitions, used here by name
 
@@ -110,14 +112,6 @@ class Estimate:
     high: float
 
 
-def _interval(values: list[float], level: float) -> tuple[float, float]:
-    finite = np.asarray([v for v in values if not math.isnan(v)])
-    if finite.size == 0:
-        return math.nan, math.nan
-    alpha = (1 - level) / 2
-    return float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha))
-
-
 def bootstrap_binary(
     metric: Callable[[np.ndarray, np.ndarray], float],
     labels: np.ndarray,
@@ -141,7 +135,7 @@ def bootstrap_binary(
         values.append(metric(labels[rows], scores[rows]))
         if on_resample is not None:
             on_resample()
-    return Estimate(value, *_interval(values, level))
+    return Estimate(value, *percentile_interval(np.asarray(values), level))
 
 
 def bootstrap_paired(
@@ -165,7 +159,7 @@ def bootstrap_paired(
         values.append(metric(x[rows], y[rows]))
         if on_resample is not None:
             on_resample()
-    return Estimate(value, *_interval(values, level))
+    return Estimate(value, *percentile_interval(np.asarray(values), level))
 
 
 def bootstrap_grouped(
@@ -194,4 +188,4 @@ def bootstrap_grouped(
         values.append(pairwise_accuracy(labels[rows], scores[rows], relabelled))
         if on_resample is not None:
             on_resample()
-    return Estimate(value, *_interval(values, level))
+    return Estimate(value, *percentile_interval(np.asarray(values), level))

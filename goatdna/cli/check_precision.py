@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +9,7 @@ import typer
 
 from goatdna.cli.common import AcceleratorOpt, CheckpointOpt, OneDeviceOpt, ProgressLine, option
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 
 FAILED_EXIT = 1
 """Exit status when a measurement exceeds its threshold (bad input exits 2, as everywhere)."""
@@ -118,7 +118,7 @@ def check_precision(
         typer.echo(line)
     if out is not None:
         with atomic_path(out) as tmp:
-            tmp.write_text(json.dumps(report.as_json(), indent=2) + "\n")
+            tmp.write_text(json_text(report.as_json()))
     if not report.passed:
         raise typer.Exit(FAILED_EXIT)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +16,7 @@ from goatdna.cli.common import (
     say_once,
 )
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 
 
 def _config_key(key: str, text: str) -> str:
@@ -238,5 +238,5 @@ def finetune(
     shown["val"] = summary["val"]
     if summary.get("test"):
         shown["test"] = summary["test"]
-    say_once(json.dumps(shown))
+    say_once(json_text(shown, indent=None, end=""))
     say_once(f"run directory: {out}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +9,7 @@ import typer
 
 from goatdna.cli.common import DataOpt, SeedOpt, default_of, option
 from goatdna.data_prep.tasks import WindowTaskOptions
+from goatdna.formats import json_text
 
 
 def make_task(
@@ -73,5 +73,5 @@ def make_task(
 
     check_output_dir(out, "--out")  # before any work: a folder we can write
     info = make_window_task(data, out, options, force=force)
-    typer.echo(json.dumps(info["counts"]))
+    typer.echo(json_text(info["counts"], indent=None, end=""))
     typer.echo(f"task files: {out}/{{train,val,test}}.csv")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from goatdna.cli.common import (
     say_once,
 )
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 
 
 def train(
@@ -94,5 +94,5 @@ def train(
     run_config = load_run_config(config, all_overrides)
     summary = run_training(run_config, data, out, resume=how, force=force)
     keys = ("steps", "train_loss", "val_loss", "val_bits_per_base", "tokens_per_s", "mfu")
-    say_once(json.dumps({k: summary[k] for k in keys}))
+    say_once(json_text({k: summary[k] for k in keys}, indent=None, end=""))
     say_once(f"run directory: {out}")

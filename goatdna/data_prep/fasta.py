@@ -25,6 +25,7 @@ from pathlib import Path
 
 from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.io.tokens import BYTE_LUT, INVALID
 from goatdna.workdir import input_stamp
 
@@ -182,7 +183,7 @@ def _decompress_to_cache(
             f"cannot decompress {path}: the gzip file is truncated or corrupt ({err}); "
             "download or compress it again"
         ) from None
-    atomic_write_text(stamp_path, json.dumps(stamp))
+    atomic_write_text(stamp_path, json_text(stamp, indent=None, end=""))
     return target
 
 

@@ -72,6 +72,7 @@ from goatdna.data_prep.synthetic import (
 )
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point, crash_point_add
+from goatdna.formats import json_text
 from goatdna.locking import folder_lock
 from goatdna.runtime import die_with_parent
 from goatdna.workdir import SETUP_SUFFIX, WorkDir, input_stamp
@@ -166,7 +167,10 @@ class _SourceHasher:
         assert self.result is not None
         if self.cache is not None and self.cache.parent.is_dir():
             _atomic_write(
-                self.cache, json.dumps({"stamp": self.stamp, "sha256": self.result}).encode()
+                self.cache,
+                json_text(
+                    {"stamp": self.stamp, "sha256": self.result}, indent=None, end=""
+                ).encode(),
             )
         return self.result
 
@@ -618,7 +622,7 @@ def _run_tasks(
         nonlocal finished_here
         done[task.index] = stat
         # one unit per record (34k for a HyenaDNA BED): no fsync each
-        work.save(task.index, json.dumps(stat.__dict__).encode(), durable=False)
+        work.save(task.index, json_text(stat.__dict__, indent=None, end="").encode(), durable=False)
         finished_here += 1
         crash_point("prepare.record_journaled", finished_here)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from goatdna.data_prep.splits import SPLITS
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.io.tokens import IUPAC_AMBIGUOUS, REPEAT_FLAG, TOKEN_MASK, TOKEN_TABLE
 
 FORMAT_NAME = "goatdna-shards"
@@ -83,7 +84,7 @@ def default_source_name(file_name: str) -> str:
 
 def manifest_bytes(manifest: dict) -> bytes:
     """Canonical serialisation: the same dataset always gives the same manifest bytes."""
-    return (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode()
+    return json_text(manifest).encode()
 
 
 _RECORD_INTS = ("start", "end", "offset", "length", "n_count", "softmask_count", "gc_count")

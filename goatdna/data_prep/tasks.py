@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ import numpy as np
 from goatdna.atomic import atomic_dir
 from goatdna.data_prep.shards import ShardedGenome
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
 from goatdna.workdir import claim_output_folder, output_lock
 
@@ -361,7 +361,7 @@ def _task_files(
         "data_manifest_sha256": genome.manifest_sha256,
     }
     files = {f"{split}.csv": texts[split] for split in TASK_SPLITS}
-    return {**files, "task.json": json.dumps(info, indent=2) + "\n"}, info
+    return {**files, "task.json": json_text(info)}, info
 
 
 def _plant(plain: np.ndarray, labels: np.ndarray, planted: list[PlantedMotif],

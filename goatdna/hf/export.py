@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from goatdna import __version__
 from goatdna.atomic import atomic_dir, check_free_space
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 
 from .model_card import model_card
 
@@ -110,13 +111,13 @@ def remote_code(text: str) -> str:
     return text
 
 
-def _json_safe(value: object) -> object:
+def _string_keys(value: object) -> object:
+    """Every mapping key as a string, at any depth (a run config may key by number); its
+    non-finite floats are left to `goatdna.formats.json_text`, which writes them null."""
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): _string_keys(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
+        return [_string_keys(v) for v in value]
     return value
 
 
@@ -164,8 +165,8 @@ def config_json(
         # (a decoder-only model continues a right-padded row after its pads, not its bases)
         "pad_token_id": PAD_ID,
         "goatdna_version": __version__,
-        "goatdna_provenance": _json_safe(provenance),
-        "goatdna_run_config": _json_safe({**run_config, "model": fields}),
+        "goatdna_provenance": _string_keys(provenance),
+        "goatdna_run_config": _string_keys({**run_config, "model": fields}),
     }
 
 
@@ -230,7 +231,7 @@ model = AutoPeftModel.from_pretrained("adapter", trust_remote_code=True).eval()
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    path.write_text(json_text(data))
 
 
 def _save_weights(state: dict[str, Tensor], path: Path) -> None:

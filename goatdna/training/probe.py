@@ -36,6 +36,7 @@ from torch import Tensor
 
 from goatdna.atomic import atomic_path
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.model.classifier import pool_hidden, reverse_complement_padded
 from goatdna.progress import progress_bar
 from goatdna.runtime import single_process_fabric
@@ -420,7 +421,7 @@ def write_sweep(run_root: Path, sweep: ProbeSweep) -> None:
         "rows": records,
     }
     with atomic_path(run_root / SWEEP_JSON) as tmp:
-        tmp.write_text(json.dumps(document, indent=2, allow_nan=True) + "\n")
+        tmp.write_text(json_text(document))
 
 
 def print_sweep(sweep: ProbeSweep) -> None:

@@ -17,8 +17,6 @@ file that exists is whole. A directory that holds another run is never silently 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from goatdna.atomic import atomic_write_text, check_free_space
 from goatdna.checkpoint import training_checkpoint_problem, training_checkpoint_step
 from goatdna.configfile import load_yaml, to_dict
 from goatdna.errors import GoatDNAError
+from goatdna.formats import json_text
 from goatdna.runtime import cpu_threads_in_use, is_first_process, keep_cpu_threads
 from goatdna.training.config import PROVENANCE_KEYS, RunConfig
 
@@ -119,17 +118,6 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[s
 
 
 RESUME_HINT = "rerun the same command with --resume (it continues from the last checkpoint)"
-
-
-def json_safe(value: object) -> object:
-    """Floats that JSON cannot hold (NaN, inf) become None; everything else passes through."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -382,9 +370,7 @@ class RunDir:
         atomic_write_text(self.config_yaml, text, then=RESUME_HINT)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        atomic_write_text(
-            self.summary_json, json.dumps(json_safe(summary), indent=2) + "\n", then=RESUME_HINT
-        )
+        atomic_write_text(self.summary_json, json_text(summary), then=RESUME_HINT)
 
 
 def _show(value: object) -> str:
