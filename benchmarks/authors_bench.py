@@ -138,6 +138,22 @@ def layer_memory_child(kind: str, batch: int, length: int, d: int, heads: int) -
     print(json.dumps({"peak_bytes": peak}))
 
 
+def profile_layers(layers: dict[str, nn.Module], x: torch.Tensor, top: int = 8) -> str:
+    """Each layer's forward + backward under torch.profiler: the ops with the most self CPU
+    time, to say where a ratio comes from (one call after a warm-up; indicative, not timed)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    parts = []
+    for kind, layer in layers.items():
+        step = layer_backward(kind, layer, x)
+        step()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
+        parts.append(f"{kind}: forward + backward, top ops by self CPU time\n{table}")
+    return "\n".join(parts)
+
+
 # ---------------------------------------------------------------------- the models
 def paper_config(s: Setup) -> ModelConfig:
     """configs/goat-paper-dna.yaml's model section, at ``s``'s width and depth when not its own."""
@@ -251,6 +267,9 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="keep glibc's dynamic heap thresholds (peer_bench's docstring)",
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="only profile the two layers' ops and exit"
+    )
     parser.add_argument("--memory-child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -270,6 +289,9 @@ def main(argv: list[str] | None = None) -> None:
     for layer in layers.values():
         layer.eval()
     check_same_layer(layers, x)
+    if args.profile:
+        print(profile_layers(layers, x))
+        return
     forward = alternate({k: layer_forward(k, m, x) for k, m in layers.items()}, layer_rounds, 1)
     backward = alternate({k: layer_backward(k, m, x) for k, m in layers.items()}, layer_rounds, 1)
     sizes = (str(s.batch), str(s.length), str(s.d), str(s.heads))
