@@ -321,9 +321,15 @@ def memory_child(kind: str, shape: str) -> None:
 
 
 def memory(kind: str, shape: str) -> int:
+    return child_peak(__file__, "--memory-child", kind, shape)
+
+
+def child_peak(script: str, *args: str) -> int:
+    """Run ``script`` with ``args`` in a fresh process whose glibc returns freed blocks at once
+    (attention_bench's memory rule): the ``peak_bytes`` of the JSON line it prints last."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
     done = subprocess.run(
-        [sys.executable, __file__, "--memory-child", kind, shape],
+        [sys.executable, script, *args],
         env=env,
         check=True,
         capture_output=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from genome_gpt import GenomeGPT, genome_goat_attention, goatdna_from_genome_gpt
 from goat import GoatAttention
 
 from goatdna.model import (
@@ -265,78 +266,10 @@ def test_config_that_cannot_hold_the_content_dims_names_the_key() -> None:
         ModelConfig(n_heads=12, n_kv_heads=5)
 
 
-class GenomeBlock(torch.nn.Module):
-    """The paper's genome.py block: GPT-2 pre-norm (LayerNorm, GELU MLP x4 with biases) around
-    a ``GoatAttention.for_gpt``."""
-
-    def __init__(self, **kw: object) -> None:
-        super().__init__()
-        self.ln_1 = torch.nn.LayerNorm(D)
-        self.attn = GoatAttention.for_gpt(D, HEADS, training_seq_len=TRAIN, **kw)
-        self.ln_2 = torch.nn.LayerNorm(D)
-        self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(D, 4 * D), torch.nn.GELU(), torch.nn.Linear(4 * D, D)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.ln_1(x)
-        x = x + self.attn(h, h, h, is_causal=True, need_weights=False)[0]
-        return x + self.mlp(self.ln_2(x))
-
-
-class GenomeGPT(torch.nn.Module):
-    """genome.py's GPT shape: token embedding (A C G T N), blocks, final LayerNorm, tied head."""
-
-    def __init__(self, layers: int = 2, **kw: object) -> None:
-        super().__init__()
-        self.wte = torch.nn.Embedding(5, D)
-        self.blocks = torch.nn.ModuleList(GenomeBlock(**kw) for _ in range(layers))
-        self.ln_f = torch.nn.LayerNorm(D)
-        self.lm_head = torch.nn.Linear(D, 5, bias=False)
-        self.lm_head.weight = self.wte.weight
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.wte(idx)
-        for block in self.blocks:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
-
-
-def goatdna_from_genome_gpt(gpt: GenomeGPT):
-    """goatdna's equivalent config (block_style gpt2, tied embeddings, the converted attention's
-    options) and the same weights."""
-    import dataclasses
-
-    from goatdna.model import DNADecoder, goat_attention_config
-
-    config = dataclasses.replace(
-        goat_attention_config(gpt.blocks[0].attn), n_layers=len(gpt.blocks), mlp_hidden=4 * D,
-        block_style="gpt2", tie_embeddings=True,
-    )  # fmt: skip
-    model = DNADecoder(config).eval()
-    state = model.state_dict()
-    state["embed.weight"][:5] = gpt.wte.weight.detach()
-    for n, block in enumerate(gpt.blocks):
-        parts = {
-            "attn": from_goat_attention(block.attn),
-            "attn_norm": block.ln_1,
-            "mlp_norm": block.ln_2,
-            "mlp.up_proj": block.mlp[0],
-            "mlp.down_proj": block.mlp[2],
-        }
-        for prefix, module in parts.items():
-            for name, tensor in module.state_dict().items():
-                state[f"blocks.{n}.{prefix}.{name}"] = tensor
-    for name, tensor in gpt.ln_f.state_dict().items():
-        state[f"norm.{name}"] = tensor
-    model.load_state_dict(state, strict=True)
-    return model
-
-
 @pytest.mark.parametrize("kw", [{}, {"pos_rank": 3, "kv_num_heads": 2, "fuse_qkv": False}])
 def test_whole_model_same_logits(kw: dict) -> None:
     torch.manual_seed(5)
-    gpt = GenomeGPT(**kw).eval()
+    gpt = GenomeGPT(D, HEADS, TRAIN, **kw).eval()
     for block in gpt.blocks:
         trained(block.attn, seed=len(kw))
         with torch.no_grad():  # LayerNorms that are not the identity
@@ -346,15 +279,6 @@ def test_whole_model_same_logits(kw: dict) -> None:
     idx = torch.randint(0, 5, (2, 4 * TRAIN), generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
         torch.testing.assert_close(model(idx), gpt(idx), atol=TOL, rtol=TOL)
-
-
-def genome_goat_attention() -> GoatAttention:
-    """genome.py's GOAT attention, its argparse defaults (d_model 512, 8 heads, --goat_pos_rank 2,
-    --goat_abs_rank 8, --goat_prior_init seeded, --dropout 0, --seq_len 1024)."""
-    return GoatAttention.for_gpt(
-        embed_dim=512, num_heads=8, kv_num_heads=8, dropout=0.0, pos_rank=2, abs_rank=8,
-        prior_init="seeded", training_seq_len=1024,
-    )  # fmt: skip
 
 
 class GenomeRopeAttention(torch.nn.Module):
