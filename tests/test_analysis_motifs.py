@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.analysis.motifs import best_match
-from goatdna.cli.app import app
 from goatdna.data_prep.tasks import (
     PlantedMotif,
     plant_motifs,
@@ -30,7 +29,6 @@ from goatdna.data_prep.tasks import (
 
 REPO = Path(__file__).resolve().parents[1]
 MOTIFS = REPO / "examples" / "planted_motifs.meme"
-runner = CliRunner()
 FAST = ["--leiden-runs", "2"]
 
 
@@ -93,7 +91,7 @@ def parse_meme_minimal(text: str) -> dict[str, np.ndarray]:
 def test_motifs_recovers_each_planted_pwm_and_writes_its_three_files(tmp_path: Path) -> None:
     src, where = _planted_set(tmp_path)
     out = tmp_path / "motifs"
-    result = runner.invoke(app, ["motifs", "--attributions", str(src), "--out", str(out), *FAST])
+    result = invoke(["motifs", "--attributions", str(src), "--out", str(out), *FAST])
     assert result.exit_code == 0, (result.output, result.exception)
     meme = (out / "motifs.meme").read_text()
     found = parse_meme_minimal(meme)
@@ -131,7 +129,7 @@ def test_motifs_recovers_each_planted_pwm_and_writes_its_three_files(tmp_path: P
 def test_no_pattern_where_none_was_planted(tmp_path: Path) -> None:
     src, _ = _planted_set(tmp_path, plant=False)
     out = tmp_path / "none"
-    result = runner.invoke(app, ["motifs", "--attributions", str(src), "--out", str(out), *FAST])
+    result = invoke(["motifs", "--attributions", str(src), "--out", str(out), *FAST])
     assert result.exit_code == 0, (result.output, result.exception)
     assert parse_meme_minimal((out / "motifs.meme").read_text()) == {}
     assert "No pattern was found" in (out / "motifs.html").read_text()
@@ -141,7 +139,7 @@ def test_make_task_plants_motifs_in_one_class_on_both_strands(synthetic_shards, 
     import csv
 
     out = tmp_path / "task"
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(out),
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(out),
                                  "--label", "motif", "--motifs", str(MOTIFS), "--window", "48",
                                  "--max-train", "400", "--max-eval", "40", "--plant-rate", "0.5"])  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -187,7 +185,7 @@ def test_bad_motif_input_is_one_error_line(tmp_path, monkeypatch, args, needle) 
     Path("file.txt").write_text("x")
     if "--out" not in args:
         args = [*args, "--out", "motifs"]
-    result = runner.invoke(app, ["motifs", *args])
+    result = invoke(["motifs", *args])
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
@@ -216,9 +214,7 @@ def test_bad_planting_input_is_one_error_line(
     Path("wide.meme").write_text(
         f"MEME version 5\n\nALPHABET= ACGT\n\nBackground letter frequencies\nA 0.25 C 0.25 G 0.25 T 0.25\n\nMOTIF w\nletter-probability matrix: alength= 4 w= 9\n{rows}\n"
     )
-    result = runner.invoke(
-        app, ["make-task", "--data", str(synthetic_shards), "--out", "task", *args]
-    )
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", "task", *args])
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
@@ -299,7 +295,7 @@ def test_make_task_decoys_match_the_planted_letters_in_the_other_class(
 
     args = ["make-task", "--data", str(synthetic_shards), "--label", "motif", "--motifs",
             str(MOTIFS), "--window", "40", "--max-train", "600", "--max-eval", "40"]  # fmt: skip
-    result = runner.invoke(app, [*args, "--out", str(tmp_path / "task")])
+    result = invoke([*args, "--out", str(tmp_path / "task")])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "task" / "task.json").read_text())["options"]["decoys"] == (
         "shuffled"
@@ -323,7 +319,7 @@ def test_make_task_decoys_match_the_planted_letters_in_the_other_class(
                     begin = max(0, int(start) - reach)
                     around = row["sequence"][begin : int(start) + len(pwm) + reach]
                     assert not _reads(around, words), (name, around)
-    result = runner.invoke(app, [*args, "--out", str(tmp_path / "plain"), "--decoys", "none"])
+    result = invoke([*args, "--out", str(tmp_path / "plain"), "--decoys", "none"])
     assert result.exit_code == 0, result.output
     header = (tmp_path / "plain" / "train.csv").read_text().splitlines()[0]
     assert header == "id,sequence,label,planted"
@@ -381,7 +377,7 @@ def test_make_task_plants_a_long_rna_matrix(synthetic_shards, tmp_path) -> None:
     dna = read_meme_motifs(_meme_file(tmp_path / "dna.meme", {"long": rows}))
     assert np.array_equal(read_meme_motifs(meme)[0].pwm, dna[0].pwm)
     out = tmp_path / "task"
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(out),
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(out),
                                  "--label", "motif", "--motifs", str(meme), "--window", "100",
                                  "--max-train", "60", "--max-eval", "10"])  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
@@ -420,7 +416,7 @@ def test_an_all_zero_row_is_one_error_line_naming_file_motif_and_row(
     rows = np.array([[0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.0, 0.0], [0.25] * 4])
     ok = np.full((3, 4), 0.25)
     _meme_file(tmp_path / "zero.meme", {"fine": ok, "typo": rows})
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", "task",
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", "task",
                                  "--label", "motif", "--motifs", "zero.meme"])  # fmt: skip
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]

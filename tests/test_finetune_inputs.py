@@ -6,14 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.model import DNADecoder, ModelConfig
 
-runner = CliRunner()
 GOOD = "ACGTACGTAA"
 
 
@@ -32,7 +30,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def run_finetune(backbone: Path, train: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--train", str(train),
+    return invoke(["finetune", "--checkpoint", str(backbone), "--train", str(train),
                                "--out", str(out), "--no-progress", *extra])  # fmt: skip
 
 
@@ -93,10 +91,10 @@ def test_a_classifier_is_not_a_backbone_and_a_backbone_is_not_a_classifier(
     # predict refuses a plain language model, and bad sequences, writing nothing
     out = tmp_path / "pred.csv"
     seqs = write(tmp_path / "seqs.csv", f"sequence\n{GOOD}\nAC-GT\n")
-    result = runner.invoke(app, ["predict", "--checkpoint", str(backbone), "--sequences",
+    result = invoke(["predict", "--checkpoint", str(backbone), "--sequences",
                                  str(seqs), "--out", str(out)])  # fmt: skip
     assert_user_error(result, "not a fine-tuned classifier")
-    result = runner.invoke(app, ["predict", "--checkpoint", str(classifier), "--sequences",
+    result = invoke(["predict", "--checkpoint", str(classifier), "--sequences",
                                  str(seqs), "--out", str(out)])  # fmt: skip
     assert_user_error(result, "row 2 (line 3)", "'-'")
     assert not out.exists() and not list(tmp_path.glob(".pred.csv*"))
@@ -122,13 +120,13 @@ def test_bed_intervals_over_a_fasta_train_and_predict(
     assert minus == reverse_complement_text(plus) and len(plus) == 20
 
     out = tmp_path / "run"
-    result = runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--fasta", str(fasta),
+    result = invoke(["finetune", "--checkpoint", str(backbone), "--fasta", str(fasta),
                                  "--train", str(bed), "--bed-label-column", "5", "--mode", "probe",
                                  "--epochs", "1", "--batch-size", "8", "--out", str(out),
                                  "--no-progress"])  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
     pred = tmp_path / "pred.tsv"
-    result = runner.invoke(app, ["predict", "--checkpoint", str(out / "checkpoints" / "best.ckpt"),
+    result = invoke(["predict", "--checkpoint", str(out / "checkpoints" / "best.ckpt"),
                                  "--sequences", str(bed), "--fasta", str(fasta), "--out", str(pred)])  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
     got = [line.split("\t") for line in pred.read_text().splitlines()]

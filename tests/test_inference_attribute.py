@@ -17,9 +17,8 @@ import numpy as np
 import pyBigWig
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke as cli_invoke
 
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.inference.attribute import AttributeOptions, language_model_target
 from goatdna.io.tokens import encode
@@ -32,7 +31,6 @@ from goatdna.model.classifier import (
 )
 from goatdna.model.scoring import sequence_log_probs
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _rng = np.random.default_rng(5)
@@ -90,7 +88,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
+    return cli_invoke(args)
 
 
 def run_ok(*args: object) -> dict[str, np.ndarray]:

@@ -12,12 +12,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from typer.testing import CliRunner
+from helpers import invoke
 
 import goatdna.model.attention as attention_module
-from goatdna.cli.app import app
-
-runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +31,7 @@ def fasta(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def check(ckpt: Path, fasta: Path, *extra: str):
-    return runner.invoke(app, ["check-precision", "-c", str(ckpt), "--fasta", str(fasta),
+    return invoke(["check-precision", "-c", str(ckpt), "--fasta", str(fasta),
                                "--accelerator", "cpu", "--windows", "4", *extra])  # fmt: skip
 
 

@@ -9,15 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
-from goatdna.cli.app import app
+from helpers import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return invoke(args)
 
 
 def _one_error(result) -> str:

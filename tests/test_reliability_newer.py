@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.locking import folder_lock
 from goatdna.model import DNADecoder, ModelConfig
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 GOOD = "ACGTACGTAA"
 
@@ -57,11 +55,11 @@ def _ok(res) -> None:
 # ------------------------------------------------------------------------------ export
 def test_export_force_keeps_the_files_goatdna_did_not_write(backbone: Path, tmp_path: Path) -> None:
     out = tmp_path / "hf"
-    _ok(runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]))
+    _ok(invoke(["export", "-c", str(backbone), "--out", str(out)]))
     (out / "NOTES.md").write_text("my notes\n")
     (out / "eval").mkdir()
     (out / "eval" / "res.csv").write_text("metric,value\n")
-    res = runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out), "--force"])
+    res = invoke(["export", "-c", str(backbone), "--out", str(out), "--force"])
     _ok(res)
     assert (out / "NOTES.md").read_text() == "my notes\n"  # --force used to delete both
     assert (out / "eval" / "res.csv").read_text() == "metric,value\n"
@@ -71,17 +69,17 @@ def test_export_force_keeps_the_files_goatdna_did_not_write(backbone: Path, tmp_
 
 def test_export_refuses_its_input_and_a_second_run(backbone: Path, tmp_path: Path) -> None:
     out = tmp_path / "hf"
-    _ok(runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]))
+    _ok(invoke(["export", "-c", str(backbone), "--out", str(out)]))
     before = (out / "model.safetensors").stat().st_mtime_ns
     _one_line(
-        runner.invoke(app, ["export", "-c", str(out), "--out", str(out), "--force"]),
+        invoke(["export", "-c", str(out), "--out", str(out), "--force"]),
         "also an input",
     )
     assert (out / "model.safetensors").stat().st_mtime_ns == before
     other = tmp_path / "hf2"
     with folder_lock(other, "--out"):  # this process plays the first run
         _one_line(
-            runner.invoke(app, ["export", "-c", str(backbone), "--out", str(other)]),
+            invoke(["export", "-c", str(backbone), "--out", str(other)]),
             f"pid {os.getpid()}",
         )
     assert not other.exists()
@@ -102,7 +100,7 @@ def test_export_disk_full_is_one_line_and_leaves_nothing(
     monkeypatch.setattr(safetensors.torch, "save_file", full)
     out = tmp_path / "hf"
     _one_line(
-        runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]),
+        invoke(["export", "-c", str(backbone), "--out", str(out)]),
         "disk full while writing",
     )
     assert not out.exists() and list(tmp_path.iterdir()) == []  # no temporary folder left
@@ -115,7 +113,7 @@ def _table(path: Path, rows: list[tuple[str, str]], header: str = "sequence,labe
 
 
 def _finetune(backbone: Path, train: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--train", str(train),
+    return invoke(["finetune", "--checkpoint", str(backbone), "--train", str(train),
                                "--out", str(out), "--no-progress", "--epochs", "1",
                                "--accelerator", "cpu", *extra])  # fmt: skip
 
@@ -176,18 +174,18 @@ def test_probe_recall_keeps_earlier_csvs_without_force_and_refuses_a_negative_se
             "--trials", "2", "--distances", "5", "-o", str(out)]  # fmt: skip
     out.mkdir()
     (out / "recall_summary.csv").write_text("a user's earlier result\n")
-    _one_line(runner.invoke(app, base), "recall_summary.csv exists; pass --force")
+    _one_line(invoke(base), "recall_summary.csv exists; pass --force")
     assert (out / "recall_summary.csv").read_text() == "a user's earlier result\n"
     with folder_lock(out, "--out"):
-        _one_line(runner.invoke(app, [*base, "--force"]), f"pid {os.getpid()}")
-    _one_line(runner.invoke(app, [*base, "--force", "--seed", "-1"]), "--seed")
-    _ok(runner.invoke(app, [*base, "--force"]))
+        _one_line(invoke([*base, "--force"]), f"pid {os.getpid()}")
+    _one_line(invoke([*base, "--force", "--seed", "-1"]), "--seed")
+    _ok(invoke([*base, "--force"]))
     assert (out / "recall_summary.csv").read_text().startswith("distance")
 
 
 def test_make_task_negative_seed_is_one_line(synthetic_shards: Path, tmp_path: Path) -> None:
-    res = runner.invoke(
-        app, ["make-task", "--data", str(synthetic_shards), "--out", str(tmp_path / "t"),
+    res = invoke(
+        ["make-task", "--data", str(synthetic_shards), "--out", str(tmp_path / "t"),
               "--seed", "-1"],
     )  # fmt: skip
     _one_line(res, "--seed")
@@ -399,7 +397,7 @@ def test_predict_says_how_many_sequences_it_cut_to_the_models_max_length(
     table = _table(tmp_path / "x.csv", [("ACGTACGT", "a"), ("ACGTACGTACGT", "b"), ("ACG", "c")],
                    header="sequence,name")  # fmt: skip
     out = tmp_path / "p.csv"
-    res = runner.invoke(app, ["predict", "-c", str(run / "checkpoints" / "best.ckpt"),
+    res = invoke(["predict", "-c", str(run / "checkpoints" / "best.ckpt"),
                               "--sequences", str(table), "--out", str(out), "--no-progress",
                               "--accelerator", "cpu"])  # fmt: skip
     _ok(res)
@@ -429,7 +427,7 @@ def vcf_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _score(inputs: dict[str, Path], vcf: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
+    return invoke(["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
                                str(inputs["fasta"]), "--vcf", str(vcf), "--out", str(out),
                                "--window", "12", *extra])  # fmt: skip
 
@@ -495,7 +493,7 @@ def test_embed_zarr_disk_full_leaves_no_temporary_and_resume_is_identical(
     fasta.write_text("".join(f">r{i}\n{s}\n" for i, s in enumerate(_seqs(30))))
     args = ["embed", "-c", str(backbone), "--sequences", str(fasta), "--accelerator", "cpu"]
     whole, cut = tmp_path / "whole.zarr", tmp_path / "cut.zarr"
-    _ok(runner.invoke(app, [*args, "--out", str(whole)]))
+    _ok(invoke([*args, "--out", str(whole)]))
     write = embed_io._write_zarr
 
     def fills_the_disk(path: Path, arrays) -> None:
@@ -503,13 +501,13 @@ def test_embed_zarr_disk_full_leaves_no_temporary_and_resume_is_identical(
         raise OSError(errno.ENOSPC, "No space left on device", str(path / "embeddings"))
 
     monkeypatch.setattr(embed_io, "_write_zarr", fills_the_disk)
-    line = _one_line(runner.invoke(app, [*args, "--out", str(cut)]), "disk full while writing")
+    line = _one_line(invoke([*args, "--out", str(cut)]), "disk full while writing")
     assert "--resume" in line  # "rerun the command" would be refused: the work folder is kept
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".cut.zarr.goatdna-work", "s.fa", "whole.zarr"
     ]  # fmt: skip
     monkeypatch.setattr(embed_io, "_write_zarr", write)
-    _ok(runner.invoke(app, [*args, "--out", str(cut), "--resume"]))
+    _ok(invoke([*args, "--out", str(cut), "--resume"]))
     a, b = zarr.open_group(str(whole), mode="r"), zarr.open_group(str(cut), mode="r")
     assert sorted(a.array_keys()) == sorted(b.array_keys())
     for key in a.array_keys():
@@ -544,7 +542,7 @@ def test_score_variants_disk_full_at_the_output_says_resume(
 def test_a_garbage_checkpoint_message_gives_no_unsafe_advice(tmp_path: Path) -> None:
     bad = tmp_path / "x.ckpt"
     bad.write_text("not a checkpoint at all " * 20)
-    line = _one_line(runner.invoke(app, ["generate", "-c", str(bad), "--prompt", "ACGT"]),
+    line = _one_line(invoke(["generate", "-c", str(bad), "--prompt", "ACGT"]),
                      "not a readable goatdna checkpoint")  # fmt: skip
     assert "weights_only" not in line and "arbitrary code" not in line
 
@@ -608,7 +606,7 @@ def test_a_rejected_fasta_leaves_no_fresh_index(backbone: Path, tmp_path: Path) 
     fasta.write_text(">a\nACGTACGTAC\n>a\nACGTACGTAC\n")  # a name twice: pyfaidx refuses it
     bed = tmp_path / "r.bed"
     bed.write_text("a\t0\t8\n")
-    res = runner.invoke(app, ["embed", "-c", str(backbone), "--fasta", str(fasta), "--bed",
+    res = invoke(["embed", "-c", str(backbone), "--fasta", str(fasta), "--bed",
                               str(bed), "--out", str(tmp_path / "e.npz")])  # fmt: skip
     line = _one_line(res, "duplicate contig name 'a'")  # the shared reader's check
     assert "bgzip" not in line  # the file is not compressed: no gzip advice

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.locking import folder_lock
 
 SMALL = ["--prompts", "1", "--max-eval-tokens", "256", "--context-lengths", "128", "--threads", "1"]
@@ -17,7 +16,7 @@ SMALL = ["--prompts", "1", "--max-eval-tokens", "256", "--context-lengths", "128
 
 def _report(runs: dict[str, Path], data: Path, out: Path, *extra: str):
     args = ["report", "--run", str(runs["goat"]), "--run", str(runs["rope"]), "--data", str(data)]
-    return CliRunner().invoke(app, [*args, "--out", str(out), *SMALL, *extra])
+    return invoke([*args, "--out", str(out), *SMALL, *extra])
 
 
 def _one_error(result) -> str:

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.training import load_run_config
 from goatdna.training.run import RunDir, resolved_config
@@ -34,7 +33,7 @@ SMALL = [
 
 def run_train(*args: str):
     sets = [x for item in SMALL for x in ("--set", item)]
-    return CliRunner().invoke(app, ["train", "--config", TINY, *sets, *args])
+    return invoke(["train", "--config", TINY, *sets, *args])
 
 
 def assert_user_error(result, *fragments: str) -> str:

@@ -14,11 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import invoke
 from scipy.stats import spearmanr
 from torch import nn
-from typer.testing import CliRunner
 
-from goatdna.cli.app import app
 from goatdna.inference import variants
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import (
@@ -31,7 +30,6 @@ from goatdna.inference.variants import (
 )
 from goatdna.io.tokens import decode
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -188,7 +186,7 @@ def test_allele_longer_than_window_is_too_long_not_allocated(tmp_path: Path) -> 
     out = tmp_path / "s.tsv"
     args = ["score-variants", "-c", str(ckpt), "--fasta", str(fasta), "--variants", str(table),
             "--out", str(out), "--window", "16"]  # fmt: skip
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "too_long" in res.stdout
     import pandas as pd
@@ -199,11 +197,11 @@ def test_allele_longer_than_window_is_too_long_not_allocated(tmp_path: Path) -> 
 
     bound = max_window(config)
     big = tmp_path / "big.tsv"
-    res = runner.invoke(app, [*args[:-4], "--out", str(big), "--window", str(bound + 1)])
+    res = invoke([*args[:-4], "--out", str(big), "--window", str(bound + 1)])
     assert res.exit_code == 2
     assert res.stderr.startswith(f"error: --window {bound + 1}: above this model's bound")
     assert len(res.stderr.strip().splitlines()) == 1 and not big.exists()
-    res = runner.invoke(app, [*args[:-4], "--out", str(big), "--window", "1000000000"])
+    res = invoke([*args[:-4], "--out", str(big), "--window", "1000000000"])
     assert res.exit_code == 2 and "above this model's bound" in res.stderr
 
 

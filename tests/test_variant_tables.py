@@ -11,10 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.inference import variant_run
@@ -22,7 +21,6 @@ from goatdna.inference.calibration import CALIBRATION_COLUMNS
 from goatdna.inference.variant_io import SCORE_COLUMNS, read_table
 from goatdna.model import DNADecoder, ModelConfig
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _rng = np.random.default_rng(11)
@@ -54,7 +52,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _score(inputs: dict[str, Path], variants: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
+    return invoke(["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
                                str(inputs["fasta"]), "--variants", str(variants), "-o", str(out),
                                "--window", "8", "--null-size", "3", *extra])  # fmt: skip
 
