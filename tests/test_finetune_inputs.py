@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
@@ -32,14 +32,6 @@ def write(path: Path, text: str) -> Path:
 def run_finetune(backbone: Path, train: Path, out: Path, *extra: str):
     return invoke(["finetune", "--checkpoint", str(backbone), "--train", str(train),
                                "--out", str(out), "--no-progress", *extra])  # fmt: skip
-
-
-def assert_user_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, (result.output, result.exception)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 TWO_CLASSES = "".join(f"{GOOD},{i % 2}\n" for i in range(6))
@@ -72,7 +64,7 @@ def test_bad_tables_fail_cleanly(
 ) -> None:
     train = write(tmp_path / "train.csv", text)
     out = tmp_path / "run"
-    assert_user_error(run_finetune(backbone, train, out, *extra), str(train), *needles)
+    assert_one_error_line(run_finetune(backbone, train, out, *extra), str(train), *needles)
     assert not out.exists()
 
 
@@ -86,20 +78,20 @@ def test_a_classifier_is_not_a_backbone_and_a_backbone_is_not_a_classifier(
     assert result.exit_code == 0, (result.output, result.exception)
     classifier = first / "checkpoints" / "best.ckpt"
     again = tmp_path / "again"
-    assert_user_error(run_finetune(classifier, train, again), "fine-tuned classifier")
+    assert_one_error_line(run_finetune(classifier, train, again), "fine-tuned classifier")
     assert not again.exists()
     # predict refuses a plain language model, and bad sequences, writing nothing
     out = tmp_path / "pred.csv"
     seqs = write(tmp_path / "seqs.csv", f"sequence\n{GOOD}\nAC-GT\n")
     result = invoke(["predict", "--checkpoint", str(backbone), "--sequences",
                                  str(seqs), "--out", str(out)])  # fmt: skip
-    assert_user_error(result, "not a fine-tuned classifier")
+    assert_one_error_line(result, "not a fine-tuned classifier")
     result = invoke(["predict", "--checkpoint", str(classifier), "--sequences",
                                  str(seqs), "--out", str(out)])  # fmt: skip
-    assert_user_error(result, "row 2 (line 3)", "'-'")
+    assert_one_error_line(result, "row 2 (line 3)", "'-'")
     assert not out.exists() and not list(tmp_path.glob(".pred.csv*"))
     # an occupied run directory is not reused silently
-    assert_user_error(run_finetune(backbone, train, first), "holds a run", "--force")
+    assert_one_error_line(run_finetune(backbone, train, first), "holds a run", "--force")
 
 
 def test_bed_intervals_over_a_fasta_train_and_predict(
