@@ -6,19 +6,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import assert_one_error_line, invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 GOOD = "ACGTACGTAA"
 
 
 @pytest.fixture(scope="module")
 def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("backbone") / "lm.ckpt"
     return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})

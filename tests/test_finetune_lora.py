@@ -15,16 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import invoke
+from helpers import invoke, tiny_config
 
 from goatdna import faults
 from goatdna.adapters import ADAPTER_TARGETS
 from goatdna.checkpoint import load_checkpoint, load_task_model, save_checkpoint
 from goatdna.configfile import to_dict
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 pytest.importorskip("peft")
-TINY = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2, train_length=64)
+TINY = tiny_config(train_length=64)
 
 
 def _invoke(*args: object) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import assert_one_error_line, invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
@@ -25,8 +25,7 @@ GOOD = "ACGTACGTAA"
 
 @pytest.fixture(scope="module")
 def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("backbone") / "lm.ckpt"
     return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})
@@ -406,8 +405,7 @@ def vcf_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     import random
 
     folder = tmp_path_factory.mktemp("vcf_inputs")
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=32,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config()
     torch.manual_seed(3)
     ckpt = save_checkpoint(folder / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     rng = random.Random(0)
