@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
@@ -57,15 +57,6 @@ def _score(inputs: dict[str, Path], variants: Path, out: Path, *extra: str):
                                "--window", "8", "--null-size", "3", *extra])  # fmt: skip
 
 
-def _one_line(res, *needles: str) -> str:
-    assert res.exit_code == 2, res.output + repr(res.exception)
-    errors = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith("error: "), res.stderr
-    for needle in needles:
-        assert needle in errors[0], errors[0]
-    return errors[0]
-
-
 def test_a_table_is_calibrated_exactly_as_its_vcf(inputs, tmp_path) -> None:
     """Before: --calibrate with a table was ignored (exit 0, no columns, no null made)."""
     null = tmp_path / "null.npz"
@@ -91,7 +82,9 @@ def test_a_carried_column_named_like_an_output_column_is_refused(inputs, tmp_pat
     table = tmp_path / "mine.tsv"
     source.to_csv(table, sep="\t", index=False)
     out = tmp_path / "out.tsv"
-    _one_line(_score(inputs, table, out, "--calibrate"), f"column {column!r} is one score-variants")
+    assert_one_error_line(
+        _score(inputs, table, out, "--calibrate"), f"column {column!r} is one score-variants"
+    )
     assert not out.exists()
 
 
@@ -167,11 +160,13 @@ def test_resume_with_another_option_names_it(inputs, tmp_path, monkeypatch) -> N
         raise GoatDNAError("stopped after scoring (test)")
 
     monkeypatch.setattr(variant_run, "_load_chunks", stop)  # the chunks stay in the work folder
-    _one_line(_score(inputs, inputs["table"], out), "stopped after scoring")
+    assert_one_error_line(_score(inputs, inputs["table"], out), "stopped after scoring")
     monkeypatch.undo()
-    _one_line(_score(inputs, inputs["table"], out, "--resume", "--strands", "forward"),
+    assert_one_error_line(_score(inputs, inputs["table"], out, "--resume", "--strands", "forward"),
               "--strands differ")  # fmt: skip
-    _one_line(_score(inputs, inputs["table"], out, "--resume", "--window", "10"), "--window differ")
+    assert_one_error_line(
+        _score(inputs, inputs["table"], out, "--resume", "--window", "10"), "--window differ"
+    )
     assert _score(inputs, inputs["table"], out, "--resume").exit_code == 0
 
 
@@ -193,5 +188,5 @@ def test_what_is_written_after_scoring_is_checked_before_it(inputs, tmp_path, mo
         (("--null", str(empty)), "not a goatdna null file"),
         (("--cache-dir", str(blocker / "cache")), "--cache-dir"),
     ):
-        _one_line(_score(inputs, inputs["table"], out, *extra), needle)
+        assert_one_error_line(_score(inputs, inputs["table"], out, *extra), needle)
         assert not out.exists() and not list(tmp_path.glob(".o.tsv*"))

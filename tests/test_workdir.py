@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
@@ -25,12 +25,6 @@ from goatdna.workdir import WorkDir, claim_output, decode_unit, encode_unit, inp
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 CONTIG = "ACGTTGCAAGGCTTACCGATAGCTAGGATCCAGTAACGTACGTTAGCTAGGCATCGATCGGATCCTAGCATGCAAGT"
-
-
-def _one_line(res, message: str) -> None:
-    assert res.exit_code == 2, res.output + str(res.exception)
-    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
-    assert message in res.stderr, res.stderr
 
 
 # ------------------------------------------------------------------------------ the engine
@@ -162,7 +156,7 @@ def _args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
 def test_score_variants_refuses_an_occupied_out_without_force(inputs, tmp_path: Path) -> None:
     out = tmp_path / "scores.tsv"
     out.write_text("a user's file\n")
-    _one_line(invoke(_args(inputs, out)), "exists; pass --force")
+    assert_one_error_line(invoke(_args(inputs, out)), "exists; pass --force")
     assert out.read_text() == "a user's file\n"
     res = invoke(_args(inputs, out, "--force"))
     assert res.exit_code == 0, res.output + str(res.exception)
@@ -172,7 +166,7 @@ def test_score_variants_refuses_an_occupied_out_without_force(inputs, tmp_path: 
 def test_score_variants_refuses_a_second_run_on_the_same_out(inputs, tmp_path: Path) -> None:
     out = tmp_path / "scores.tsv"
     with folder_lock(out, "--out"):  # this process plays the first run
-        _one_line(invoke(_args(inputs, out)), f"pid {os.getpid()}")
+        assert_one_error_line(invoke(_args(inputs, out)), f"pid {os.getpid()}")
     assert not out.exists()
     assert invoke(_args(inputs, out)).exit_code == 0  # the lock is gone with it
 
@@ -202,7 +196,7 @@ def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
     changed = tmp_path / "other.vcf"
     changed.write_text(inputs["vcf"].read_text())
     args = _args({**inputs, "vcf": changed}, cut, "--resume")
-    _one_line(invoke(args), "(variants differ)")
+    assert_one_error_line(invoke(args), "(variants differ)")
     res = invoke(_args(inputs, cut, "--resume"))
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "chunk-000001.npz: damaged" in res.stdout and "resumed: 2 chunk(s)" in res.stdout
@@ -220,7 +214,7 @@ def _track_args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
 def test_score_track_refuses_an_occupied_out_and_a_second_run(inputs, tmp_path: Path) -> None:
     out = tmp_path / "t.bedGraph"
     out.write_text("a user's track\n")
-    _one_line(invoke(_track_args(inputs, out)), "exists; pass --force")
+    assert_one_error_line(invoke(_track_args(inputs, out)), "exists; pass --force")
     assert out.read_text() == "a user's track\n"
     res = invoke(_track_args(inputs, out, "--force"))
     assert res.exit_code == 0, res.output + str(res.exception)
@@ -262,8 +256,8 @@ def test_embed_interrupted_then_resumed_gives_the_same_vectors(
     monkeypatch.setattr(embed_run, "_save_unit", dies_after_two)
     assert invoke([*args, "-o", str(cut)]).exit_code != 0 and not cut.exists()
     monkeypatch.setattr(embed_run, "_save_unit", save)
-    _one_line(invoke([*args, "-o", str(cut)]), "pass --resume to continue it")
-    _one_line(
+    assert_one_error_line(invoke([*args, "-o", str(cut)]), "pass --resume to continue it")
+    assert_one_error_line(
         invoke([*args, "-o", str(cut), "--resume", "--strands", "forward"]),
         "(options differ)",
     )
@@ -299,12 +293,12 @@ def test_every_command_on_the_engine_keeps_the_output_contract(
     holder's pid, --resume with nothing interrupted is refused, an input is never the output."""
     out = tmp_path / f"out{suffix}"
     with folder_lock(out, "--out"):  # this process plays a first run still going
-        _one_line(invoke(_command(name, inputs, out)), f"pid {os.getpid()}")
-    _one_line(invoke([*_command(name, inputs, out), "--resume"]), "no interrupted")
+        assert_one_error_line(invoke(_command(name, inputs, out)), f"pid {os.getpid()}")
+    assert_one_error_line(invoke([*_command(name, inputs, out), "--resume"]), "no interrupted")
     res = invoke(_command(name, inputs, out))
     assert res.exit_code == 0, res.output + str(res.exception)
     written = out.read_bytes()
-    _one_line(invoke(_command(name, inputs, out)), "exists; pass --force")
+    assert_one_error_line(invoke(_command(name, inputs, out)), "exists; pass --force")
     assert out.read_bytes() == written
     res = invoke([*_command(name, inputs, out), "--force"])
     assert res.exit_code == 0, res.output + str(res.exception)
@@ -315,7 +309,7 @@ def test_every_command_on_the_engine_keeps_the_output_contract(
     victim = tmp_path / f"input{suffix}"
     victim.write_bytes(inputs[key].read_bytes())
     as_input = _command(name, {**inputs, key: victim}, victim)
-    _one_line(invoke([*as_input, "--force"]), "is also an input of this run")
+    assert_one_error_line(invoke([*as_input, "--force"]), "is also an input of this run")
     assert victim.read_bytes() == inputs[key].read_bytes()
 
 
