@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import invoke
+from helpers import invoke, tiny_config
 
 from goatdna import faults
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 pytestmark = pytest.mark.slow
 KILL_STEP = 8  # end of epoch 2 of 3 (128 rows / batch 32 = 4 steps per epoch)
@@ -35,8 +35,7 @@ def test_sigkill_then_resume_matches_uninterrupted(
     result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(task),
                                  "--label", "gc", "--max-train", "128", "--max-eval", "48"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     backbone = save_checkpoint(tmp_path / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
     args = ["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),
@@ -92,8 +91,7 @@ def test_sigterm_checkpoints_the_step_and_resume_matches(
     result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(task),
                                  "--label", "gc", "--max-train", "64", "--max-eval", "32"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     backbone = save_checkpoint(tmp_path / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
     args = ["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),

@@ -18,6 +18,7 @@ import pyBigWig
 import pytest
 import torch
 from helpers import invoke as cli_invoke
+from helpers import tiny_config
 
 from goatdna.configfile import to_dict
 from goatdna.inference.attribute import AttributeOptions, language_model_target
@@ -42,8 +43,7 @@ CONTIG = CONTIG[:20] + "N" + CONTIG[21:]
 
 def _model(seed: int) -> tuple[DNADecoder, ModelConfig]:
     torch.manual_seed(seed)
-    config = ModelConfig(positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
-                         train_length=32, goat_modes=2)  # fmt: skip
+    config = tiny_config()
     model = DNADecoder(config)
     with torch.no_grad():  # scaled up so outputs vary with the sequence
         for p in model.parameters():

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import assert_one_error_line, invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
@@ -19,7 +19,7 @@ from goatdna.errors import GoatDNAError
 from goatdna.inference import variant_run
 from goatdna.inference.calibration import CALIBRATION_COLUMNS
 from goatdna.inference.variant_io import SCORE_COLUMNS, read_table
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -33,8 +33,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     fasta = root / "ref.fa"
     fasta.write_text(f">chr1\n{CONTIG}\n")
     torch.manual_seed(3)
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config(train_length=16)
     checkpoint = save_checkpoint(root / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     rows = [(p + 1, CONTIG[p], "ACGT".replace(CONTIG[p], "")[p % 3]) for p in range(4, 230, 9)]
     header = ["##fileformat=VCFv4.2", "##contig=<ID=chr1>",

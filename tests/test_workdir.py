@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import assert_one_error_line, invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 from goatdna.workdir import WorkDir, claim_output, decode_unit, encode_unit, input_stamp
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -129,10 +129,7 @@ def test_claim_output_and_input_stamp(tmp_path: Path) -> None:
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("workdir_inputs")
     torch.manual_seed(3)
-    config = ModelConfig(
-        positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=32,
-        goat_modes=2,
-    )  # fmt: skip
+    config = tiny_config()
     ckpt = save_checkpoint(folder / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     fasta = folder / "ref.fa"
     fasta.write_text(f">chr1\n{CONTIG}\n")
