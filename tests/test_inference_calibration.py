@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import invoke
+from helpers import invoke, tiny_config
 from scipy.stats import percentileofscore
 
 from goatdna.checkpoint import save_checkpoint
@@ -27,7 +27,7 @@ from goatdna.inference.calibration import (
 )
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 REPO = Path(__file__).resolve().parents[1]
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
@@ -50,10 +50,7 @@ def fasta(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(3)
-    config = ModelConfig(
-        positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-        goat_modes=2,
-    )  # fmt: skip
+    config = tiny_config(train_length=16)
     model = DNADecoder(config)
     with torch.no_grad():
         for p in model.parameters():
