@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import invoke
+from helpers import invoke, tiny_config
 
 from goatdna.analysis.evaluate import (
     bits_per_base,
@@ -179,15 +179,7 @@ def test_max_tokens_caps_windows_on_real_shards(synthetic_shards: Path) -> None:
 @pytest.fixture(scope="module")
 def random_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
-    cfg = ModelConfig(
-        positional="goat",
-        n_layers=1,
-        d_model=32,
-        n_heads=2,
-        mlp_hidden=64,
-        train_length=32,
-        goat_modes=2,
-    )
+    cfg = tiny_config()
     path = tmp_path_factory.mktemp("eval_ckpt") / "m.ckpt"
     return save_checkpoint(path, DNADecoder(cfg), {"model": to_dict(cfg), "data": {"seq_len": 32}})
 
