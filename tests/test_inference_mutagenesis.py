@@ -18,7 +18,7 @@ import pandas as pd
 import pyBigWig
 import pytest
 import torch
-from helpers import invoke
+from helpers import invoke, tiny_config
 
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.configfile import to_dict
@@ -27,7 +27,7 @@ from goatdna.inference.mutagenesis import MutagenesisOptions, combine, full_scor
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele, VariantOptions, combine_strands, score_alleles
 from goatdna.io.tokens import encode
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 from goatdna.model.scoring import target_log_probs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,10 +47,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {}
     for positional in ("goat", "rope"):
         torch.manual_seed(11)
-        config = ModelConfig(
-            positional=positional, n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
-            train_length=32, goat_modes=2,
-        )  # fmt: skip
+        config = tiny_config(positional=positional)
         model = DNADecoder(config)
         with torch.no_grad():
             for p in model.parameters():
