@@ -22,7 +22,7 @@ import pandas as pd
 import pysam
 import pytest
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
 from goatdna.configfile import to_dict
@@ -30,7 +30,7 @@ from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
 from goatdna.io.tokens import encode
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 from goatdna.model.scoring import sequence_log_probs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,10 +46,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {}
     for positional in ("goat", "rope"):
         torch.manual_seed(7)
-        config = ModelConfig(
-            positional=positional, n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
-            train_length=32, goat_modes=2,
-        )  # fmt: skip
+        config = tiny_config(positional=positional)
         model = DNADecoder(config)
         with torch.no_grad():  # larger weights than GPT-2 init: log-probs that vary with context
             for p in model.parameters():
@@ -393,10 +390,7 @@ def test_two_processes_give_the_output_of_one(checkpoints, chr20_reference, subs
 
 
 def _bad(args: list[str], message: str, out: Path) -> None:
-    res = invoke(args)
-    assert res.exit_code == 2, res.output + str(res.exception)
-    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
-    assert message in res.stderr, res.stderr
+    assert_one_error_line(invoke(args), message)
     leftovers = [
         p.name for p in out.parent.iterdir() if p.name.startswith((out.name, f".{out.name}"))
     ]
