@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import invoke
+from helpers import invoke, tiny_config
 from scipy.stats import spearmanr
 from torch import nn
 
@@ -174,10 +174,9 @@ def test_allele_longer_than_window_is_too_long_not_allocated(tmp_path: Path) -> 
     """A 100 kbp insertion with --window 16 is reported, not scored (no SDPA block of 40 GB)."""
     from goatdna.checkpoint import save_checkpoint
     from goatdna.configfile import to_dict
-    from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model import DNADecoder
 
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config(train_length=16)
     ckpt = save_checkpoint(tmp_path / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     fasta = tmp_path / "r.fa"
     fasta.write_text(">c\n" + "ACGTTGCAAGGCTTACCGATAGCTAGGATCCAGT" * 3 + "\n")
