@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.analysis import variant_metrics as vm
 
@@ -197,10 +197,7 @@ def test_labels_from_a_table_and_from_a_vcf_info_field(tmp_path: Path) -> None:
 
 
 def _bad(args: list[str], message: str) -> None:
-    res = invoke(["eval-variants", *args])
-    assert res.exit_code == 2, res.output + str(res.exception)
-    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
-    assert message in res.stderr, res.stderr
+    assert_one_error_line(invoke(["eval-variants", *args]), message)
 
 
 def test_bad_eval_inputs_are_one_line_errors(tmp_path: Path) -> None:
@@ -304,11 +301,10 @@ def test_1000_genomes_singletons_as_a_weak_label(chr20_reference, kgp_vcf, tmp_p
 
     from goatdna.checkpoint import save_checkpoint
     from goatdna.configfile import to_dict
-    from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model import DNADecoder
 
     torch.manual_seed(0)
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config(train_length=16)
     ckpt = save_checkpoint(tmp_path / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     head = tmp_path / "head.vcf.gz"
     with pysam.VariantFile(str(kgp_vcf)) as src:
@@ -369,11 +365,7 @@ def test_variant_task_warns_without_planted_truth_and_when_short(synthetic_shard
 
 
 def _fail(*args: str) -> str:
-    res = invoke(["eval-variants", *args])
-    assert res.exit_code == 2, res.output + repr(res.exception)
-    lines = [line for line in res.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
-    return lines[0]
+    return assert_one_error_line(invoke(["eval-variants", *args]))
 
 
 def _variant_table(tmp_path: Path, **columns) -> Path:
