@@ -12,14 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import invoke as cli_invoke
+from typer.testing import CliRunner
 
+from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome
 from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, reverse_complement_text
 
+runner = CliRunner()
+
 
 def invoke(*args: str):
-    result = cli_invoke(args)
+    result = runner.invoke(app, [str(a) for a in args])
     return result
 
 
@@ -97,7 +100,7 @@ def probe_run(task_dir: Path, tiny_runs: dict[str, Path], tmp_path_factory) -> P
     try:
         out = tmp_path_factory.mktemp("ft") / "probe"
         ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
-        result = cli_invoke(finetune_args(task_dir, ckpt, out, "--mode", "probe",
+        result = runner.invoke(app, finetune_args(task_dir, ckpt, out, "--mode", "probe",
                                                   "--epochs", "8", "--lr", "3e-3",
                                                   "--rc-augment", "--rc-average"))  # fmt: skip
         assert result.exit_code == 0, (result.output, result.exception)
@@ -126,7 +129,7 @@ def test_report_refuses_a_fine_tuning_run_in_one_line(
 ) -> None:
     """A fine-tuned run's loss is a task's: report must not present it as a language model."""
     out = tmp_path / "report"
-    res = cli_invoke(["report", "--run", str(probe_run), "--data", str(synthetic_shards),
+    res = runner.invoke(app, ["report", "--run", str(probe_run), "--data", str(synthetic_shards),
                               "--out", str(out)])  # fmt: skip
     assert res.exit_code == 2, res.output
     lines = [line for line in res.stderr.splitlines() if line.strip()]
@@ -139,7 +142,7 @@ def test_full_finetuning_learns_the_task_above_chance(
 ) -> None:
     ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
     out = tmp_path / "full"
-    result = cli_invoke(finetune_args(task_dir, ckpt, out, "--mode", "full",
+    result = runner.invoke(app, finetune_args(task_dir, ckpt, out, "--mode", "full",
                                               "--epochs", "2", "--rc-augment"))  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
     summary = json.loads((out / "summary.json").read_text())
