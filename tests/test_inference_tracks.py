@@ -15,7 +15,7 @@ import numpy as np
 import pyBigWig
 import pytest
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -402,11 +402,7 @@ def test_resolve_regions_errors(fasta) -> None:
 
 
 def _cli_error(args: list[str]) -> str:
-    result = invoke(["score-track", *args])
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
+    return assert_one_error_line(invoke(["score-track", *args]))
 
 
 def test_cli_bad_inputs_one_line_exit_2_no_output(tmp_path: Path, checkpoint: Path, fasta) -> None:
