@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
@@ -221,10 +221,7 @@ def test_cli_zarr(checkpoint: Path, tmp_path: Path) -> None:
 
 
 def _bad(args: list[str], message: str, out: Path) -> None:
-    res = invoke(args)
-    assert res.exit_code == 2, res.output
-    assert res.stderr.startswith("error: ") and message in res.stderr, res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1
+    assert_one_error_line(invoke(args), message)
     assert not out.exists() and not list(out.parent.glob(f".{out.name}*"))
 
 
