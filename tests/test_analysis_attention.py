@@ -18,18 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.analysis.attention import attention_maps
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.locking import folder_lock
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.alibi import slopes_on
 from goatdna.model.goat import goat_frequencies
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 SCHEMES = ("goat", "rope", "alibi", "nope")
 SEQUENCE = "ACGTTGCAAGGCTTACNACGGATCCATGCA"  # 30 bases, an N among them
@@ -195,7 +193,7 @@ def fasta(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_command_writes_the_arrays_and_the_figure(checkpoints, fasta, tmp_path) -> None:
     npz, png = tmp_path / "a.npz", tmp_path / "a.png"
     args = ["attention", "-c", str(checkpoints["goat"]), "-f", str(fasta), "-r", "chrA:1-40"]
-    res = runner.invoke(app, [*args, "--layer", "1", "-o", str(npz), "-o", str(png), "--head", "1"])
+    res = invoke([*args, "--layer", "1", "-o", str(npz), "-o", str(png), "--head", "1"])
     assert res.exit_code == 0, res.output
     assert "prior_share" in res.output and "positional" in res.output or "content" in res.output
     with np.load(npz) as data:
@@ -212,8 +210,8 @@ def test_the_command_writes_the_arrays_and_the_figure(checkpoints, fasta, tmp_pa
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # RoPE: no prior, said so; every layer by default
     out = tmp_path / "rope.npz"
-    res = runner.invoke(
-        app, ["attention", "-c", str(checkpoints["rope"]), "--sequence", SEQUENCE, "-o", str(out)]
+    res = invoke(
+        ["attention", "-c", str(checkpoints["rope"]), "--sequence", SEQUENCE, "-o", str(out)]
     )
     assert res.exit_code == 0, res.output
     assert "RoPE has no additive prior" in res.output
@@ -229,7 +227,7 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
 
     def bad(message: str, *args: str, outs: tuple[Path, ...] = (out,)) -> None:
         given = [a for path in outs for a in ("-o", str(path))]
-        res = runner.invoke(app, ["attention", "-c", ckpt, *given, *args])
+        res = invoke(["attention", "-c", ckpt, *given, *args])
         assert res.exit_code == 2, res.output + str(res.exception)
         assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
         assert message in res.stderr, res.stderr
@@ -267,7 +265,7 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     bad("bound: read at most 11,151 bases (--sequence)", "--sequence", "A" * 12000, "--layer", "1")
     png = tmp_path / "a.png"
     with folder_lock(png, "--out"):  # this process plays a first run still writing a.png
-        res = runner.invoke(app, ["attention", "-c", ckpt, "-o", str(out), "-o", str(png),
+        res = invoke(["attention", "-c", ckpt, "-o", str(out), "-o", str(png),
                                   "--sequence", "ACGT"])  # fmt: skip
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
     assert f"--out {png} is in use by another goatdna process (pid {os.getpid()}" in res.stderr
@@ -279,9 +277,7 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     keep.write_bytes(b"keep me")
     bad("exists; pass --force", "--sequence", "ACGT", outs=(keep,))
     assert keep.read_bytes() == b"keep me"
-    res = runner.invoke(
-        app, ["attention", "-c", ckpt, "-o", str(keep), "--sequence", "ACGT", "--force"]
-    )
+    res = invoke(["attention", "-c", ckpt, "-o", str(keep), "--sequence", "ACGT", "--force"])
     assert res.exit_code == 0, res.output
     with np.load(keep) as data:
         assert data["weights"].shape == (2, 2, 4, 4)

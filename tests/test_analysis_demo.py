@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
-from goatdna.cli.app import app
+from helpers import invoke
 
 REDUCED = [
     "--steps", "3", "--genome-length", "120000", "--prompts", "3", "--max-eval-tokens", "256",
@@ -23,8 +21,6 @@ REDUCED = [
     "--set", "optim.warmup_steps=1", "--set", "trainer.eval_every=3", "--set", "trainer.ckpt_every=3",
 ]  # fmt: skip
 
-runner = CliRunner()
-
 
 @pytest.mark.slow
 def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(
@@ -34,7 +30,7 @@ def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(
 
     monkeypatch.setattr(goatdna.progress, "INTERVAL_S", 0.0)  # a line at every update
     out = tmp_path / "demo"
-    first = runner.invoke(app, ["demo", "--out", str(out), *REDUCED])
+    first = invoke(["demo", "--out", str(out), *REDUCED])
     assert first.exit_code == 0, first.output
     # not a terminal: every step of the demo says its progress and time left in plain lines
     log = first.stderr
@@ -68,13 +64,11 @@ def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(
 
     ckpt = out / "runs" / "goat" / "checkpoints" / "best.ckpt"
     before = (ckpt.stat().st_mtime_ns, (report / "report.html").stat().st_mtime_ns)
-    again = runner.invoke(app, ["demo", "--out", str(out), *REDUCED])
+    again = invoke(["demo", "--out", str(out), *REDUCED])
     assert again.exit_code == 0, again.output
     assert again.stderr.count("kept") == 3  # both runs and the report
     assert (ckpt.stat().st_mtime_ns, (report / "report.html").stat().st_mtime_ns) == before
 
     # A different genome in the same directory is refused, not silently mixed.
-    other = runner.invoke(
-        app, ["demo", "--out", str(out), *REDUCED[:2], "--genome-length", "100000"]
-    )
+    other = invoke(["demo", "--out", str(out), *REDUCED[:2], "--genome-length", "100000"])
     assert other.exit_code == 2 and "--force" in other.stderr

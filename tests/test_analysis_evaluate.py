@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke, tiny_config
 
 from goatdna.analysis.evaluate import (
     bits_per_base,
@@ -22,7 +22,6 @@ from goatdna.analysis.evaluate import (
     window_starts,
 )
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.data_prep import ShardedGenome
 from goatdna.errors import GoatDNAError
@@ -201,15 +200,7 @@ def test_max_tokens_caps_windows_on_real_shards(synthetic_shards: Path) -> None:
 @pytest.fixture(scope="module")
 def random_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
-    cfg = ModelConfig(
-        positional="goat",
-        n_layers=1,
-        d_model=32,
-        n_heads=2,
-        mlp_hidden=64,
-        train_length=32,
-        goat_modes=2,
-    )
+    cfg = tiny_config()
     path = tmp_path_factory.mktemp("eval_ckpt") / "m.ckpt"
     return save_checkpoint(path, DNADecoder(cfg), {"model": to_dict(cfg), "data": {"seq_len": 32}})
 
@@ -217,8 +208,7 @@ def random_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cli_writes_json_and_csv(
     random_checkpoint: Path, synthetic_shards: Path, tmp_path: Path
 ) -> None:
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         [
             "evaluate", "--checkpoint", str(random_checkpoint), "--data", str(synthetic_shards),
             "--split", "test", "--context-lengths", "32,64", "--max-eval-tokens", "2048",
@@ -239,9 +229,7 @@ def test_cli_writes_json_and_csv(
     assert np.isfinite(frame[["nll", "bits_per_base", "perplexity"]].to_numpy()).all()
     # A random model is about uniform over 5 classes.
     assert abs(frame["nll"].iloc[0] - math.log(5)) < 0.2
-    bad = CliRunner().invoke(
-        app, ["evaluate", "-c", str(random_checkpoint), "-d", str(tmp_path / "none")]
-    )
+    bad = invoke(["evaluate", "-c", str(random_checkpoint), "-d", str(tmp_path / "none")])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
 
 
@@ -311,8 +299,7 @@ def test_rope_extension_at_evaluation(
         assert torch.equal(model(ids[:, :32]), plain(ids[:, :32]))
         assert (model(ids) - plain(ids)).abs().max() > 1e-5  # float noise is ~1e-7
 
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         ["evaluate", "-c", str(random_checkpoint), "-d", str(synthetic_shards),
          "--rope-extension", "ntk"],
     )  # fmt: skip

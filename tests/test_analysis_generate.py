@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.analysis.generate import (
     SamplingOptions,
@@ -17,7 +17,6 @@ from goatdna.analysis.generate import (
     generate_continuations,
 )
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.io.regions import Region, parse_region
@@ -189,12 +188,9 @@ def test_checkpoint_round_trip_and_errors(checkpoint: Path, tmp_path: Path) -> N
         load_checkpoint(other)
 
 
-runner = CliRunner()
-
-
 def test_cli_stdout_json_fasta_and_region(checkpoint: Path, tmp_path: Path) -> None:
     args = ["generate", "--checkpoint", str(checkpoint), "--max-new-tokens", "90", "--seed", "3"]
-    res = runner.invoke(app, [*args, "--prompt", "acgtACGTAC", "-n", "2"])
+    res = invoke([*args, "--prompt", "acgtACGTAC", "-n", "2"])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[0].startswith(">sample_0") and lines[3].startswith(">sample_1")
@@ -206,24 +202,23 @@ def test_cli_stdout_json_fasta_and_region(checkpoint: Path, tmp_path: Path) -> N
     assert cont0 == api[0]
 
     out_json = tmp_path / "g.json"
-    res = runner.invoke(app, [*args, "--prompt", "acgtACGTAC", "-n", "2", "--out", str(out_json)])
+    res = invoke([*args, "--prompt", "acgtACGTAC", "-n", "2", "--out", str(out_json)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out_json.read_text())
     assert doc["samples"] == api and doc["sampling"]["seed"] == 3
     # an existing --out is replaced only with --force, as by every other command
     again = [*args, "--prompt", "ACGT", "--out", str(out_json)]
-    kept = runner.invoke(app, again)
+    kept = invoke(again)
     assert kept.exit_code == 2 and "--force" in kept.output, kept.output
     assert json.loads(out_json.read_text()) == doc
-    replaced = runner.invoke(app, [*again, "--force"])
+    replaced = invoke([*again, "--force"])
     assert replaced.exit_code == 0, replaced.output
     assert json.loads(out_json.read_text()) != doc
 
     fasta = tmp_path / "in.fa"
     fasta.write_text(">chrA\nTTTTTTTTTT\nacgtACGTAC\nGGGG\n>chrB\nAAAA\n")
     out_fa = tmp_path / "g.fa"
-    res = runner.invoke(
-        app,
+    res = invoke(
         [
             *args,
             "--prompt-fasta",
@@ -254,7 +249,7 @@ def test_cli_stdout_json_fasta_and_region(checkpoint: Path, tmp_path: Path) -> N
     ],
 )
 def test_cli_errors(checkpoint: Path, extra: list[str], message: str) -> None:
-    res = runner.invoke(app, ["generate", "--checkpoint", str(checkpoint), *extra])
+    res = invoke(["generate", "--checkpoint", str(checkpoint), *extra])
     assert res.exit_code == 2
     assert res.stderr.startswith("error: ") and message in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
@@ -269,9 +264,7 @@ def test_cli_region_errors(checkpoint: Path, tmp_path: Path) -> None:
         (["--region", "chrZ:1-4"], "no record named 'chrZ'"),
         (["--region", "chrA:1-100"], "past the end"),
     ):
-        res = runner.invoke(app, [*base, *extra])
+        res = invoke([*base, *extra])
         assert res.exit_code == 2 and message in res.stderr, res.stderr
-    res = runner.invoke(
-        app, ["generate", "--checkpoint", str(tmp_path / "no.ckpt"), "--prompt", "AC"]
-    )
+    res = invoke(["generate", "--checkpoint", str(tmp_path / "no.ckpt"), "--prompt", "AC"])
     assert res.exit_code == 2 and "checkpoint not found" in res.stderr

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.analysis.motifs import best_match
-from goatdna.cli.app import app
 from goatdna.data_prep.tasks import (
     PlantedMotif,
     plant_motifs,
@@ -32,7 +31,6 @@ from goatdna.locking import folder_lock
 
 REPO = Path(__file__).resolve().parents[1]
 MOTIFS = REPO / "examples" / "planted_motifs.meme"
-runner = CliRunner()
 FAST = ["--leiden-runs", "2"]
 
 
@@ -95,7 +93,7 @@ def parse_meme_minimal(text: str) -> dict[str, np.ndarray]:
 def test_motifs_recovers_each_planted_pwm_and_writes_its_three_files(tmp_path: Path) -> None:
     src, where = _planted_set(tmp_path)
     out = tmp_path / "motifs"
-    result = runner.invoke(app, ["motifs", "--attributions", str(src), "--out", str(out), *FAST])
+    result = invoke(["motifs", "--attributions", str(src), "--out", str(out), *FAST])
     assert result.exit_code == 0, (result.output, result.exception)
     meme = (out / "motifs.meme").read_text()
     found = parse_meme_minimal(meme)
@@ -133,7 +131,7 @@ def test_motifs_recovers_each_planted_pwm_and_writes_its_three_files(tmp_path: P
 def test_no_pattern_where_none_was_planted(tmp_path: Path) -> None:
     src, _ = _planted_set(tmp_path, plant=False)
     out = tmp_path / "none"
-    result = runner.invoke(app, ["motifs", "--attributions", str(src), "--out", str(out), *FAST])
+    result = invoke(["motifs", "--attributions", str(src), "--out", str(out), *FAST])
     assert result.exit_code == 0, (result.output, result.exception)
     assert parse_meme_minimal((out / "motifs.meme").read_text()) == {}
     assert "No pattern was found" in (out / "motifs.html").read_text()
@@ -144,19 +142,17 @@ def test_motifs_force_replaces_only_an_earlier_output_under_its_lock(tmp_path: P
     out = tmp_path / "m"
     args = ["motifs", "--attributions", str(src), "--out", str(out), *FAST]
     with folder_lock(out, "--out"):  # this process plays a first run still writing --out
-        _one_line(
-            runner.invoke(app, args), f"is in use by another goatdna process (pid {os.getpid()}"
-        )
+        _one_line(invoke(args), f"is in use by another goatdna process (pid {os.getpid()}")
     assert not out.exists()
-    first = runner.invoke(app, args)
+    first = invoke(args)
     assert first.exit_code == 0, (first.output, first.exception)
-    _one_line(runner.invoke(app, args), "exists; pass --force")
+    _one_line(invoke(args), "exists; pass --force")
     (out / "notes.txt").write_text("mine")  # the folder now holds a file goatdna did not write
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    _one_line(runner.invoke(app, [*args, "--force"]), "does not write (notes.txt)")
+    _one_line(invoke([*args, "--force"]), "does not write (notes.txt)")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # --force used to delete it
     (out / "notes.txt").unlink()
-    again = runner.invoke(app, [*args, "--force"])
+    again = invoke([*args, "--force"])
     assert again.exit_code == 0, (again.output, again.exception)
     assert sorted(p.name for p in out.iterdir()) == ["motifs.html", "motifs.meme", "seqlets.tsv"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "none.npz"]  # no lock, no temp
@@ -172,7 +168,7 @@ def test_make_task_plants_motifs_in_one_class_on_both_strands(synthetic_shards, 
     import csv
 
     out = tmp_path / "task"
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(out),
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(out),
                                  "--label", "motif", "--motifs", str(MOTIFS), "--window", "48",
                                  "--max-train", "400", "--max-eval", "40", "--plant-rate", "0.5"])  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -245,7 +241,7 @@ def test_bad_motif_input_is_one_error_line(tmp_path, monkeypatch, args, needle) 
     if "--out" not in args:
         args = [*args, "--out", "motifs"]
     before = sorted(str(p) for p in Path().rglob("*"))
-    result = runner.invoke(app, ["motifs", *args])
+    result = invoke(["motifs", *args])
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
@@ -275,9 +271,7 @@ def test_bad_planting_input_is_one_error_line(
     Path("wide.meme").write_text(
         f"MEME version 5\n\nALPHABET= ACGT\n\nBackground letter frequencies\nA 0.25 C 0.25 G 0.25 T 0.25\n\nMOTIF w\nletter-probability matrix: alength= 4 w= 9\n{rows}\n"
     )
-    result = runner.invoke(
-        app, ["make-task", "--data", str(synthetic_shards), "--out", "task", *args]
-    )
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", "task", *args])
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
@@ -358,7 +352,7 @@ def test_make_task_decoys_match_the_planted_letters_in_the_other_class(
 
     args = ["make-task", "--data", str(synthetic_shards), "--label", "motif", "--motifs",
             str(MOTIFS), "--window", "40", "--max-train", "600", "--max-eval", "40"]  # fmt: skip
-    result = runner.invoke(app, [*args, "--out", str(tmp_path / "task")])
+    result = invoke([*args, "--out", str(tmp_path / "task")])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "task" / "task.json").read_text())["options"]["decoys"] == (
         "shuffled"
@@ -382,7 +376,7 @@ def test_make_task_decoys_match_the_planted_letters_in_the_other_class(
                     begin = max(0, int(start) - reach)
                     around = row["sequence"][begin : int(start) + len(pwm) + reach]
                     assert not _reads(around, words), (name, around)
-    result = runner.invoke(app, [*args, "--out", str(tmp_path / "plain"), "--decoys", "none"])
+    result = invoke([*args, "--out", str(tmp_path / "plain"), "--decoys", "none"])
     assert result.exit_code == 0, result.output
     header = (tmp_path / "plain" / "train.csv").read_text().splitlines()[0]
     assert header == "id,sequence,label,planted"
@@ -440,7 +434,7 @@ def test_make_task_plants_a_long_rna_matrix(synthetic_shards, tmp_path) -> None:
     dna = read_meme_motifs(_meme_file(tmp_path / "dna.meme", {"long": rows}))
     assert np.array_equal(read_meme_motifs(meme)[0].pwm, dna[0].pwm)
     out = tmp_path / "task"
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(out),
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(out),
                                  "--label", "motif", "--motifs", str(meme), "--window", "100",
                                  "--max-train", "60", "--max-eval", "10"])  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
@@ -479,7 +473,7 @@ def test_an_all_zero_row_is_one_error_line_naming_file_motif_and_row(
     rows = np.array([[0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.0, 0.0], [0.25] * 4])
     ok = np.full((3, 4), 0.25)
     _meme_file(tmp_path / "zero.meme", {"fine": ok, "typo": rows})
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", "task",
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", "task",
                                  "--label", "motif", "--motifs", "zero.meme"])  # fmt: skip
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]

@@ -9,6 +9,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import tiny_config
 
 from goatdna.analysis import plots
 
@@ -19,12 +20,10 @@ def _inputs(tmp_path: Path) -> list[tuple[str, object]]:
     """(name, call) for every plotting function, on small hand-made data."""
     import torch
 
-    from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model import DNADecoder
 
     torch.manual_seed(0)
-    model = DNADecoder(
-        ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2, train_length=16)
-    )
+    model = DNADecoder(tiny_config(train_length=16))
     prior = model.blocks[0].attn.prior
     lengths = [16, 32, 64]
     evaluations = {

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.analysis.recall import (
     draw_trials,
@@ -19,7 +19,6 @@ from goatdna.analysis.recall import (
     score_recall,
     trial_tokens,
 )
-from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome
 from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import TOKEN_MASK, N
@@ -128,9 +127,7 @@ def test_cli_writes_the_tables_and_rejects_bad_options(
 ) -> None:
     ckpt = str(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
     base = ["probe-recall", "-c", ckpt, "-d", str(synthetic_shards), "--segment", "10"]
-    result = CliRunner().invoke(
-        app, [*base, "--trials", "3", "--distances", "5,50", "-o", str(tmp_path / "r")]
-    )
+    result = invoke([*base, "--trials", "3", "--distances", "5,50", "-o", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     summary = pd.read_csv(tmp_path / "r" / "recall_summary.csv")
     assert list(summary["trials"]) == [3, 3]
@@ -140,15 +137,13 @@ def test_cli_writes_the_tables_and_rejects_bad_options(
         (["--distances", "10000000"], "no record of at least"),
         (["--split", "bogus"], "--split"),
     ):
-        result = CliRunner().invoke(app, [*base, *bad, "-o", str(tmp_path / "bad")])
+        result = invoke([*base, *bad, "-o", str(tmp_path / "bad")])
         assert result.exit_code == 2, result.output
         assert message in result.output
         assert not (tmp_path / "bad").exists()
     (tmp_path / "a-file").write_text("x")
     for out, message in ((tmp_path / "a-file", "is a file"), (Path("/sys/recall"), "--out")):
-        result = CliRunner().invoke(
-            app, [*base, "--trials", "2", "--distances", "5", "-o", str(out)]
-        )
+        result = invoke([*base, "--trials", "2", "--distances", "5", "-o", str(out)])
         assert result.exit_code == 2, result.output  # one error: line, not a traceback
         assert message in result.output and "Traceback" not in result.output
 

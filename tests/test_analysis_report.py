@@ -10,12 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from Bio.SeqUtils import gc_fraction as bio_gc_fraction
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.analysis.gc_study import GC_COLUMNS
 from goatdna.analysis.report import SUMMARY_COLUMNS
 from goatdna.checkpoint import best_checkpoint
-from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -24,14 +23,11 @@ CONTEXTS = "128,256"
 EVAL_TOKENS = "4096"
 PROMPTS = 6
 
-runner = CliRunner()
-
 
 @pytest.fixture(scope="module")
 def tiny_report(tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report") / "report"
-    res = runner.invoke(
-        app,
+    res = invoke(
         [
             "report", "--run", str(tiny_runs["goat"]), "--run", str(tiny_runs["rope"]),
             "--data", str(synthetic_shards), "--out", str(out), "--context-lengths", CONTEXTS,
@@ -79,8 +75,7 @@ def test_report_files_tables_and_numbers(
         assert row.params == run_summary["params"]
         # summary.csv equals what `goatdna evaluate` reports for the same checkpoint and split.
         out = tmp_path / row.model
-        res = runner.invoke(
-            app,
+        res = invoke(
             [
                 "evaluate", "--checkpoint", str(tiny_runs[row.model] / "checkpoints" / "best.ckpt"),
                 "--data", str(synthetic_shards), "--split", "val", "--context-lengths", CONTEXTS,
@@ -160,13 +155,12 @@ def test_report_recall_probe_equals_probe_recall(
 def test_report_bad_input(
     tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
 ) -> None:
-    res = runner.invoke(
-        app, ["report", "--run", str(tmp_path / "nope"), "--data", str(synthetic_shards),
+    res = invoke(
+        ["report", "--run", str(tmp_path / "nope"), "--data", str(synthetic_shards),
               "--out", str(tmp_path / "r")],
     )  # fmt: skip
     assert res.exit_code == 2 and "run directory not found" in res.stderr
-    res = runner.invoke(
-        app,
+    res = invoke(
         ["report", "--run", str(tiny_runs["goat"]), "--data", str(synthetic_shards),
          "--out", str(tmp_path / "r"), "--prior-layer", "7", "--prompts", "2",
          "--max-eval-tokens", "512", "--context-lengths", "128"],
@@ -203,8 +197,7 @@ def test_recall_probe_too_long_for_the_split_fails_before_any_work(
 
     monkeypatch.setattr(report_module, "evaluate_model", no_work)
     out = tmp_path / "report"
-    res = runner.invoke(
-        app,
+    res = invoke(
         ["report", "--run", str(tiny_runs["goat"]), "--data", str(synthetic_shards),
          "--out", str(out), "--recall-distances", "100000000"],
     )  # fmt: skip
@@ -316,7 +309,7 @@ def many_runs_report(
         args += ["--run", str(runs[name]), "--name", name]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(plots, "_save", legend_only)
-        res = runner.invoke(app, args)
+        res = invoke(args)
     assert res.exit_code == 0, res.output
     return out, legends
 

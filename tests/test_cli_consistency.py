@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from helpers import invoke
 from rich.console import Console
-from typer.testing import CliRunner
 
 from goatdna.analysis.report_frames import fmt as format_cell
 from goatdna.cli.app import app
@@ -84,7 +84,7 @@ def test_readers_take_checkpoint_and_writers_take_out() -> None:
 
 @pytest.mark.parametrize("command", sorted(CLICK_APP.commands))
 def test_help_lists_the_shared_names(command: str) -> None:
-    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    result = invoke([command, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     for flag in RETIRED:
         assert f"{flag} " not in result.output
@@ -153,17 +153,15 @@ def test_device_options_are_declared_once() -> None:
 def test_one_device_commands_refuse_two(tiny_runs: dict[str, Path]) -> None:
     ckpt = str(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
     for devices in ("2", "0,1", "-1"):
-        result = CliRunner().invoke(
-            app, ["generate", "-c", ckpt, "-p", "ACGT", "--devices", devices]
-        )
+        result = invoke(["generate", "-c", ckpt, "-p", "ACGT", "--devices", devices])
         assert result.exit_code == 2, result.output
         assert "error: --devices" in result.output and "one device" in result.output
 
 
 def test_train_needs_out(tmp_path: Path) -> None:
-    none = CliRunner().invoke(app, ["train", "-d", str(tmp_path)])
+    none = invoke(["train", "-d", str(tmp_path)])
     assert none.exit_code == 2 and "--out" in none.output
-    old = CliRunner().invoke(app, ["train", "-d", str(tmp_path), "--run-dir", str(tmp_path)])
+    old = invoke(["train", "-d", str(tmp_path), "--run-dir", str(tmp_path)])
     assert old.exit_code == 2 and "--run-dir" in old.output  # no such option
 
 
@@ -260,11 +258,11 @@ def test_generate_threads_option_leaves_torch_unchanged(tiny_runs: dict[str, Pat
     before = torch.get_num_threads()
     ckpt = str(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
     args = ["generate", "-c", ckpt, "-p", "ACGTACGT", "--max-new-tokens", "5", "-n", "2"]
-    result = CliRunner().invoke(app, [*args, "--threads", "1"])
+    result = invoke([*args, "--threads", "1"])
     assert result.exit_code == 0, result.output
     assert result.output.count(">") == 2
     assert torch.get_num_threads() == before
-    bad = CliRunner().invoke(app, [*args, "--threads", "0"])
+    bad = invoke([*args, "--threads", "0"])
     assert bad.exit_code == 2 and "--threads" in bad.output
 
 
@@ -314,7 +312,7 @@ def test_piped_output_keeps_long_lines_and_wide_tables_whole(monkeypatch) -> Non
 
 def test_a_command_piped_prints_its_long_line_whole(synthetic_shards: Path, monkeypatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
-    result = CliRunner().invoke(app, ["info", str(synthetic_shards)])
+    result = invoke(["info", str(synthetic_shards)])
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
     assert first.startswith(str(synthetic_shards)) and first.endswith("split mode tail-fraction")

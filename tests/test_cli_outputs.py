@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from goatdna.cli.app import app
+from helpers import invoke
 
 UNWRITABLE = Path("/sys/goatdna-test")  # read-only even for root (chmod blocks nothing for root)
 
@@ -56,7 +54,7 @@ def test_unwritable_out_is_one_line_before_any_work(
     )
     ckpt = str(tiny_runs["goat"] / "checkpoints" / "best.ckpt")
     args = _commands(ckpt, str(synthetic_shards), tmp_path)[command]
-    result = CliRunner().invoke(app, args)
+    result = invoke(args)
     assert result.exit_code == 2, result.output
     assert "--out" in result.output and "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)

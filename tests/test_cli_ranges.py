@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.cli.app import app
 from goatdna.cli.common import COMMAND_RANGES, NUMERIC_RANGES, Bounds, with_declared_ranges
@@ -49,7 +49,6 @@ def test_every_numeric_option_sweeps_without_a_traceback(
     missing = str(tmp_path / "nope")
     # the click command built once, not per run: ~330 runs in seconds
     monkeypatch.setattr("typer.testing._get_command", lambda _: CLICK_APP)
-    runner = CliRunner()
     for command, flag, kind in options:
         base = [command]
         if command == "demo":
@@ -57,7 +56,7 @@ def test_every_numeric_option_sweeps_without_a_traceback(
         for value in ("0", "-1", HUGE[kind], "nan"):
             if kind is int and value == "nan":
                 continue
-            result = runner.invoke(app, [*base, flag, value])
+            result = invoke([*base, flag, value])
             _no_traceback(result)
             assert result.exit_code == 2, (command, flag, value, result.output)
             if value in (HUGE[kind], "nan"):  # never in range
@@ -80,7 +79,7 @@ def test_every_numeric_option_sweeps_without_a_traceback(
     ],
 )
 def test_command_line_mistakes_are_one_line(args: list[str], names: str) -> None:
-    result = CliRunner().invoke(app, args)
+    result = invoke(args)
     _no_traceback(result)
     assert result.exit_code == 2 and names in result.output, result.output
     assert len([line for line in result.output.splitlines() if line.strip()]) == 1
@@ -108,7 +107,7 @@ def math_inf() -> float:
 
 @pytest.mark.parametrize("command", sorted(CLICK_APP.commands))
 def test_help_shows_what_each_flag_takes(command: str) -> None:
-    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "250"})
+    result = invoke([command, "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     text = result.output
     assert "<bool>" not in text and "list[" not in text and "<str>" not in text, text
@@ -136,7 +135,7 @@ def test_help_shows_square_brackets_as_written() -> None:
         if command is None:
             texts += [c.short_help or "" for c in CLICK_APP.commands.values()]
         args = [command, "--help"] if command else ["--help"]
-        output = CliRunner().invoke(app, args, env={"COLUMNS": "250"}).output
+        output = invoke(args, env={"COLUMNS": "250"}).output
         for tag in {tag for text in texts for tag in MARKUP_LIKE.findall(" ".join(text.split()))}:
             assert tag in output, (command, tag, output)
             checked.append((command, tag))
@@ -146,15 +145,15 @@ def test_help_shows_square_brackets_as_written() -> None:
 def test_make_task_help_offers_every_label_and_decoy_choice() -> None:
     from goatdna.data_prep.tasks import DECOYS, LABELS
 
-    text = CliRunner().invoke(app, ["make-task", "--help"], env={"COLUMNS": "250"}).output
+    text = invoke(["make-task", "--help"], env={"COLUMNS": "250"}).output
     assert f"<{'|'.join(LABELS)}>" in text and "motif" in LABELS, text
     assert f"<{'|'.join(DECOYS)}>" in text, text
 
 
 def test_choices_are_shown_and_required_config_is_said() -> None:
-    text = CliRunner().invoke(app, ["score-variants", "--help"], env={"COLUMNS": "250"}).output
+    text = invoke(["score-variants", "--help"], env={"COLUMNS": "250"}).output
     assert "<both|forward>" in text and "<auto|cpu|cuda|gpu|mps>" in text
-    train = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "250"}).output
+    train = invoke(["train", "--help"], env={"COLUMNS": "250"}).output
     assert "required for a new run" in train and "[auto]" in train
 
 
@@ -202,7 +201,7 @@ def test_score_variants_names_the_flag_the_user_typed(
     missing = tmp_path / "nope.vcf"
     args = ["score-variants", "-c", str(ckpt), "-f", str(fasta), "--variants", str(missing),
             "-o", str(tmp_path / "o.tsv"), "--accelerator", "cpu"]  # fmt: skip
-    result = CliRunner().invoke(app, args)
+    result = invoke(args)
     assert result.exit_code == 2 and f"--variants {missing}: file not found" in result.output
 
 
@@ -211,8 +210,8 @@ def test_attribute_help_shows_its_own_method_and_baseline_choices() -> None:
     (issue 40.14a): the choices come from the library's tuples, in --help and the docs."""
     from goatdna.inference.attribute import BASELINES, METHODS
 
-    text = CliRunner().invoke(app, ["attribute", "--help"], env={"COLUMNS": "250"}).output
+    text = invoke(["attribute", "--help"], env={"COLUMNS": "250"}).output
     assert f"<{'|'.join(METHODS)}>" in text and f"<{'|'.join(BASELINES)}>" in text, text
     assert "full|local" not in text
-    mutagenesis = CliRunner().invoke(app, ["mutagenesis", "--help"], env={"COLUMNS": "250"})
+    mutagenesis = invoke(["mutagenesis", "--help"], env={"COLUMNS": "250"})
     assert "<full|local>" in mutagenesis.output

@@ -8,15 +8,13 @@ from pathlib import Path
 
 import pytest
 from Bio import bgzf
-from typer.testing import CliRunner
-
-from goatdna.cli.app import app
+from helpers import invoke
 
 GOOD = b">chr1\nACGTACGTAC\nGT\n>chr2\nTTTTGGGGCC\n"
 
 
 def _run(*args: str):
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return invoke(args)
 
 
 def _assert_user_error(result, *fragments: str) -> str:

@@ -8,9 +8,8 @@ import hashlib
 import pyfaidx
 import pytest
 from Bio.SeqUtils import gc_fraction
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome, decode
 
 # sha256 of the bare bases, from ../shared/data/README.md
@@ -20,7 +19,7 @@ SEQUENCE_SHA256 = "a1c9c7a44e911360c3d9eb8a5f28f4bf8bf668e845b05ffded7542d08a6be
 @pytest.mark.shared_data
 def test_chr20_sample_round_trip(chr20_sample, tmp_path):
     out = tmp_path / "shards"
-    result = CliRunner().invoke(app, ["prepare", str(chr20_sample), "--out", str(out)])
+    result = invoke(["prepare", str(chr20_sample), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "decompressing it once" in result.stderr  # plain gzip: announced cache copy
     assert "holding out the last 5% (val) and 5% (test)" in result.stderr
@@ -54,6 +53,6 @@ def test_chr20_sample_round_trip(chr20_sample, tmp_path):
     assert total_gc == round(gc_fraction(expected) * len(expected))
     assert abs(total_gc / 1_000_000 - 0.44729) < 5e-6  # the README's figure
 
-    info = CliRunner().invoke(app, ["info", str(out), "--verify"])
+    info = invoke(["info", str(out), "--verify"])
     assert info.exit_code == 0, info.output
     assert "verified: all 3 records" in info.stdout

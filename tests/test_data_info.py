@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 import shutil
 
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome
 
 
 def _run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "160"})
+    return invoke(args, env={"COLUMNS": "160"})
 
 
 def test_info_table_shows_records_and_splits(synthetic_shards):

@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna import faults
-from goatdna.cli.app import app
 from goatdna.data_prep import SyntheticGenomeConfig, write_synthetic_fasta
 
 OUTPUT_FILES = ("train.bin", "val.bin", "test.bin", "manifest.json")
@@ -27,7 +26,7 @@ def source(tmp_path_factory) -> Path:
 
 
 def _cli(*args) -> object:
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return invoke(args)
 
 
 def _files(out: Path) -> dict[str, bytes]:

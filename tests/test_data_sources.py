@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pysam
 import pytest
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna import faults
-from goatdna.cli.app import app
 from goatdna.data_prep import ShardedGenome, SyntheticGenomeConfig, write_synthetic_fasta
 
 OUTPUT_FILES = ("train.bin", "val.bin", "test.bin", "manifest.json")
 
 
 def _cli(*args) -> object:
-    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    return invoke(args, env={"COLUMNS": "200"})
 
 
 @pytest.fixture(scope="module")

@@ -6,21 +6,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
-runner = CliRunner()
 GOOD = "ACGTACGTAA"
 
 
 @pytest.fixture(scope="module")
 def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("backbone") / "lm.ckpt"
     return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})
@@ -32,16 +29,8 @@ def write(path: Path, text: str) -> Path:
 
 
 def run_finetune(backbone: Path, train: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--train", str(train),
+    return invoke(["finetune", "--checkpoint", str(backbone), "--train", str(train),
                                "--out", str(out), "--no-progress", *extra])  # fmt: skip
-
-
-def assert_user_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, (result.output, result.exception)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 TWO_CLASSES = "".join(f"{GOOD},{i % 2}\n" for i in range(6))
@@ -74,7 +63,7 @@ def test_bad_tables_fail_cleanly(
 ) -> None:
     train = write(tmp_path / "train.csv", text)
     out = tmp_path / "run"
-    assert_user_error(run_finetune(backbone, train, out, *extra), str(train), *needles)
+    assert_one_error_line(run_finetune(backbone, train, out, *extra), str(train), *needles)
     assert not out.exists()
 
 
@@ -88,20 +77,20 @@ def test_a_classifier_is_not_a_backbone_and_a_backbone_is_not_a_classifier(
     assert result.exit_code == 0, (result.output, result.exception)
     classifier = first / "checkpoints" / "best.ckpt"
     again = tmp_path / "again"
-    assert_user_error(run_finetune(classifier, train, again), "fine-tuned classifier")
+    assert_one_error_line(run_finetune(classifier, train, again), "fine-tuned classifier")
     assert not again.exists()
     # predict refuses a plain language model, and bad sequences, writing nothing
     out = tmp_path / "pred.csv"
     seqs = write(tmp_path / "seqs.csv", f"sequence\n{GOOD}\nAC-GT\n")
-    result = runner.invoke(app, ["predict", "--checkpoint", str(backbone), "--sequences",
+    result = invoke(["predict", "--checkpoint", str(backbone), "--sequences",
                                  str(seqs), "--out", str(out)])  # fmt: skip
-    assert_user_error(result, "not a fine-tuned classifier")
-    result = runner.invoke(app, ["predict", "--checkpoint", str(classifier), "--sequences",
+    assert_one_error_line(result, "not a fine-tuned classifier")
+    result = invoke(["predict", "--checkpoint", str(classifier), "--sequences",
                                  str(seqs), "--out", str(out)])  # fmt: skip
-    assert_user_error(result, "row 2 (line 3)", "'-'")
+    assert_one_error_line(result, "row 2 (line 3)", "'-'")
     assert not out.exists() and not list(tmp_path.glob(".pred.csv*"))
     # an occupied run directory is not reused silently
-    assert_user_error(run_finetune(backbone, train, first), "holds a run", "--force")
+    assert_one_error_line(run_finetune(backbone, train, first), "holds a run", "--force")
 
 
 def test_bed_intervals_over_a_fasta_train_and_predict(
@@ -122,13 +111,13 @@ def test_bed_intervals_over_a_fasta_train_and_predict(
     assert minus == reverse_complement_text(plus) and len(plus) == 20
 
     out = tmp_path / "run"
-    result = runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--fasta", str(fasta),
+    result = invoke(["finetune", "--checkpoint", str(backbone), "--fasta", str(fasta),
                                  "--train", str(bed), "--bed-label-column", "5", "--mode", "probe",
                                  "--epochs", "1", "--batch-size", "8", "--out", str(out),
                                  "--no-progress"])  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
     pred = tmp_path / "pred.tsv"
-    result = runner.invoke(app, ["predict", "--checkpoint", str(out / "checkpoints" / "best.ckpt"),
+    result = invoke(["predict", "--checkpoint", str(out / "checkpoints" / "best.ckpt"),
                                  "--sequences", str(bed), "--fasta", str(fasta), "--out", str(pred)])  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
     got = [line.split("\t") for line in pred.read_text().splitlines()]

@@ -15,22 +15,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke, tiny_config
 
 from goatdna import faults
 from goatdna.adapters import ADAPTER_TARGETS
 from goatdna.checkpoint import load_checkpoint, load_task_model, save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 pytest.importorskip("peft")
-runner = CliRunner()
-TINY = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2, train_length=64)
+TINY = tiny_config(train_length=64)
 
 
 def _invoke(*args: object) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
+    result = invoke(args)
     assert result.exit_code == 0, (result.output, result.exception)
     return result.output
 
@@ -173,15 +171,13 @@ def test_wrong_or_missing_backbone_is_one_error_line(
         for command in (["predict", "--sequences", tmp_path / "x.csv", "--out", tmp_path / "p.csv"],
                         ["export", "--out", tmp_path / "export"]):  # fmt: skip
             (tmp_path / "x.csv").write_text("sequence\nACGT\n")
-            result = runner.invoke(app, [str(a) for a in [*command, "--checkpoint", ckpt]])
+            result = invoke([str(a) for a in [*command, "--checkpoint", ckpt]])
             assert result.exit_code == 2, result.output
             lines = result.output.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: "), result.output
             assert "not the one these adapters were trained on" in lines[0]
         backbone.unlink()
-        result = runner.invoke(
-            app, ["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "e")]
-        )
+        result = invoke(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "e")])
         assert result.exit_code == 2 and "is missing" in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1
     finally:
@@ -205,12 +201,12 @@ def test_lora_options_are_checked(task_dir: Path, tmp_path: Path) -> None:
                           "--lora-rank 1000000: above the width 20"),
                          (["--mode", "lora", "--lora-rank", "33", "--lora-targets", "up_proj"],
                           "at most 32: up_proj is 32 x 64")):  # fmt: skip
-        result = runner.invoke(app, [*args, *extra, "--out", str(run)])
+        result = invoke([*args, *extra, "--out", str(run)])
         assert result.exit_code == 2, (extra, result.output, result.exception)
         assert words in result.output and len(result.output.strip().splitlines()) == 1, (
             extra, result.output)  # fmt: skip
         assert not run.exists() or not any(run.iterdir()), (extra, sorted(run.iterdir()))
-    result = runner.invoke(app, [*args, "--mode", "lora", "--lora-rank", "20", "--lora-targets",
+    result = invoke([*args, "--mode", "lora", "--lora-rank", "20", "--lora-targets",
                                  "q_proj,up_proj", "--out", str(run)])  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
 
@@ -313,7 +309,7 @@ def test_merged_and_unmerged_exports_predict_what_predict_does(
         probs = auto(**batch).logits.softmax(-1).numpy()
     np.testing.assert_allclose(probs, want, atol=1e-5, rtol=0)
     # --no-merge of a checkpoint without adapters is one line
-    result = runner.invoke(app, ["export", "--checkpoint", str(lora_run[0]), "--out",
+    result = invoke(["export", "--checkpoint", str(lora_run[0]), "--out",
                                  str(tmp_path / "x"), "--no-merge"])  # fmt: skip
     assert result.exit_code == 2 and "has no adapters" in result.output, result.output
 
@@ -378,7 +374,7 @@ def test_missing_peft_is_one_error_line(
 ) -> None:
     backbone = _backbone(tmp_path)
     monkeypatch.setitem(sys.modules, "peft", None)  # `import peft` raises ImportError
-    result = runner.invoke(app, [*_args(task_dir, backbone, "lora"), "--out", str(tmp_path / "r")])
+    result = invoke([*_args(task_dir, backbone, "lora"), "--out", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
         "error: adapter fine-tuning (--mode lora/ia3) needs the peft library: "
@@ -439,7 +435,7 @@ def test_language_model_commands_refuse_a_fine_tuned_model(
         "probe-recall": ["--data", synthetic_shards, "--out", out],
     }[command]  # fmt: skip
     for kind, model in fine_tuned_models.items():
-        result = runner.invoke(app, [command, "--checkpoint", str(model), *map(str, args)])
+        result = invoke([command, "--checkpoint", str(model), *map(str, args)])
         assert result.exit_code == 2, (kind, result.output, result.exception)
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: {model}: is a fine-tuned"), (
@@ -479,7 +475,7 @@ def test_a_run_moved_with_its_backbone_finds_it(task_dir: Path, tmp_path: Path) 
     _invoke("export", "-c", ckpt, "--out", tmp_path / "unmerged", "--no-merge")
     # a checkpoint taken out of its run folder falls back to the absolute path: gone here
     shutil.copy(ckpt, tmp_path / "alone.ckpt")
-    result = runner.invoke(app, ["export", "-c", str(tmp_path / "alone.ckpt"), "--out",
+    result = invoke(["export", "-c", str(tmp_path / "alone.ckpt"), "--out",
                                  str(tmp_path / "e")])  # fmt: skip
     assert (
         result.exit_code == 2 and f"its backbone {backbone.resolve()} is missing" in result.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import tiny_config
 
 from goatdna.io.tokens import reverse_complement
 from goatdna.model import DNADecoder, ModelConfig
@@ -49,8 +50,7 @@ def test_reverse_complement_of_padded_rows() -> None:
 
 def _task_model(task: SequenceTaskConfig) -> SequenceTaskModel:
     torch.manual_seed(0)
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     return SequenceTaskModel(DNADecoder(config), task).eval()
 
 

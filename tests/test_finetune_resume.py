@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke, tiny_config
 
 from goatdna import faults
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 pytestmark = pytest.mark.slow
 KILL_STEP = 8  # end of epoch 2 of 3 (128 rows / batch 32 = 4 steps per epoch)
@@ -32,13 +31,11 @@ def rows(run: Path) -> list[dict[str, str]]:
 def test_sigkill_then_resume_matches_uninterrupted(
     synthetic_shards: Path, tmp_path: Path, one_thread: None
 ) -> None:
-    runner = CliRunner()
     task = tmp_path / "task"
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(task),
                                  "--label", "gc", "--max-train", "128", "--max-eval", "48"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     backbone = save_checkpoint(tmp_path / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
     args = ["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),
@@ -48,7 +45,7 @@ def test_sigkill_then_resume_matches_uninterrupted(
 
     # one thread here, like the subprocess (OMP_NUM_THREADS=1)
     straight = tmp_path / "straight"
-    result = runner.invoke(app, [*args, "--out", str(straight)])
+    result = invoke([*args, "--out", str(straight)])
     assert result.exit_code == 0, (result.output, result.exception)
 
     crashed = tmp_path / "crashed"
@@ -61,7 +58,7 @@ def test_sigkill_then_resume_matches_uninterrupted(
     assert ckpt["global_step"] == KILL_STEP
 
     # resume with only --out: everything else comes from the run's config.yaml
-    result = runner.invoke(app, ["finetune", "--out", str(crashed), "--resume"])
+    result = invoke(["finetune", "--out", str(crashed), "--resume"])
     assert result.exit_code == 0, (result.output, result.exception)
 
     a = json.loads((straight / "summary.json").read_text())
@@ -90,19 +87,17 @@ def test_sigterm_checkpoints_the_step_and_resume_matches(
     writes last.ckpt, exits 143 with the resume command; the resumed run equals a straight one."""
     from goatdna.training.finetune import SequenceTaskModule
 
-    runner = CliRunner()
     task = tmp_path / "task"
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(task),
                                  "--label", "gc", "--max-train", "64", "--max-eval", "32"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     backbone = save_checkpoint(tmp_path / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
     args = ["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),
             "--val", str(task / "val.csv"), "--mode", "probe", "--epochs", "2",
             "--batch-size", "16", "--no-progress"]  # fmt: skip
-    straight = runner.invoke(app, [*args, "--out", str(tmp_path / "straight")])
+    straight = invoke([*args, "--out", str(tmp_path / "straight")])
     assert straight.exit_code == 0, (straight.output, straight.exception)
 
     real_forward = SequenceTaskModule.forward
@@ -116,13 +111,13 @@ def test_sigterm_checkpoints_the_step_and_resume_matches(
 
     monkeypatch.setattr(SequenceTaskModule, "forward", forward_then_signal)
     run = tmp_path / "stopped"
-    stopped = runner.invoke(app, [*args, "--out", str(run)])
+    stopped = invoke([*args, "--out", str(run)])
     assert stopped.exit_code == 143, (stopped.output, stopped.exception)
     line = [x for x in stopped.stderr.splitlines() if x.startswith("interrupted: ")][0]
     assert "SIGTERM" in line and "holds step 3 (stopped after writing it)" in line
     assert f"goatdna finetune --out {run} --resume" in line
     monkeypatch.setattr(SequenceTaskModule, "forward", real_forward)
-    resumed = runner.invoke(app, ["finetune", "--out", str(run), "--resume"])
+    resumed = invoke(["finetune", "--out", str(run), "--resume"])
     assert resumed.exit_code == 0, (resumed.output, resumed.exception)
     a = json.loads((tmp_path / "straight" / "summary.json").read_text())
     b = json.loads((run / "summary.json").read_text())

@@ -13,16 +13,13 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 from goatdna.training.finetune_config import FinetuneConfig
 from goatdna.training.finetune_data import Split, StepPlan, TaskData
 from goatdna.training.probe import ProbeChoice, pooled_features, probe_choices, sweep_probes
-
-runner = CliRunner()
 
 
 def tiny_decoder(positional: str = "goat", d_model: int = 32, n_layers: int = 3) -> DNADecoder:
@@ -176,7 +173,7 @@ def finetune_args(task_dir: Path, checkpoint: Path, out: Path, *extra: str) -> l
 @pytest.fixture(scope="module")
 def small_task(synthetic_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("task") / "gc"
-    result = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(out),
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(out),
                                  "--label", "gc", "--max-train", "160", "--max-eval", "80"])  # fmt: skip
     assert result.exit_code == 0, result.output
     return out
@@ -194,7 +191,7 @@ def sweep_run(small_task: Path, tiny_runs: dict[str, Path], tmp_path_factory) ->
     try:
         backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
         out = tmp_path_factory.mktemp("sweep") / "run"
-        result = runner.invoke(app, finetune_args(small_task, backbone, out, "--layer", "all",
+        result = invoke(finetune_args(small_task, backbone, out, "--layer", "all",
                                                   "--pool", "mean,last"))  # fmt: skip
         assert result.exit_code == 0, (result.output, result.exception)
         assert "probe sweep" in result.output  # the printed table
@@ -261,7 +258,7 @@ def test_another_row_recomputes_as_a_run_of_that_pair_alone(
     rows = read_tsv(sweep_run / "probe_sweep.tsv")
     other = next(r for r in rows if r["chosen"] == "0" and r["layer"] != "final")
     alone = tmp_path / "alone"
-    result = runner.invoke(app, finetune_args(small_task, backbone, alone, "--layer",
+    result = invoke(finetune_args(small_task, backbone, alone, "--layer",
                                               other["layer"], "--pool", other["pool"]))  # fmt: skip
     assert result.exit_code == 0, (result.output, result.exception)
     alone_val = json.loads((alone / "summary.json").read_text())["val"]
@@ -284,7 +281,7 @@ def test_embed_of_a_probe_checkpoint_reads_the_chosen_layer(
     layer_args = [] if best["layer"] == "final" else ["--layer", best["layer"]]
     for target, args, ckpt in ((by_default, [], sweep_run / "checkpoints" / "best.ckpt"),
                                (explicit, [*layer_args, "--pool", best["pool"]], backbone)):  # fmt: skip
-        result = runner.invoke(app, ["embed", "-c", str(ckpt), "--sequences", str(seqs),
+        result = invoke(["embed", "-c", str(ckpt), "--sequences", str(seqs),
                                      "--out", str(target), *args])  # fmt: skip
         assert result.exit_code == 0, (result.output, result.exception)
     with np.load(by_default) as a, np.load(explicit) as b:
@@ -303,11 +300,11 @@ def test_resume_repeats_the_choice_and_force_clears_the_table(
     shutil.copytree(sweep_run, run)
     # resuming the finished sweep recomputes the same choice from the cached features
     args = finetune_args(small_task, backbone, run, "--layer", "all", "--pool", "mean,last")
-    resumed = runner.invoke(app, [*args, "--resume"])
+    resumed = invoke([*args, "--resume"])
     assert resumed.exit_code == 0, (resumed.output, resumed.exception)
     assert chosen_row(run) == chosen_row(sweep_run)
     # --force over the sweep with one pair: the old table goes with the old run
-    result = runner.invoke(app, finetune_args(small_task, backbone, run, "--force"))
+    result = invoke(finetune_args(small_task, backbone, run, "--force"))
     assert result.exit_code == 0, (result.output, result.exception)
     assert not (run / "probe_sweep.tsv").exists() and not (run / "probe_sweep.json").exists()
 
@@ -317,10 +314,10 @@ def test_layer_lists_need_probe_mode(small_task: Path, tiny_runs: dict[str, Path
     backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
     args = finetune_args(small_task, backbone, tmp_path / "x", "--layer", "all")
     args[args.index("probe")] = "full"
-    result = runner.invoke(app, args)
+    result = invoke(args)
     assert result.exit_code == 2
     assert "need mode probe" in result.output
-    bad = runner.invoke(app, finetune_args(small_task, backbone, tmp_path / "y", "--layer", "9"))
+    bad = invoke(finetune_args(small_task, backbone, tmp_path / "y", "--layer", "9"))
     assert bad.exit_code == 2 and "--layer 9: the backbone has" in bad.output
     assert not (tmp_path / "y" / "config.yaml").exists()
 
@@ -340,12 +337,12 @@ def test_the_same_sweep_command_is_not_a_different_config_and_the_lock_comes_fir
     run = tmp_path / "run"
     shutil.copytree(sweep_run, run)
     args = finetune_args(small_task, backbone, run, "--layer", "all", "--pool", "mean,last")
-    again = runner.invoke(app, args)
+    again = invoke(args)
     assert again.exit_code == 2, again.output
     assert "different config" not in again.output and "already holds a run" in again.output
     for extra in (["--resume"], ["--force"]):
         with folder_lock(run, "--out"):
-            held = runner.invoke(app, [*args, *extra])
+            held = invoke([*args, *extra])
         assert held.exit_code == 2 and "is in use" in held.output, held.output
         assert "probe sweep" not in held.output
     assert chosen_row(run) == chosen_row(sweep_run)  # nothing was touched
@@ -368,7 +365,7 @@ def test_computing_probe_features_shows_progress_and_a_cached_run_does_not(
 
     run = tmp_path / "run"
     args = finetune_args(small_task, backbone, run, "--layer", "1,final", "--epochs", "1")
-    shown = runner.invoke(app, [*(a for a in args if a != "--no-progress"), "--progress"])
+    shown = invoke([*(a for a in args if a != "--no-progress"), "--progress"])
     assert shown.exit_code == 0, (shown.output, shown.exception)
     lines = feature_lines(shown.output)
     rows = sum(json.loads((run / "summary.json").read_text())["rows"].values())
@@ -380,10 +377,10 @@ def test_computing_probe_features_shows_progress_and_a_cached_run_does_not(
     assert json.loads(summary)["mode"] == "probe"  # stdout keeps the summary alone
     assert not feature_lines(shown.stdout)
 
-    quiet = runner.invoke(app, finetune_args(small_task, backbone, tmp_path / "quiet", "--layer",
+    quiet = invoke(finetune_args(small_task, backbone, tmp_path / "quiet", "--layer",
                                              "1,final", "--epochs", "1"))  # fmt: skip
     assert quiet.exit_code == 0 and not feature_lines(quiet.output), quiet.output
-    again = runner.invoke(app, [*(a for a in args if a != "--no-progress"), "--progress",
+    again = invoke([*(a for a in args if a != "--no-progress"), "--progress",
                                 "--force"])  # fmt: skip
     assert again.exit_code == 0, (again.output, again.exception)
     assert not feature_lines(again.output)  # read from RUN_DIR/cache: nothing computed

@@ -18,12 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna import __version__
 from goatdna.analysis.generate import generate as goatdna_generate
 from goatdna.checkpoint import load_checkpoint
-from goatdna.cli.app import app
 from goatdna.inference.embed import embed
 from goatdna.io.tokens import TOKEN_TABLE
 from goatdna.model import ModelConfig, next_token_loss
@@ -32,7 +31,6 @@ from goatdna.model.attention_maps import attention_terms
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-runner = CliRunner()
 SCHEMES = ("goat", "rope")
 
 
@@ -44,7 +42,7 @@ def exports(tiny_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     for scheme in SCHEMES:
         out = root / f"{scheme}-export"
         ckpt = tiny_runs[scheme] / "checkpoints" / "best.ckpt"
-        res = runner.invoke(app, ["export", "--checkpoint", str(ckpt), "--out", str(out)])
+        res = invoke(["export", "--checkpoint", str(ckpt), "--out", str(out)])
         assert res.exit_code == 0, res.output
         folders[scheme] = out
     return folders
@@ -101,7 +99,7 @@ def test_load_checkpoint_reads_export_folder(exports: dict, tiny_runs: dict[str,
     # commands take the folder as --checkpoint: generate's output is the checkpoint's
     outputs = []
     for source in (tiny_runs["goat"] / "checkpoints" / "best.ckpt", exports["goat"]):
-        res = runner.invoke(app, ["generate", "-c", str(source), "--prompt", "ACGTTGCA",
+        res = invoke(["generate", "-c", str(source), "--prompt", "ACGTTGCA",
                                   "--max-new-tokens", "30", "--seed", "3"])  # fmt: skip
         assert res.exit_code == 0, res.output
         outputs.append(res.stdout.split("\n", 1)[1])  # past the header naming the checkpoint
@@ -251,7 +249,7 @@ print("remote-ok")
 
 
 def _one_line_error(args: list[str], message: str) -> None:
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith("error: ") and message in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
@@ -397,7 +395,7 @@ def test_authors_prior_export_loads_with_remote_code(tmp_path: Path) -> None:
         tmp_path / "authors.ckpt", model, {"model": to_dict(config), "data": {"seq_len": 16}}
     )
     folder = tmp_path / "export"
-    res = runner.invoke(app, ["export", "--checkpoint", str(ckpt), "--out", str(folder)])
+    res = invoke(["export", "--checkpoint", str(ckpt), "--out", str(folder)])
     assert res.exit_code == 0, res.output
     tokens = _tokens(4, length=48, batch=2)
     with torch.no_grad():

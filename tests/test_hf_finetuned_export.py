@@ -11,18 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
-
-from goatdna.cli.app import app
+from helpers import invoke
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-runner = CliRunner()
-
 
 def _invoke(*args: object) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
+    result = invoke(args)
     assert result.exit_code == 0, (result.output, result.exception)
     return result.output
 
@@ -216,7 +212,7 @@ def test_export_carries_the_probe_layer_and_pool(
     edited = json.loads((folder / "config.json").read_text())
     edited["classifier_layer"] = 1 if head["layer"] != 1 else None
     (folder / "config.json").write_text(json.dumps(edited))
-    result = runner.invoke(app, ["predict", "-c", str(folder), "--sequences", str(sequences),
+    result = invoke(["predict", "-c", str(folder), "--sequences", str(sequences),
                                  "--out", str(tmp_path / "edited.csv")])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "classifier_layer" in result.stderr and len(result.stderr.strip().splitlines()) == 1

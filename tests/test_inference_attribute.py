@@ -17,9 +17,9 @@ import numpy as np
 import pyBigWig
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke as cli_invoke
+from helpers import tiny_config
 
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.inference.attribute import AttributeOptions, language_model_target
 from goatdna.io.tokens import encode
@@ -32,7 +32,6 @@ from goatdna.model.classifier import (
 )
 from goatdna.model.scoring import sequence_log_probs
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _rng = np.random.default_rng(5)
@@ -44,8 +43,7 @@ CONTIG = CONTIG[:20] + "N" + CONTIG[21:]
 
 def _model(seed: int) -> tuple[DNADecoder, ModelConfig]:
     torch.manual_seed(seed)
-    config = ModelConfig(positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
-                         train_length=32, goat_modes=2)  # fmt: skip
+    config = tiny_config()
     model = DNADecoder(config)
     with torch.no_grad():  # scaled up so outputs vary with the sequence
         for p in model.parameters():
@@ -90,7 +88,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
+    return cli_invoke(args)
 
 
 def run_ok(*args: object) -> dict[str, np.ndarray]:

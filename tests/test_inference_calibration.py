@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import invoke, tiny_config
 from scipy.stats import percentileofscore
-from typer.testing import CliRunner
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.inference.calibration import (
     CONTEXTS,
@@ -28,10 +27,9 @@ from goatdna.inference.calibration import (
 )
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
 REPO = Path(__file__).resolve().parents[1]
-runner = CliRunner()
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -52,10 +50,7 @@ def fasta(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(3)
-    config = ModelConfig(
-        positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-        goat_modes=2,
-    )  # fmt: skip
+    config = tiny_config(train_length=16)
     model = DNADecoder(config)
     with torch.no_grad():
         for p in model.parameters():
@@ -179,7 +174,7 @@ def test_calibrate_cli_makes_the_null_once_and_reuses_it(checkpoint, fasta, tmp_
                 str(vcf), "-o", str(out), "--window", "8", "--null-size", "4", *extra]  # fmt: skip
 
     first = tmp_path / "first.parquet"
-    res = runner.invoke(app, args(first, "--null", str(null), "--seed", "9"))
+    res = invoke(args(first, "--null", str(null), "--seed", "9"))
     assert res.exit_code == 0, res.output + str(res.exception)
     table = pd.read_parquet(first)
     assert list(table.columns[-3:]) == ["context", "llr_percentile", "llr_z"]
@@ -200,7 +195,7 @@ def test_calibrate_cli_makes_the_null_once_and_reuses_it(checkpoint, fasta, tmp_
 
     monkeypatch.setattr(calibration, "score_null", no_scoring)
     second = tmp_path / "second.parquet"
-    res = runner.invoke(app, args(second, "--null", str(null), "--seed", "9"))
+    res = invoke(args(second, "--null", str(null), "--seed", "9"))
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "reusing the null" in res.stdout
     pd.testing.assert_frame_equal(pd.read_parquet(second), table)
@@ -208,16 +203,16 @@ def test_calibrate_cli_makes_the_null_once_and_reuses_it(checkpoint, fasta, tmp_
         (("--null", str(null), "--seed", "10"), "seed differ"),
         (("--null", str(null), "--seed", "9", "--window", "10"), "window differ"),
     ):
-        res = runner.invoke(app, args(tmp_path / "third.tsv", *extra))
+        res = invoke(args(tmp_path / "third.tsv", *extra))
         assert res.exit_code == 2 and message in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "third.tsv").exists()
-    res = runner.invoke(app, args(tmp_path / "out.vcf.gz", "--calibrate"))
+    res = invoke(args(tmp_path / "out.vcf.gz", "--calibrate"))
     assert res.exit_code == 2 and "write one of those" in res.stderr
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a null")
-    res = runner.invoke(app, args(tmp_path / "fourth.tsv", "--null", str(junk)))
+    res = invoke(args(tmp_path / "fourth.tsv", "--null", str(junk)))
     assert res.exit_code == 2 and "not a goatdna null file" in res.stderr, res.stderr
-    res = runner.invoke(app, args(tmp_path / "fourth.tsv", "--calibrate", "--null-size", "1"))
+    res = invoke(args(tmp_path / "fourth.tsv", "--calibrate", "--null-size", "1"))
     assert res.exit_code == 2 and "--null-size 1: must be >= 2" in res.stderr, res.stderr
     assert not list(tmp_path.glob("*fourth*"))  # no output, no work folder
 
@@ -226,7 +221,7 @@ def test_calibrate_without_a_file_keeps_its_null_in_the_cache(checkpoint, fasta,
     vcf = _vcf(tmp_path / "calls.vcf")
     outs = [tmp_path / "a.tsv", tmp_path / "b.tsv"]
     for out in outs:
-        res = runner.invoke(app, ["score-variants", "-c", str(checkpoint), "--fasta", str(fasta),
+        res = invoke(["score-variants", "-c", str(checkpoint), "--fasta", str(fasta),
                                   "--vcf", str(vcf), "-o", str(out), "--window", "8",
                                   "--null-size", "3", "--calibrate"])  # fmt: skip
         assert res.exit_code == 0, res.output + str(res.exception)

@@ -11,16 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed, embed_records
 from goatdna.io.tokens import encode, reverse_complement
 from goatdna.model import DNADecoder, ModelConfig
 
-runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "mlp_hidden": 64, "train_length": 16}
 
@@ -138,7 +136,7 @@ def test_cli_bed_to_npz(checkpoint: Path, reference: Path, tmp_path: Path) -> No
     bed = tmp_path / "regions.bed"
     bed.write_text("track name=x\nchrB\t10\t60\tr1\nchrA\t0\t150\nchrA\t5\t45\tr3\t0\t-\n")
     out = tmp_path / "emb.npz"
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--fasta", str(reference),
+    res = invoke(["embed", "-c", str(checkpoint), "--fasta", str(reference),
                               "--bed", str(bed), "--out", str(out), "--layer", "2",
                               "--max-length", "32"])  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -151,7 +149,7 @@ def test_cli_bed_to_npz(checkpoint: Path, reference: Path, tmp_path: Path) -> No
     np.testing.assert_allclose(data["embeddings"], expected, atol=1e-5, rtol=0)
     # the same through Lightning's predict loop (--devices) on one CPU
     out2 = tmp_path / "emb2.npz"
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--fasta", str(reference),
+    res = invoke(["embed", "-c", str(checkpoint), "--fasta", str(reference),
                               "--bed", str(bed), "--out", str(out2), "--layer", "2",
                               "--max-length", "32", "--devices", "1"])  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -166,7 +164,7 @@ def test_cli_sequences_none_pooling_npz(checkpoint: Path, tmp_path: Path) -> Non
     fasta = tmp_path / "s.fa"
     fasta.write_text(">x desc\nACGTACGTAAAC\nGGT\n>y\nacgtnryACGT\n")
     out = tmp_path / "per_base.npz"
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(fasta),
+    res = invoke(["embed", "-c", str(checkpoint), "--sequences", str(fasta),
                               "--pool", "none", "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output
     data = np.load(out)
@@ -182,7 +180,7 @@ def test_cli_table_to_parquet_carries_columns(checkpoint: Path, tmp_path: Path) 
     table = tmp_path / "s.tsv"
     table.write_text("label\tsequence\tname\n1\tACGTTG\tp\n0\tGGGCCCAT\tq\n")
     out = tmp_path / "emb.parquet"
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(table),
+    res = invoke(["embed", "-c", str(checkpoint), "--sequences", str(table),
                               "--out", str(out), "--pool", "last"])  # fmt: skip
     assert res.exit_code == 0, res.output
     frame = pd.read_parquet(out)
@@ -196,7 +194,7 @@ def test_cli_zarr(checkpoint: Path, tmp_path: Path) -> None:
     fasta = tmp_path / "s.fa"
     fasta.write_text(">x\nACGTACGTAAACGGT\n>y\nTTTT\n")
     out = tmp_path / "emb.zarr"
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(fasta),
+    res = invoke(["embed", "-c", str(checkpoint), "--sequences", str(fasta),
                               "--out", str(out), "--strands", "both"])  # fmt: skip
     assert res.exit_code == 0, res.output
     group = zarr.open_group(str(out), mode="r")
@@ -206,40 +204,37 @@ def test_cli_zarr(checkpoint: Path, tmp_path: Path) -> None:
     # an existing store is replaced only with --force; a folder that is not a zarr store never
     again = ["embed", "-c", str(checkpoint), "--sequences", str(fasta), "--out", str(out),
              "--pool", "none"]  # fmt: skip
-    res = runner.invoke(app, again)
+    res = invoke(again)
     assert res.exit_code == 2 and "pass --force to replace it" in res.stderr
     assert group["embeddings"].shape == (2, expected.shape[1])  # untouched
-    res = runner.invoke(app, [*again, "--force"])
+    res = invoke([*again, "--force"])
     assert res.exit_code == 0 and zarr.open_group(str(out), mode="r")["offsets"][:].tolist() == [
         0, 15, 19,
     ]  # fmt: skip
     # --force replaces only what goatdna writes in a store: a user's file in it, or the input
     # itself kept there, stops the run and stays (they used to go with the old store)
     (out / "notes.txt").write_text("mine")
-    res = runner.invoke(app, [*again, "--force"])
+    res = invoke([*again, "--force"])
     assert res.exit_code == 2 and "does not write (notes.txt)" in res.stderr, res.stderr
     assert (out / "notes.txt").read_text() == "mine" and (out / "zarr.json").is_file()
     (out / "notes.txt").unlink()
     inside = out / "s.fa"
     inside.write_text(fasta.read_text())
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(inside),
+    res = invoke(["embed", "-c", str(checkpoint), "--sequences", str(inside),
                               "--out", str(out), "--force"])  # fmt: skip
     assert res.exit_code == 2 and "an input of this run" in res.stderr, res.stderr
     assert inside.read_text() == fasta.read_text()
     precious = tmp_path / "data.zarr"
     precious.mkdir()
     (precious / "keep.txt").write_text("mine")
-    res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--sequences", str(fasta),
+    res = invoke(["embed", "-c", str(checkpoint), "--sequences", str(fasta),
                               "--out", str(precious), "--force"])  # fmt: skip
     assert res.exit_code == 2 and "is a folder" in res.stderr
     assert (precious / "keep.txt").read_text() == "mine"
 
 
 def _bad(args: list[str], message: str, out: Path) -> None:
-    res = runner.invoke(app, args)
-    assert res.exit_code == 2, res.output
-    assert res.stderr.startswith("error: ") and message in res.stderr, res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1
+    assert_one_error_line(invoke(args), message)
     assert not out.exists() and not list(out.parent.glob(f".{out.name}*"))
 
 
@@ -314,7 +309,7 @@ def test_two_processes_give_the_embeddings_of_one(
     args = ["embed", "-c", str(checkpoint), "--sequences", str(sequences), "--pool", "none",
             "--max-length", "16", "--batch-size", "2", "--accelerator", "cpu"]  # fmt: skip
     one, two = tmp_path / "one.npz", tmp_path / "two.npz"
-    res = runner.invoke(app, [*args, "--out", str(one), "--devices", "1"])
+    res = invoke([*args, "--out", str(one), "--devices", "1"])
     assert res.exit_code == 0, res.output
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "--out", str(two), "--devices", "2"]
@@ -349,7 +344,7 @@ def test_cli_bed_from_plain_gzip_fasta_in_a_read_only_folder(
     try:
         for i, fasta in enumerate((reference, packed)):
             out = tmp_path / f"emb{i}.npz"
-            res = runner.invoke(app, ["embed", "-c", str(checkpoint), "--fasta", str(fasta),
+            res = invoke(["embed", "-c", str(checkpoint), "--fasta", str(fasta),
                                       "--bed", str(bed), "--out", str(out),
                                       "--max-length", "32"])  # fmt: skip
             assert res.exit_code == 0, res.output

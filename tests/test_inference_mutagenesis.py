@@ -18,21 +18,19 @@ import pandas as pd
 import pyBigWig
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke, tiny_config
 
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.inference.mutagenesis import MutagenesisOptions, combine, full_scores, local_scores
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele, VariantOptions, combine_strands, score_alleles
 from goatdna.io.tokens import encode
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 from goatdna.model.scoring import target_log_probs
 
 REPO = Path(__file__).resolve().parents[1]
-runner = CliRunner()
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -49,10 +47,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {}
     for positional in ("goat", "rope"):
         torch.manual_seed(11)
-        config = ModelConfig(
-            positional=positional, n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
-            train_length=32, goat_modes=2,
-        )  # fmt: skip
+        config = tiny_config(positional=positional)
         model = DNADecoder(config)
         with torch.no_grad():
             for p in model.parameters():
@@ -173,7 +168,7 @@ def _args(checkpoint: Path, fasta: Path, *outs: Path, region: str = "chrA:3-150"
 
 def test_cli_outputs_agree(checkpoints, fasta, tmp_path) -> None:
     outs = [tmp_path / n for n in ("ism.tsv", "ism.parquet", "ism.npz", "ism.bw", "ism.png")]
-    res = runner.invoke(app, _args(checkpoints["goat"], fasta, *outs))
+    res = invoke(_args(checkpoints["goat"], fasta, *outs))
     assert res.exit_code == 0, res.output + str(res.exception)
     table = pd.read_parquet(outs[1])
     tsv = pd.read_csv(outs[0], sep="\t")
@@ -206,7 +201,7 @@ def test_cli_outputs_agree(checkpoints, fasta, tmp_path) -> None:
     lines = [f"chrA\t{r.pos}\t.\t{r.ref}\t{r.alt}\t.\t.\t." for r in table.itertuples()]
     variants.write_text("\n".join(header + lines) + "\n")
     scored = tmp_path / "snvs.parquet"
-    res = runner.invoke(app, ["score-variants", "-c", str(checkpoints["goat"]), "--fasta",
+    res = invoke(["score-variants", "-c", str(checkpoints["goat"]), "--fasta",
                               str(fasta), "--vcf", str(variants), "-o", str(scored),
                               "--window", "16"])  # fmt: skip
     assert res.exit_code == 0, res.output + str(res.exception)
@@ -216,7 +211,7 @@ def test_cli_outputs_agree(checkpoints, fasta, tmp_path) -> None:
 def test_local_cli_names_the_approximation(checkpoints, fasta, tmp_path) -> None:
     out = tmp_path / "local.tsv"
     args = [*_args(checkpoints["rope"], fasta, out), "--method", "local", "--strands", "forward"]
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code == 0, res.output + str(res.exception)
     table = pd.read_csv(out, sep="\t")
     assert list(table.columns)[4:] == ["llr_local", "llr_local_fwd", "llr_local_rev"]
@@ -227,7 +222,7 @@ def test_resume_is_byte_identical(checkpoints, fasta, tmp_path, monkeypatch) -> 
     import goatdna.inference.mutagenesis_run as run
 
     whole = [tmp_path / "whole.tsv", tmp_path / "whole.npz"]
-    assert runner.invoke(app, _args(checkpoints["goat"], fasta, *whole)).exit_code == 0
+    assert invoke(_args(checkpoints["goat"], fasta, *whole)).exit_code == 0
     save = run.save_arrays
     saved: list[int] = []
 
@@ -240,16 +235,16 @@ def test_resume_is_byte_identical(checkpoints, fasta, tmp_path, monkeypatch) -> 
     monkeypatch.setattr(run, "save_arrays", dies_after_two)
     resumed = [tmp_path / "resumed.tsv", tmp_path / "resumed.npz"]
     args = _args(checkpoints["goat"], fasta, *resumed)
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code != 0 and not any(p.exists() for p in resumed)
     work = run.work_dir_for(resumed[0])
     assert sorted(p.name for p in work.glob("unit-*")) == ["unit-000000.npz", "unit-000001.npz"]
     monkeypatch.setattr(run, "save_arrays", save)
-    res = runner.invoke(app, args)  # without --resume: refuses to drop the finished units
+    res = invoke(args)  # without --resume: refuses to drop the finished units
     assert res.exit_code == 2 and "--resume" in res.stderr
-    res = runner.invoke(app, [*args, "--resume", "--method", "local"])
+    res = invoke([*args, "--resume", "--method", "local"])
     assert res.exit_code == 2 and "different" in res.stderr
-    res = runner.invoke(app, [*args, "--resume"])
+    res = invoke([*args, "--resume"])
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "resumed: 2 unit(s)" in res.stdout
     for a, b in zip(whole, resumed, strict=True):
@@ -261,7 +256,7 @@ def test_resume_is_byte_identical(checkpoints, fasta, tmp_path, monkeypatch) -> 
 def test_two_processes_give_the_outputs_of_one(checkpoints, fasta, tmp_path) -> None:
     one = [tmp_path / "one.tsv", tmp_path / "one.npz"]
     two = [tmp_path / "two.tsv", tmp_path / "two.npz"]
-    assert runner.invoke(app, _args(checkpoints["goat"], fasta, *one)).exit_code == 0
+    assert invoke(_args(checkpoints["goat"], fasta, *one)).exit_code == 0
     cmd = [sys.executable, "-m", "goatdna.cli.app", *_args(checkpoints["goat"], fasta, *two),
            "--devices", "2"]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
@@ -277,7 +272,7 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     out.parent.mkdir()
 
     def bad(message: str, *extra: str, region: str = "chrA:3-150", outs=(out,)) -> None:
-        res = runner.invoke(app, [*_args(checkpoints["goat"], fasta, *outs, region=region), *extra])
+        res = invoke([*_args(checkpoints["goat"], fasta, *outs, region=region), *extra])
         assert res.exit_code == 2, res.output + str(res.exception)
         assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
         assert message in res.stderr, res.stderr
@@ -306,12 +301,12 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_scan(checkpoints
     from goatdna.inference import mutagenesis_run
 
     outs = [tmp_path / "n.tsv", tmp_path / "n.bw"]
-    res = runner.invoke(app, _args(checkpoints["goat"], fasta, *outs, region="chrA:61-63"))
+    res = invoke(_args(checkpoints["goat"], fasta, *outs, region="chrA:61-63"))
     assert res.exit_code == 2, res.output + str(res.exception)
     assert "all N" in res.stderr and "bigWig needs one" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
     bedgraph = tmp_path / "n.bedGraph"  # a bedGraph of no values is fine
-    res = runner.invoke(app, _args(checkpoints["goat"], fasta, bedgraph, region="chrA:61-63"))
+    res = invoke(_args(checkpoints["goat"], fasta, bedgraph, region="chrA:61-63"))
     assert res.exit_code == 0, res.output + str(res.exception)
 
     write = mutagenesis_run.write_matrix
@@ -321,12 +316,11 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_scan(checkpoints
 
     monkeypatch.setattr(mutagenesis_run, "write_matrix", broken)
     late = [tmp_path / "m.tsv", tmp_path / "m.npz"]
-    res = runner.invoke(app, _args(checkpoints["goat"], fasta, *late, region="chrA:3-40"))
+    res = invoke(_args(checkpoints["goat"], fasta, *late, region="chrA:3-40"))
     assert res.exit_code == 2 and "cannot write (test)" in res.stderr, res.output
     assert not late[0].exists() and not late[1].exists()  # no partial set
     monkeypatch.setattr(mutagenesis_run, "write_matrix", write)
-    res = runner.invoke(
-        app,
+    res = invoke(
         _args(
             checkpoints["goat"],
             fasta,

@@ -15,12 +15,11 @@ import numpy as np
 import pyBigWig
 import pytest
 import torch
+from helpers import assert_one_error_line, invoke
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.inference.reference import Reference
@@ -41,7 +40,6 @@ from goatdna.io.regions import Region, parse_region
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.runtime import rank_block
 
-runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N"}
 INDEX = {"A": 0, "C": 1, "G": 2, "T": 3, "N": 4}
@@ -281,9 +279,9 @@ def test_cli_writes_bedgraph_equal_to_bigwig(tmp_path: Path, checkpoint: Path, f
     path, _ = fasta
     common = ["score-track", "-c", str(checkpoint), "--fasta", str(path)]
     common += ["--region", "chrA:101-260", "--region", "chrB:1-90", "--stride", "6"]
-    bw = runner.invoke(app, [*common, "--out", str(tmp_path / "t.bw")])
+    bw = invoke([*common, "--out", str(tmp_path / "t.bw")])
     assert bw.exit_code == 0, bw.output
-    bg = runner.invoke(app, [*common, "--out", str(tmp_path / "t.bedGraph")])
+    bg = invoke([*common, "--out", str(tmp_path / "t.bedGraph")])
     assert bg.exit_code == 0, bg.output
     lines = (tmp_path / "t.bedGraph").read_text().splitlines()
     assert lines[0].startswith("track type=bedGraph")
@@ -297,7 +295,7 @@ def test_cli_writes_bedgraph_equal_to_bigwig(tmp_path: Path, checkpoint: Path, f
             got = handle.values(contig, int(start), int(end))[0]
             assert float(value) == pytest.approx(got, rel=1e-6)
     assert not list(tmp_path.glob(".*tmp*"))
-    flat = runner.invoke(app, [*common, "--out", str(tmp_path / "z.bw"), "--zoom-levels", "0"])
+    flat = invoke([*common, "--out", str(tmp_path / "z.bw"), "--zoom-levels", "0"])
     assert flat.exit_code == 0, flat.output
     with (
         pyBigWig.open(str(tmp_path / "z.bw")) as zoomless,
@@ -312,8 +310,7 @@ def test_cli_writes_bedgraph_equal_to_bigwig(tmp_path: Path, checkpoint: Path, f
 def test_cli_default_context_is_the_training_length(tmp_path: Path, checkpoint: Path, fasta):
     path, contigs = fasta
     out = tmp_path / "d.bw"
-    result = runner.invoke(
-        app,
+    result = invoke(
         ["score-track", "-c", str(checkpoint), "-f", str(path), "-r", "chrA:1-100", "-o", str(out)],
     )
     assert result.exit_code == 0, result.output
@@ -327,8 +324,7 @@ def test_cli_bed_regions(tmp_path: Path, checkpoint: Path, fasta) -> None:
     bed = tmp_path / "r.bed"
     bed.write_text("track name=x\n# comment\nchrB\t10\t40\tname\nchrA\t0\t30\n")
     out = tmp_path / "b.bedGraph"
-    result = runner.invoke(
-        app,
+    result = invoke(
         ["score-track", "-c", str(checkpoint), "-f", str(path), "--bed", str(bed), "-o", str(out)],
     )
     assert result.exit_code == 0, result.output
@@ -342,8 +338,7 @@ def test_cli_on_real_chr20(tmp_path: Path, chr20_sample: Path, checkpoint: Path)
     """A bgzip-free real reference: the plain-gzip chr20 piece, as the user has it."""
     out = tmp_path / "chr20.bw"
     region = "chr20:1000001-2000000:200001-203000"  # the contig name holds a colon
-    result = runner.invoke(
-        app,
+    result = invoke(
         [
             "score-track", "-c", str(checkpoint), "-f", str(chr20_sample), "-r", region,
             "-o", str(out), "--what", "logp", "--what", "entropy",
@@ -361,8 +356,7 @@ def test_cli_on_real_chr20(tmp_path: Path, chr20_sample: Path, checkpoint: Path)
     expected = _brute_force(_tiny_model(), seq[:150], TRAIN_LENGTH, 8, "forward")["logp"]
     forward_only = tmp_path / "f.bw"
     region_150 = "chr20:1000001-2000000:200001-200150"
-    again = runner.invoke(
-        app,
+    again = invoke(
         ["score-track", "-c", str(checkpoint), "-f", str(chr20_sample), "-r", region_150,
          "-o", str(forward_only), "--strands", "forward"],
         env={"GOATDNA_CACHE": str(tmp_path / "cache")},
@@ -408,11 +402,7 @@ def test_resolve_regions_errors(fasta) -> None:
 
 
 def _cli_error(args: list[str]) -> str:
-    result = runner.invoke(app, ["score-track", *args])
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
+    return assert_one_error_line(invoke(["score-track", *args]))
 
 
 def test_cli_bad_inputs_one_line_exit_2_no_output(tmp_path: Path, checkpoint: Path, fasta) -> None:
@@ -647,7 +637,7 @@ def test_two_processes_write_the_bedgraph_of_one(tmp_path: Path, checkpoint: Pat
     args = ["score-track", "-c", str(checkpoint), "-f", str(path), "--stride", "6",
             "-r", "chrA:101-400", "-r", "chrB:1-90", "--accelerator", "cpu"]  # fmt: skip
     one = tmp_path / "one.bedGraph"
-    assert runner.invoke(app, [*args, "-o", str(one)]).exit_code == 0
+    assert invoke([*args, "-o", str(one)]).exit_code == 0
     two = tmp_path / "two.bedGraph"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "goatdna.cli.app", *args, "-o", str(two), "--devices", "2"]

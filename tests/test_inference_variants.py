@@ -22,20 +22,18 @@ import pandas as pd
 import pysam
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import load_checkpoint, save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import read_alleles
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles
 from goatdna.io.tokens import encode
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 from goatdna.model.scoring import sequence_log_probs
 
 REPO = Path(__file__).resolve().parents[1]
-runner = CliRunner()
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -48,10 +46,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {}
     for positional in ("goat", "rope"):
         torch.manual_seed(7)
-        config = ModelConfig(
-            positional=positional, n_layers=1, d_model=32, n_heads=2, mlp_hidden=64,
-            train_length=32, goat_modes=2,
-        )  # fmt: skip
+        config = tiny_config(positional=positional)
         model = DNADecoder(config)
         with torch.no_grad():  # larger weights than GPT-2 init: log-probs that vary with context
             for p in model.parameters():
@@ -215,7 +210,7 @@ def test_every_status_on_crafted_records(checkpoints, crafted, tmp_path) -> None
     out = tmp_path / "crafted.tsv"
     args = ["score-variants", "-c", str(checkpoints["goat"]), "--fasta", str(fasta),
             "--vcf", str(vcf), "--out", str(out), "--window", "12", "--accelerator", "cpu"]  # fmt: skip
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code == 0, res.output + str(res.exception)
     table = pd.read_csv(out, sep="\t", keep_default_na=False, na_values=[""])
     assert len(table) == len(EXPECTED_STATUS)  # one row per ALT allele, input order
@@ -249,7 +244,7 @@ def test_forward_strand_only(checkpoints, crafted, tmp_path) -> None:
     out = tmp_path / "fwd.tsv"
     args = ["score-variants", "-c", str(checkpoints["rope"]), "--fasta", str(fasta),
             "--vcf", str(vcf), "--out", str(out), "--window", "9", "--strands", "forward"]  # fmt: skip
-    assert runner.invoke(app, args).exit_code == 0
+    assert invoke(args).exit_code == 0
     table = pd.read_csv(out, sep="\t")
     ok = table[table.status == "ok"]
     assert ok.llr_rev.isna().all() and np.allclose(ok.llr, ok.llr_fwd)
@@ -269,7 +264,7 @@ def whole_vcf_run(checkpoints, chr20_reference, kgp_vcf, tmp_path_factory) -> Pa
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        res = runner.invoke(app, args)
+        res = invoke(args)
     finally:
         torch.set_num_threads(threads)
     assert res.exit_code == 0, res.output + str(res.exception)
@@ -320,7 +315,7 @@ def _args(checkpoint: Path, fasta: Path, vcf: Path, out: Path, *extra: str) -> l
 def test_vcf_gz_output_reads_back_with_pysam(checkpoints, chr20_reference, subset_vcf, tmp_path):
     out_vcf, out_tsv = tmp_path / "scored.vcf.gz", tmp_path / "scored.tsv"
     for out in (out_vcf, out_tsv):
-        res = runner.invoke(app, _args(checkpoints["goat"], chr20_reference, subset_vcf, out))
+        res = invoke(_args(checkpoints["goat"], chr20_reference, subset_vcf, out))
         assert res.exit_code == 0, res.output + str(res.exception)
     assert Path(str(out_vcf) + ".tbi").is_file()
     table = pd.read_csv(out_tsv, sep="\t")
@@ -348,7 +343,7 @@ def test_resume_is_byte_identical(checkpoints, chr20_reference, subset_vcf, tmp_
 
     whole, resumed = tmp_path / "whole.tsv", tmp_path / "resumed.tsv"
     args = _args(checkpoints["goat"], chr20_reference, subset_vcf, whole)
-    assert runner.invoke(app, args).exit_code == 0
+    assert invoke(args).exit_code == 0
 
     save = variant_run._save_chunk
     saved: list[int] = []
@@ -361,7 +356,7 @@ def test_resume_is_byte_identical(checkpoints, chr20_reference, subset_vcf, tmp_
 
     monkeypatch.setattr(variant_run, "_save_chunk", dies_after_two)
     args = _args(checkpoints["goat"], chr20_reference, subset_vcf, resumed)
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code != 0 and not resumed.exists()  # no partial output
     work = variant_run.work_dir_for(resumed)
     assert sorted(p.name for p in work.glob("chunk-*.npz")) == [
@@ -369,11 +364,11 @@ def test_resume_is_byte_identical(checkpoints, chr20_reference, subset_vcf, tmp_
         "chunk-000001.npz",
     ]
     monkeypatch.setattr(variant_run, "_save_chunk", save)
-    res = runner.invoke(app, args)  # without --resume: refuses to drop the finished chunks
+    res = invoke(args)  # without --resume: refuses to drop the finished chunks
     assert res.exit_code == 2 and "--resume" in res.stderr
-    res = runner.invoke(app, [*args, "--resume", "--window", "18"])  # other options: refused
+    res = invoke([*args, "--resume", "--window", "18"])  # other options: refused
     assert res.exit_code == 2 and "different" in res.stderr
-    res = runner.invoke(app, [*args, "--resume"])
+    res = invoke([*args, "--resume"])
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "resumed: 2 chunk(s)" in res.stdout
     assert resumed.read_bytes() == whole.read_bytes()
@@ -383,10 +378,7 @@ def test_resume_is_byte_identical(checkpoints, chr20_reference, subset_vcf, tmp_
 @pytest.mark.slow
 def test_two_processes_give_the_output_of_one(checkpoints, chr20_reference, subset_vcf, tmp_path):
     one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
-    assert (
-        runner.invoke(app, _args(checkpoints["goat"], chr20_reference, subset_vcf, one)).exit_code
-        == 0
-    )
+    assert invoke(_args(checkpoints["goat"], chr20_reference, subset_vcf, one)).exit_code == 0
     cmd = [sys.executable, "-m", "goatdna.cli.app",
            *_args(checkpoints["goat"], chr20_reference, subset_vcf, two),
            "--accelerator", "cpu", "--devices", "2"]  # fmt: skip
@@ -398,10 +390,7 @@ def test_two_processes_give_the_output_of_one(checkpoints, chr20_reference, subs
 
 
 def _bad(args: list[str], message: str, out: Path) -> None:
-    res = runner.invoke(app, args)
-    assert res.exit_code == 2, res.output + str(res.exception)
-    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
-    assert message in res.stderr, res.stderr
+    assert_one_error_line(invoke(args), message)
     leftovers = [
         p.name for p in out.parent.iterdir() if p.name.startswith((out.name, f".{out.name}"))
     ]
@@ -449,7 +438,7 @@ def test_parquet_output_matches_tsv(checkpoints, crafted, tmp_path) -> None:
         out = tmp_path / f"scores.{suffix}"
         args = ["score-variants", "-c", str(checkpoints["goat"]), "--fasta", str(fasta),
                 "--vcf", str(vcf), "--out", str(out), "--window", "8"]  # fmt: skip
-        assert runner.invoke(app, args).exit_code == 0
+        assert invoke(args).exit_code == 0
         tables[suffix] = pd.read_parquet(out) if suffix == "parquet" else pd.read_csv(out, sep="\t")
     assert list(tables["parquet"].columns) == list(tables["tsv"].columns)
     assert tables["parquet"].status.tolist() == tables["tsv"].status.tolist()
@@ -479,7 +468,7 @@ def _vcf_as_table(vcf: Path) -> pd.DataFrame:
 
 
 def _run(args: list[str]):
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code == 0, res.output + str(res.exception)
     return res
 
@@ -554,7 +543,7 @@ def test_bad_tables_are_one_line_errors_naming_row_and_column(checkpoints, craft
         out,
     )
     empty = tmp_path / "empty.tsv"  # a header alone: an empty output, as for an empty VCF
-    assert runner.invoke(app, args(table("g.tsv", header), empty)).exit_code == 0
+    assert invoke(args(table("g.tsv", header), empty)).exit_code == 0
     assert pd.read_csv(empty, sep="\t").empty
     _bad(args(tmp_path / "absent.tsv"), "--variants", out)
     ok = table("h.tsv", header + "chr1\t3\tG\tA\n")

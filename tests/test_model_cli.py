@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.model import DNADecoder, ModelConfig, flops_per_token
-
-runner = CliRunner()
 
 
 def test_model_info_prints_counts_dims_and_flops():
     path = "configs/goat-125m.yaml"
-    result = runner.invoke(app, ["model-info", path], env={"COLUMNS": "200"})
+    result = invoke(["model-info", path], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     config = from_dict(ModelConfig, load_yaml(path)["model"], "model")
     with torch.device("meta"):
@@ -29,8 +26,8 @@ def test_model_info_prints_counts_dims_and_flops():
 
 
 def test_model_info_rope_and_seq_len(tmp_path):
-    result = runner.invoke(
-        app, ["model-info", "configs/rope-tiny.yaml", "--seq-len", "4096"], env={"COLUMNS": "200"}
+    result = invoke(
+        ["model-info", "configs/rope-tiny.yaml", "--seq-len", "4096"], env={"COLUMNS": "200"}
     )
     assert result.exit_code == 0, result.output
     config = from_dict(ModelConfig, load_yaml("configs/rope-tiny.yaml")["model"], "model")
@@ -40,9 +37,7 @@ def test_model_info_rope_and_seq_len(tmp_path):
 
 def test_model_info_paper_dna_config_names_its_block_and_slots():
     """The genome.py config: GELU (not SwiGLU) hidden, d_p = 2R + 1 without the alignment slot."""
-    result = runner.invoke(
-        app, ["model-info", "configs/goat-paper-dna.yaml"], env={"COLUMNS": "200"}
-    )
+    result = invoke(["model-info", "configs/goat-paper-dna.yaml"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
     assert "GELU hidden 2048" in out and "SwiGLU" not in out
@@ -52,12 +47,12 @@ def test_model_info_paper_dna_config_names_its_block_and_slots():
 def test_model_info_bad_configs_exit_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  positional: goat\n  d_model: 64\n  n_heads: 4\n  goat_modes: 8\n")
-    result = runner.invoke(app, ["model-info", str(bad)])
+    result = invoke(["model-info", str(bad)])
     assert result.exit_code == 2
     assert "content_dim" in result.output
     typo = tmp_path / "typo.yaml"
     typo.write_text("model:\n  n_layer: 4\n")
-    result = runner.invoke(app, ["model-info", str(typo)])
+    result = invoke(["model-info", str(typo)])
     assert result.exit_code == 2 and "model.n_layer" in result.output
-    missing = runner.invoke(app, ["model-info", str(tmp_path / "nope.yaml")])
+    missing = invoke(["model-info", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2

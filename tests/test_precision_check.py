@@ -12,12 +12,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from typer.testing import CliRunner
+from helpers import invoke
 
 import goatdna.model.attention as attention_module
-from goatdna.cli.app import app
-
-runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +31,7 @@ def fasta(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def check(ckpt: Path, fasta: Path, *extra: str):
-    return runner.invoke(app, ["check-precision", "-c", str(ckpt), "--fasta", str(fasta),
+    return invoke(["check-precision", "-c", str(ckpt), "--fasta", str(fasta),
                                "--accelerator", "cpu", "--windows", "4", *extra])  # fmt: skip
 
 
@@ -208,7 +205,7 @@ def test_windows_are_drawn_from_the_n_free_stretches(ckpt: Path, tmp_path: Path)
         assert len(reference_windows(ref, 1, 1000)[0]) == 1
     for extra, advice in ((["--windows", "874"], "lower --windows to 873 or less"),
                           (["--length", "1001"], "lower --length to 1,000 or less")):  # fmt: skip
-        result = runner.invoke(app, ["check-precision", "-c", str(ckpt), "--fasta", str(path),
+        result = invoke(["check-precision", "-c", str(ckpt), "--fasta", str(path),
                                      "--accelerator", "cpu", *extra])  # fmt: skip
         assert result.exit_code == 2, (extra, result.output, result.exception)
         lines = result.output.strip().splitlines()

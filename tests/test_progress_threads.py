@@ -8,8 +8,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from helpers import invoke
 from rich.console import Console
-from typer.testing import CliRunner
 
 import goatdna.progress
 from goatdna.progress import ProgressLines, duration, progress_bar
@@ -129,12 +129,10 @@ def test_every_command_runs_on_the_threads_the_load_leaves(
 ) -> None:
     import torch
 
-    from goatdna.cli.app import app
-
     torch.set_num_threads(2)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0))
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
-    result = CliRunner().invoke(app, ["model-info", str(tmp_path / "nope.ckpt")])
+    result = invoke(["model-info", str(tmp_path / "nope.ckpt")])
     assert result.exit_code == 2  # the command itself: a missing checkpoint
     assert os.environ["OMP_NUM_THREADS"] == "1" and torch.get_num_threads() == 1
     # a command asking later (the demo, to say it) gets the CLI's reason, not "OMP_NUM_THREADS=1"

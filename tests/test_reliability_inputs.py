@@ -9,22 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
-from goatdna.cli.app import app
+from helpers import assert_one_error_line, invoke
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def _one_error(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
+    return invoke(args)
 
 
 def _edit_splits_missing(m):
@@ -70,19 +61,19 @@ def test_damaged_manifest_is_one_line_naming_the_field(synthetic_shards, tmp_pat
     (data / "manifest.json").write_text(json.dumps(manifest))
     for args in (["info", data], ["info", data, "--verify"]):
         result = _cli(*args)
-        assert field in _one_error(result)
+        assert field in assert_one_error_line(result)
         assert "verified" not in result.output
     train = _cli(
         "train", "--config", REPO / "configs" / "goat-tiny.yaml", "--data", data,
         "--out", tmp_path / "run",
     )  # fmt: skip
-    assert field in _one_error(train)
+    assert field in assert_one_error_line(train)
     assert not (tmp_path / "run").exists()
 
 
 def test_generate_refuses_an_absurd_length_before_loading(tiny_runs):
     ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
-    line = _one_error(
+    line = assert_one_error_line(
         _cli("generate", "--checkpoint", ckpt, "--prompt", "ACGT", "--max-new-tokens", 10**9)
     )
     assert "--max-new-tokens 1,000,000,000" in line and "100,000" in line
@@ -95,13 +86,13 @@ def test_generate_and_evaluate_check_their_out_paths_first(tiny_runs, synthetic_
     blocker = tmp_path / "afile"
     blocker.write_text("x")
     gen = ["generate", "--checkpoint", ckpt, "--prompt", "ACGT", "--max-new-tokens", "5"]
-    assert "is a folder, not a file" in _one_error(_cli(*gen, "--out", folder))
-    assert "is a file" in _one_error(_cli(*gen, "--out", blocker / "x.fa"))
+    assert "is a folder, not a file" in assert_one_error_line(_cli(*gen, "--out", folder))
+    assert "is a file" in assert_one_error_line(_cli(*gen, "--out", blocker / "x.fa"))
     if Path("/sys").is_dir():
-        assert "cannot write" in _one_error(_cli(*gen, "--out", "/sys/goatdna.fa"))
+        assert "cannot write" in assert_one_error_line(_cli(*gen, "--out", "/sys/goatdna.fa"))
     ev = ["evaluate", "--checkpoint", ckpt, "--data", synthetic_shards, "--max-eval-tokens", "256"]
-    assert "is a file, not a folder" in _one_error(_cli(*ev, "--out", blocker))
-    assert "is a file" in _one_error(_cli(*ev, "--out", blocker / "eval"))
+    assert "is a file, not a folder" in assert_one_error_line(_cli(*ev, "--out", blocker))
+    assert "is a file" in assert_one_error_line(_cli(*ev, "--out", blocker / "eval"))
 
 
 @pytest.mark.parametrize(
@@ -112,7 +103,7 @@ def test_generate_and_evaluate_check_their_out_paths_first(tiny_runs, synthetic_
     ],
 )
 def test_zero_lengths_are_rejected_not_taken_as_unset(args):
-    line = _one_error(_cli(*args))
+    line = assert_one_error_line(_cli(*args))
     assert "--seq-len" in line and "must be >= 1" in line
 
 
@@ -172,5 +163,5 @@ def test_unusable_device_is_one_line(tiny_runs, flags, named):
     if torch.cuda.is_available() and flags[1] == "cuda":
         pytest.skip("a GPU is visible here")
     ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
-    line = _one_error(_cli("generate", "--checkpoint", ckpt, "--prompt", "ACGT", *flags))
+    line = assert_one_error_line(_cli("generate", "--checkpoint", ckpt, "--prompt", "ACGT", *flags))
     assert named in line.replace("'", "")

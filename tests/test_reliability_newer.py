@@ -12,23 +12,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.locking import folder_lock
 from goatdna.model import DNADecoder, ModelConfig
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 GOOD = "ACGTACGTAA"
 
 
 @pytest.fixture(scope="module")
 def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=64)  # fmt: skip
+    config = tiny_config(train_length=64)
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("backbone") / "lm.ckpt"
     return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})
@@ -41,15 +38,6 @@ def _seqs(n: int, seed: int = 0) -> list[str]:
     return ["".join(rng.choice("ACGT") for _ in range(12)) for _ in range(n)]
 
 
-def _one_line(res, *needles: str) -> str:
-    assert res.exit_code == 2, res.output + str(res.exception)
-    errors = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith("error: "), res.stderr
-    for needle in needles:
-        assert needle in errors[0], errors[0]
-    return errors[0]
-
-
 def _ok(res) -> None:
     assert res.exit_code == 0, res.output + repr(res.exception)
 
@@ -57,11 +45,11 @@ def _ok(res) -> None:
 # ------------------------------------------------------------------------------ export
 def test_export_force_keeps_the_files_goatdna_did_not_write(backbone: Path, tmp_path: Path) -> None:
     out = tmp_path / "hf"
-    _ok(runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]))
+    _ok(invoke(["export", "-c", str(backbone), "--out", str(out)]))
     (out / "NOTES.md").write_text("my notes\n")
     (out / "eval").mkdir()
     (out / "eval" / "res.csv").write_text("metric,value\n")
-    res = runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out), "--force"])
+    res = invoke(["export", "-c", str(backbone), "--out", str(out), "--force"])
     _ok(res)
     assert (out / "NOTES.md").read_text() == "my notes\n"  # --force used to delete both
     assert (out / "eval" / "res.csv").read_text() == "metric,value\n"
@@ -71,17 +59,17 @@ def test_export_force_keeps_the_files_goatdna_did_not_write(backbone: Path, tmp_
 
 def test_export_refuses_its_input_and_a_second_run(backbone: Path, tmp_path: Path) -> None:
     out = tmp_path / "hf"
-    _ok(runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]))
+    _ok(invoke(["export", "-c", str(backbone), "--out", str(out)]))
     before = (out / "model.safetensors").stat().st_mtime_ns
-    _one_line(
-        runner.invoke(app, ["export", "-c", str(out), "--out", str(out), "--force"]),
+    assert_one_error_line(
+        invoke(["export", "-c", str(out), "--out", str(out), "--force"]),
         "also an input",
     )
     assert (out / "model.safetensors").stat().st_mtime_ns == before
     other = tmp_path / "hf2"
     with folder_lock(other, "--out"):  # this process plays the first run
-        _one_line(
-            runner.invoke(app, ["export", "-c", str(backbone), "--out", str(other)]),
+        assert_one_error_line(
+            invoke(["export", "-c", str(backbone), "--out", str(other)]),
             f"pid {os.getpid()}",
         )
     assert not other.exists()
@@ -101,8 +89,8 @@ def test_export_disk_full_is_one_line_and_leaves_nothing(
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)
     out = tmp_path / "hf"
-    _one_line(
-        runner.invoke(app, ["export", "-c", str(backbone), "--out", str(out)]),
+    assert_one_error_line(
+        invoke(["export", "-c", str(backbone), "--out", str(out)]),
         "disk full while writing",
     )
     assert not out.exists() and list(tmp_path.iterdir()) == []  # no temporary folder left
@@ -115,7 +103,7 @@ def _table(path: Path, rows: list[tuple[str, str]], header: str = "sequence,labe
 
 
 def _finetune(backbone: Path, train: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["finetune", "--checkpoint", str(backbone), "--train", str(train),
+    return invoke(["finetune", "--checkpoint", str(backbone), "--train", str(train),
                                "--out", str(out), "--no-progress", "--epochs", "1",
                                "--accelerator", "cpu", *extra])  # fmt: skip
 
@@ -130,14 +118,14 @@ def test_finetune_refuses_a_folder_of_user_files_and_an_input_inside_out(
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("\\section{}\n")
-    _one_line(_finetune(backbone, train, mine), "not a goatdna run", "thesis.tex")
+    assert_one_error_line(_finetune(backbone, train, mine), "not a goatdna run", "thesis.tex")
     assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
     # a run whose --out holds its own backbone: --force would clear the backbone
     run = tmp_path / "run"
     run.mkdir()
     inside = run / "lm.ckpt"
     inside.write_bytes(backbone.read_bytes())
-    _one_line(_finetune(inside, train, run, "--force"), "lies inside --out")
+    assert_one_error_line(_finetune(inside, train, run, "--force"), "lies inside --out")
     assert inside.read_bytes() == backbone.read_bytes()
 
 
@@ -145,7 +133,7 @@ def test_finetune_refuses_a_second_run_on_one_out(backbone: Path, tmp_path: Path
     train = _table(tmp_path / "train.csv", TWO_CLASSES)
     out = tmp_path / "run"
     with folder_lock(out, "--out"):
-        _one_line(_finetune(backbone, train, out), f"pid {os.getpid()}")
+        assert_one_error_line(_finetune(backbone, train, out), f"pid {os.getpid()}")
     assert not (out / "config.yaml").exists()
 
 
@@ -162,7 +150,7 @@ def test_finetune_refuses_non_finite_rates_and_a_negative_seed(
     backbone: Path, tmp_path: Path, flags: list[str], needle: str
 ) -> None:
     train = _table(tmp_path / "train.csv", TWO_CLASSES)
-    _one_line(_finetune(backbone, train, tmp_path / "run", *flags), needle)
+    assert_one_error_line(_finetune(backbone, train, tmp_path / "run", *flags), needle)
     assert not (tmp_path / "run").exists()
 
 
@@ -176,21 +164,21 @@ def test_probe_recall_keeps_earlier_csvs_without_force_and_refuses_a_negative_se
             "--trials", "2", "--distances", "5", "-o", str(out)]  # fmt: skip
     out.mkdir()
     (out / "recall_summary.csv").write_text("a user's earlier result\n")
-    _one_line(runner.invoke(app, base), "recall_summary.csv exists; pass --force")
+    assert_one_error_line(invoke(base), "recall_summary.csv exists; pass --force")
     assert (out / "recall_summary.csv").read_text() == "a user's earlier result\n"
     with folder_lock(out, "--out"):
-        _one_line(runner.invoke(app, [*base, "--force"]), f"pid {os.getpid()}")
-    _one_line(runner.invoke(app, [*base, "--force", "--seed", "-1"]), "--seed")
-    _ok(runner.invoke(app, [*base, "--force"]))
+        assert_one_error_line(invoke([*base, "--force"]), f"pid {os.getpid()}")
+    assert_one_error_line(invoke([*base, "--force", "--seed", "-1"]), "--seed")
+    _ok(invoke([*base, "--force"]))
     assert (out / "recall_summary.csv").read_text().startswith("distance")
 
 
 def test_make_task_negative_seed_is_one_line(synthetic_shards: Path, tmp_path: Path) -> None:
-    res = runner.invoke(
-        app, ["make-task", "--data", str(synthetic_shards), "--out", str(tmp_path / "t"),
+    res = invoke(
+        ["make-task", "--data", str(synthetic_shards), "--out", str(tmp_path / "t"),
               "--seed", "-1"],
     )  # fmt: skip
-    _one_line(res, "--seed")
+    assert_one_error_line(res, "--seed")
     assert not (tmp_path / "t").exists()
 
 
@@ -201,16 +189,16 @@ def test_make_task_replaces_only_a_task_folder_under_its_lock(
     args = ["make-task", "--data", str(synthetic_shards), "--out", str(out), "--label", "gc",
             "--window", "48", "--max-train", "20", "--max-eval", "10"]  # fmt: skip
     with folder_lock(out, "--out"):  # this process plays a first run still writing --out
-        _one_line(runner.invoke(app, args), f"pid {os.getpid()}")
+        assert_one_error_line(invoke(args), f"pid {os.getpid()}")
     assert not out.exists()
-    _ok(runner.invoke(app, args))
-    _one_line(runner.invoke(app, args), "exists; pass --force")
+    _ok(invoke(args))
+    assert_one_error_line(invoke(args), "exists; pass --force")
     (out / "notes.txt").write_text("mine")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    _one_line(runner.invoke(app, [*args, "--force"]), "does not write (notes.txt)")
+    assert_one_error_line(invoke([*args, "--force"]), "does not write (notes.txt)")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     (out / "notes.txt").unlink()
-    _ok(runner.invoke(app, [*args, "--force", "--seed", "3"]))
+    _ok(invoke([*args, "--force", "--seed", "3"]))
     assert sorted(p.name for p in out.iterdir()) == [
         "task.json",
         "test.csv",
@@ -220,8 +208,8 @@ def test_make_task_replaces_only_a_task_folder_under_its_lock(
     assert '"seed": 3' in (out / "task.json").read_text()
     # the prepared data itself, or a folder holding it, is never the task's --out
     for where in (synthetic_shards, synthetic_shards.parent):
-        res = runner.invoke(app, [*args[:4], str(where), *args[5:], "--force"])
-        _one_line(res, "an input of this run")
+        res = invoke([*args[:4], str(where), *args[5:], "--force"])
+        assert_one_error_line(res, "an input of this run")
     assert (synthetic_shards / "manifest.json").is_file()
 
 
@@ -338,7 +326,7 @@ def test_a_regression_table_with_one_bad_label_is_an_error_not_a_40_class_classi
     rows = _regression_rows(40)
     rows[-1] = (rows[-1][0], bad)
     train = _table(tmp_path / "train.csv", rows)
-    _one_line(_finetune(backbone, train, tmp_path / "run"), str(train), *needles)
+    assert_one_error_line(_finetune(backbone, train, tmp_path / "run"), str(train), *needles)
     assert not (tmp_path / "run").exists()
 
 
@@ -353,7 +341,7 @@ def test_bed_names_in_column_4_are_not_classes(backbone: Path, tmp_path: Path) -
     bed = tmp_path / "peaks.bed"
     bed.write_text("\n".join(lines) + "\n")
     res = _finetune(backbone, bed, tmp_path / "run", "--fasta", str(fasta))
-    _one_line(res, "40 distinct labels over 40 rows", "--bed-label-column")
+    assert_one_error_line(res, "40 distinct labels over 40 rows", "--bed-label-column")
     # the label is in column 5: that trains (7 classes)
     res = _finetune(backbone, bed, tmp_path / "run", "--fasta", str(fasta),
                     "--bed-label-column", "5")  # fmt: skip
@@ -389,17 +377,21 @@ def test_a_target_that_overflows_is_named_not_blamed_on_the_learning_rate(
     rows = _regression_rows(20)
     rows[3] = (rows[3][0], "1e308")
     train = _table(tmp_path / "train.csv", rows)
-    line = _one_line(_finetune(backbone, train, tmp_path / "run", "--task", "regression"),
+    line = assert_one_error_line(_finetune(backbone, train, tmp_path / "run", "--task", "regression"),
                      "too large to standardise", "1e+308")  # fmt: skip
     assert "--lr" not in line
 
 
 def test_a_two_row_table_is_too_few_rows(backbone: Path, tmp_path: Path) -> None:
     train = _table(tmp_path / "train.csv", [(GOOD, "0"), ("CCGTACGTAA", "1")])
-    line = _one_line(_finetune(backbone, train, tmp_path / "run"), "too few rows", "2 row(s)")
+    line = assert_one_error_line(
+        _finetune(backbone, train, tmp_path / "run"), "too few rows", "2 row(s)"
+    )
     assert "--lr" not in line
     val = _table(tmp_path / "val.csv", [(GOOD, "0"), ("CCGTACGTAA", "1")])
-    _one_line(_finetune(backbone, train, tmp_path / "run2", "--val", str(val)), "too few rows")
+    assert_one_error_line(
+        _finetune(backbone, train, tmp_path / "run2", "--val", str(val)), "too few rows"
+    )
 
 
 def test_validation_rows_that_are_training_rows_are_warned_about(
@@ -430,7 +422,7 @@ def test_predict_says_how_many_sequences_it_cut_to_the_models_max_length(
     table = _table(tmp_path / "x.csv", [("ACGTACGT", "a"), ("ACGTACGTACGT", "b"), ("ACG", "c")],
                    header="sequence,name")  # fmt: skip
     out = tmp_path / "p.csv"
-    res = runner.invoke(app, ["predict", "-c", str(run / "checkpoints" / "best.ckpt"),
+    res = invoke(["predict", "-c", str(run / "checkpoints" / "best.ckpt"),
                               "--sequences", str(table), "--out", str(out), "--no-progress",
                               "--accelerator", "cpu"])  # fmt: skip
     _ok(res)
@@ -444,8 +436,7 @@ def vcf_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     import random
 
     folder = tmp_path_factory.mktemp("vcf_inputs")
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=32,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config()
     torch.manual_seed(3)
     ckpt = save_checkpoint(folder / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     rng = random.Random(0)
@@ -460,7 +451,7 @@ def vcf_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _score(inputs: dict[str, Path], vcf: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
+    return invoke(["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
                                str(inputs["fasta"]), "--vcf", str(vcf), "--out", str(out),
                                "--window", "12", *extra])  # fmt: skip
 
@@ -470,7 +461,7 @@ def test_a_plain_gzip_vcf_is_one_line_saying_bgzip(vcf_inputs, tmp_path: Path) -
 
     plain = tmp_path / "v.vcf.gz"
     plain.write_bytes(gzip.compress(vcf_inputs["vcf"].read_bytes()))
-    _one_line(_score(vcf_inputs, plain, tmp_path / "s.tsv"), "plain gzip", "bgzip it")
+    assert_one_error_line(_score(vcf_inputs, plain, tmp_path / "s.tsv"), "plain gzip", "bgzip it")
     assert not (tmp_path / "s.tsv").exists() and not list(tmp_path.glob(".s.tsv*"))
 
 
@@ -480,7 +471,9 @@ def test_a_malformed_pos_is_named_and_htslib_says_nothing(
     text = vcf_inputs["vcf"].read_text().replace("\t30\t", "\t3x0\t")
     bad = tmp_path / "bad.vcf"
     bad.write_text(text)
-    line = _one_line(_score(vcf_inputs, bad, tmp_path / "s.tsv"), "record 2", "POS '3x0'")
+    line = assert_one_error_line(
+        _score(vcf_inputs, bad, tmp_path / "s.tsv"), "record 2", "POS '3x0'"
+    )
     assert "truncated file" not in line
     captured = capfd.readouterr()  # htslib writes to the file descriptor, not to sys.stderr
     assert "[E::" not in captured.err and "[W::" not in captured.err, captured.err
@@ -526,7 +519,7 @@ def test_embed_zarr_disk_full_leaves_no_temporary_and_resume_is_identical(
     fasta.write_text("".join(f">r{i}\n{s}\n" for i, s in enumerate(_seqs(30))))
     args = ["embed", "-c", str(backbone), "--sequences", str(fasta), "--accelerator", "cpu"]
     whole, cut = tmp_path / "whole.zarr", tmp_path / "cut.zarr"
-    _ok(runner.invoke(app, [*args, "--out", str(whole)]))
+    _ok(invoke([*args, "--out", str(whole)]))
     write = embed_io._write_zarr
 
     def fills_the_disk(path: Path, arrays) -> None:
@@ -534,13 +527,13 @@ def test_embed_zarr_disk_full_leaves_no_temporary_and_resume_is_identical(
         raise OSError(errno.ENOSPC, "No space left on device", str(path / "embeddings"))
 
     monkeypatch.setattr(embed_io, "_write_zarr", fills_the_disk)
-    line = _one_line(runner.invoke(app, [*args, "--out", str(cut)]), "disk full while writing")
+    line = assert_one_error_line(invoke([*args, "--out", str(cut)]), "disk full while writing")
     assert "--resume" in line  # "rerun the command" would be refused: the work folder is kept
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".cut.zarr.goatdna-work", "s.fa", "whole.zarr"
     ]  # fmt: skip
     monkeypatch.setattr(embed_io, "_write_zarr", write)
-    _ok(runner.invoke(app, [*args, "--out", str(cut), "--resume"]))
+    _ok(invoke([*args, "--out", str(cut), "--resume"]))
     a, b = zarr.open_group(str(whole), mode="r"), zarr.open_group(str(cut), mode="r")
     assert sorted(a.array_keys()) == sorted(b.array_keys())
     for key in a.array_keys():
@@ -563,7 +556,9 @@ def test_score_variants_disk_full_at_the_output_says_resume(
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", full)
-    line = _one_line(_score(vcf_inputs, vcf_inputs["vcf"], cut), "disk full while writing")
+    line = assert_one_error_line(
+        _score(vcf_inputs, vcf_inputs["vcf"], cut), "disk full while writing"
+    )
     assert "--resume" in line
     assert not cut.exists() and not list(tmp_path.glob(".cut.tsv.*.tmp"))
     monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv)
@@ -575,7 +570,7 @@ def test_score_variants_disk_full_at_the_output_says_resume(
 def test_a_garbage_checkpoint_message_gives_no_unsafe_advice(tmp_path: Path) -> None:
     bad = tmp_path / "x.ckpt"
     bad.write_text("not a checkpoint at all " * 20)
-    line = _one_line(runner.invoke(app, ["generate", "-c", str(bad), "--prompt", "ACGT"]),
+    line = assert_one_error_line(invoke(["generate", "-c", str(bad), "--prompt", "ACGT"]),
                      "not a readable goatdna checkpoint")  # fmt: skip
     assert "weights_only" not in line and "arbitrary code" not in line
 
@@ -639,8 +634,8 @@ def test_a_rejected_fasta_leaves_no_fresh_index(backbone: Path, tmp_path: Path) 
     fasta.write_text(">a\nACGTACGTAC\n>a\nACGTACGTAC\n")  # a name twice: pyfaidx refuses it
     bed = tmp_path / "r.bed"
     bed.write_text("a\t0\t8\n")
-    res = runner.invoke(app, ["embed", "-c", str(backbone), "--fasta", str(fasta), "--bed",
+    res = invoke(["embed", "-c", str(backbone), "--fasta", str(fasta), "--bed",
                               str(bed), "--out", str(tmp_path / "e.npz")])  # fmt: skip
-    line = _one_line(res, "duplicate contig name 'a'")  # the shared reader's check
+    line = assert_one_error_line(res, "duplicate contig name 'a'")  # the shared reader's check
     assert "bgzip" not in line  # the file is not compressed: no gzip advice
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dup.fa", "r.bed"]

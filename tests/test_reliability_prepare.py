@@ -13,10 +13,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna import faults
-from goatdna.cli.app import app
 from goatdna.data_prep import PrepareOptions, SyntheticGenomeConfig, write_synthetic_fasta
 from goatdna.data_prep.prepare import prepare_genome
 from goatdna.errors import GoatDNAError
@@ -39,7 +38,7 @@ def reference(source, tmp_path_factory) -> dict[str, bytes]:
 
 
 def _cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return invoke(args)
 
 
 def _one_error(result) -> str:

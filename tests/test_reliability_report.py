@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke
 
-from goatdna.cli.app import app
 from goatdna.locking import folder_lock
 
 SMALL = ["--prompts", "1", "--max-eval-tokens", "256", "--context-lengths", "128", "--threads", "1"]
@@ -17,14 +16,7 @@ SMALL = ["--prompts", "1", "--max-eval-tokens", "256", "--context-lengths", "128
 
 def _report(runs: dict[str, Path], data: Path, out: Path, *extra: str):
     args = ["report", "--run", str(runs["goat"]), "--run", str(runs["rope"]), "--data", str(data)]
-    return CliRunner().invoke(app, [*args, "--out", str(out), *SMALL, *extra])
-
-
-def _one_error(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
+    return invoke([*args, "--out", str(out), *SMALL, *extra])
 
 
 def _umask() -> int:
@@ -62,13 +54,17 @@ def test_bad_prior_layer_fails_before_any_work_and_keeps_the_old_report(
     tiny_runs, synthetic_shards, old_report, no_work
 ):
     before = _snapshot(old_report)
-    line = _one_error(_report(tiny_runs, synthetic_shards, old_report, "--prior-layer", "99"))
+    line = assert_one_error_line(
+        _report(tiny_runs, synthetic_shards, old_report, "--prior-layer", "99")
+    )
     assert "--prior-layer 99" in line and "layers 0..1" in line
     assert _snapshot(old_report) == before
 
 
 def test_bad_split_fails_before_any_work(tiny_runs, synthetic_shards, tmp_path, no_work):
-    line = _one_error(_report(tiny_runs, synthetic_shards, tmp_path / "r", "--split", "bogus"))
+    line = assert_one_error_line(
+        _report(tiny_runs, synthetic_shards, tmp_path / "r", "--split", "bogus")
+    )
     assert "--split 'bogus'" in line
     assert not (tmp_path / "r").exists()
 
@@ -77,7 +73,7 @@ def test_out_with_foreign_files_is_refused(tiny_runs, synthetic_shards, tmp_path
     out = tmp_path / "mine"
     out.mkdir()
     (out / "thesis.tex").write_text("precious")
-    line = _one_error(_report(tiny_runs, synthetic_shards, out))
+    line = assert_one_error_line(_report(tiny_runs, synthetic_shards, out))
     assert "thesis.tex" in line and "empty or new folder" in line
     assert (out / "thesis.tex").read_text() == "precious"
 
@@ -88,27 +84,33 @@ def test_out_holding_an_input_or_the_current_folder_is_refused(
     """The report replaces its folder whole: one holding a run or the data would take it along."""
     run = next(iter(tiny_runs.values()))
     before = sorted(p.name for p in run.parent.iterdir())
-    line = _one_error(_report(tiny_runs, synthetic_shards, run.parent))
+    line = assert_one_error_line(_report(tiny_runs, synthetic_shards, run.parent))
     assert f"holds {run}" in line and "an input of this run" in line
     assert sorted(p.name for p in run.parent.iterdir()) == before
     monkeypatch.chdir(tmp_path)
-    assert "is the current folder" in _one_error(_report(tiny_runs, synthetic_shards, Path(".")))
+    assert "is the current folder" in assert_one_error_line(
+        _report(tiny_runs, synthetic_shards, Path("."))
+    )
 
 
 def test_wrong_out_paths_are_one_line(tiny_runs, synthetic_shards, tmp_path, no_work):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
-    assert "is a file, not a folder" in _one_error(_report(tiny_runs, synthetic_shards, blocker))
-    assert "is a file" in _one_error(_report(tiny_runs, synthetic_shards, blocker / "r"))
+    assert "is a file, not a folder" in assert_one_error_line(
+        _report(tiny_runs, synthetic_shards, blocker)
+    )
+    assert "is a file" in assert_one_error_line(_report(tiny_runs, synthetic_shards, blocker / "r"))
     if Path("/sys").is_dir():
-        line = _one_error(_report(tiny_runs, synthetic_shards, Path("/sys/goatdna-report")))
+        line = assert_one_error_line(
+            _report(tiny_runs, synthetic_shards, Path("/sys/goatdna-report"))
+        )
         assert "cannot write" in line
 
 
 def test_locked_out_folder_is_refused(tiny_runs, synthetic_shards, tmp_path, no_work):
     out = tmp_path / "r"
     with folder_lock(out, "--out"):
-        line = _one_error(_report(tiny_runs, synthetic_shards, out))
+        line = assert_one_error_line(_report(tiny_runs, synthetic_shards, out))
     assert "in use by another goatdna process" in line and f"pid {os.getpid()}" in line
 
 

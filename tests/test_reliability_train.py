@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
 from goatdna.training import load_run_config, train
@@ -53,7 +52,7 @@ def _config(*extra: str):
 
 def _cli_train(*args: str):
     sets = [x for item in OVERRIDES for x in ("--set", item)]
-    return CliRunner().invoke(app, ["train", "--config", CONFIG, *sets, *map(str, args)])
+    return invoke(["train", "--config", CONFIG, *sets, *map(str, args)])
 
 
 def _one_line(result, prefix: str = "error: ", code: int = 2) -> str:
@@ -161,8 +160,7 @@ def test_damaged_last_ckpt_is_one_line_offers_best_and_changes_nothing(
     shutil.copytree(reference, run)
     _damage(run / "checkpoints" / "last.ckpt", how)
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.rglob("*") if p.is_file()}
-    result = CliRunner().invoke(
-        app,
+    result = invoke(
         ["train", "--out", str(run), "--data", str(synthetic_shards), "--resume",
          "--max-steps", "16"],
     )  # fmt: skip
@@ -192,8 +190,7 @@ def test_disk_full_at_a_checkpoint_is_one_line_and_resume_matches(
     monkeypatch.setattr(Fabric, "save", filling_save)
     run = tmp_path / "run"
     sets = [x for item in OVERRIDES for x in ("--set", item)]
-    result = CliRunner().invoke(
-        app,
+    result = invoke(
         ["train", "--config", CONFIG, *sets, "--data", str(synthetic_shards), "--out",
          str(run)],
     )  # fmt: skip
@@ -236,8 +233,7 @@ def test_signal_checkpoints_the_step_exits_128_plus_signal_and_resume_matches(
     monkeypatch.setattr(GenomeLM, "forward", real_forward)
     monkeypatch.setattr("goatdna.progress.INTERVAL_S", 0.0)  # a log line every step: short run
 
-    resumed = CliRunner().invoke(
-        app,
+    resumed = invoke(
         ["train", "--out", str(run), "--data", str(synthetic_shards), "--resume",
          "--set", "trainer.progress_bar=true"],
     )  # fmt: skip
@@ -310,8 +306,7 @@ def test_bad_devices_leave_the_run_dir_untouched(synthetic_shards, tmp_path, fla
 def test_config_without_model_section_is_refused(synthetic_shards, tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
-    result = CliRunner().invoke(
-        app,
+    result = invoke(
         ["train", "--config", str(empty), "--data", str(synthetic_shards), "--out",
          str(tmp_path / "run")],
     )  # fmt: skip

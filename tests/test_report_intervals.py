@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import tiny_config
 from matplotlib.lines import Line2D
 
 from goatdna.analysis import plots
@@ -115,12 +116,11 @@ def test_prior_heatmap_says_which_positions_it_shows(
 ) -> None:
     import torch
 
-    from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model import DNADecoder
 
     figures = _captured(monkeypatch)
     torch.manual_seed(0)
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, goat_modes=2,
-                         train_length=32)  # fmt: skip
+    config = tiny_config()
     prior = DNADecoder(config).blocks[0].attn.prior
     plots.plot_prior_heatmap(prior, 0, tmp_path / "part.png", 16, train_length=32)
     title = figures["part"].get_suptitle()

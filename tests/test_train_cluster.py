@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
 from goatdna.errors import GoatDNAError
 from goatdna.training import load_run_config, train
 from goatdna.training import trainer as trainer_module
@@ -276,14 +275,14 @@ def test_resume_auto_through_the_cli(synthetic_shards: Path, tmp_path: Path) -> 
     run_dir = tmp_path / "run"
     sets = [x for item in SMALL for x in ("--set", item)]
     args = ["train", "--config", str(TINY), "--data", str(synthetic_shards), "--out"]
-    first = CliRunner().invoke(app, [*args, str(run_dir), *sets, "--max-steps", "2", "--resume", "auto"])  # fmt: skip
+    first = invoke([*args, str(run_dir), *sets, "--max-steps", "2", "--resume", "auto"])  # fmt: skip
     assert first.exit_code == 0, (first.output, first.exception)
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 2
-    second = CliRunner().invoke(app, [*args, str(run_dir), *sets, "--max-steps", "4", "--resume", "auto"])  # fmt: skip
+    second = invoke([*args, str(run_dir), *sets, "--max-steps", "4", "--resume", "auto"])  # fmt: skip
     assert second.exit_code == 0, (second.output, second.exception)
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4"]  # continued, not restarted
-    bad = CliRunner().invoke(app, [*args, str(run_dir), *sets, "--resume", "later"])
+    bad = invoke([*args, str(run_dir), *sets, "--resume", "later"])
     assert bad.exit_code == 2 and "--resume auto" in bad.stderr
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke
 
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.training import load_run_config
 from goatdna.training.run import RunDir, resolved_config
@@ -34,16 +33,7 @@ SMALL = [
 
 def run_train(*args: str):
     sets = [x for item in SMALL for x in ("--set", item)]
-    return CliRunner().invoke(app, ["train", "--config", TINY, *sets, *args])
-
-
-def assert_user_error(result, *fragments: str) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and result.stderr.strip().endswith(errors[0]), result.stderr
-    for fragment in fragments:
-        assert fragment in errors[0], (fragment, errors[0])
-    return errors[0]
+    return invoke(["train", "--config", TINY, *sets, *args])
 
 
 @pytest.mark.parametrize(
@@ -60,13 +50,13 @@ def assert_user_error(result, *fragments: str) -> str:
 )
 def test_bad_config_names_the_key(tmp_path: Path, override: str, fragments: list[str]) -> None:
     result = run_train("--data", str(tmp_path), "--out", str(tmp_path / "run"), "--set", override)
-    assert_user_error(result, *fragments)
+    assert_one_error_line(result, *fragments)
     assert not (tmp_path / "run").exists()
 
 
 def test_data_dir_without_manifest(tmp_path: Path) -> None:
     result = run_train("--data", str(tmp_path), "--out", str(tmp_path / "run"))
-    assert_user_error(result, "manifest")
+    assert_one_error_line(result, "manifest")
     assert not (tmp_path / "run").exists()
 
 
@@ -77,7 +67,7 @@ def test_data_dir_with_failed_checksum(tmp_path: Path, synthetic_shards: Path) -
     blob[1000] = (blob[1000] + 1) % 4
     (data / "train.bin").write_bytes(bytes(blob))
     result = run_train("--data", str(data), "--out", str(tmp_path / "run"))
-    assert_user_error(result, "train")
+    assert_one_error_line(result, "train")
     assert not (tmp_path / "run").exists()
 
 
@@ -87,7 +77,7 @@ def test_seq_len_longer_than_every_record(tmp_path: Path, synthetic_shards: Path
         "--data", str(synthetic_shards), "--out", str(tmp_path / "run"),
         "--set", f"data.seq_len={n}", "--set", f"model.train_length={n}",
     )  # fmt: skip
-    assert_user_error(result, "seq_len + 1", "longest train record")
+    assert_one_error_line(result, "seq_len + 1", "longest train record")
     assert not (tmp_path / "run").exists()
 
 
@@ -107,22 +97,22 @@ def test_run_dir_with_a_different_config(tmp_path: Path, synthetic_shards: Path)
     result = run_train(
         "--data", str(synthetic_shards), "--out", str(run.root), "--set", "optim.lr=2e-3"
     )
-    assert_user_error(result, "different config", "optim.lr", "--force")
+    assert_one_error_line(result, "different config", "optim.lr", "--force")
     assert run.config_yaml.read_bytes() == before
     # the same config without --resume is refused too, and says how to continue
     result = run_train(
         "--data", str(synthetic_shards), "--out", str(run.root), "--set", "optim.lr=1e-3"
     )
-    assert_user_error(result, "already holds a run", "--resume")
+    assert_one_error_line(result, "already holds a run", "--resume")
     assert run.config_yaml.read_bytes() == before
 
 
 def test_resume_without_checkpoint(tmp_path: Path, synthetic_shards: Path) -> None:
     result = run_train("--data", str(synthetic_shards), "--out", str(tmp_path / "run"), "--resume")
-    assert_user_error(result, "--resume", "no checkpoint")
+    assert_one_error_line(result, "--resume", "no checkpoint")
     run = _occupied_run_dir(tmp_path, synthetic_shards)  # config but no checkpoint
     result = run_train("--data", str(synthetic_shards), "--out", str(run.root), "--resume")
-    assert_user_error(result, "no checkpoint")
+    assert_one_error_line(result, "no checkpoint")
 
 
 def test_resume_with_a_changed_learning_setting(tmp_path: Path, synthetic_shards: Path) -> None:
@@ -133,7 +123,7 @@ def test_resume_with_a_changed_learning_setting(tmp_path: Path, synthetic_shards
         "--data", str(synthetic_shards), "--out", str(run.root), "--resume",
         "--set", "optim.lr=2e-3",
     )  # fmt: skip
-    assert_user_error(result, "--resume", "optim.lr")
+    assert_one_error_line(result, "--resume", "optim.lr")
 
 
 @pytest.mark.slow
@@ -146,7 +136,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(
         "--set", "optim.lr=1e30", "--set", "optim.warmup_steps=0", "--set", "optim.grad_clip=0",
         "--set", "trainer.ckpt_every=1", "--set", "trainer.eval_every=100",
     )  # fmt: skip
-    line = assert_user_error(result, "became", "last good checkpoint")
+    line = assert_one_error_line(result, "became", "last good checkpoint")
     assert not (run / "summary.json").exists()
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert 1 <= ckpt["global_step"] < 20

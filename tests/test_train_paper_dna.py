@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
-
-from goatdna.cli.app import app
+from helpers import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 SHRINK = [
@@ -38,8 +36,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_paper_dna_config_trains_two_steps(scheme: str, synthetic_shards: Path, tmp_path: Path):
     run = tmp_path / "run"
     sets = [x for item in SHRINK for x in ("--set", item)]
-    result = CliRunner().invoke(
-        app,
+    result = invoke(
         ["train", "--config", str(REPO / "configs" / f"{scheme}-paper-dna.yaml"), *sets,
          "--max-steps", "2", "--data", str(synthetic_shards), "--out", str(run)],
     )  # fmt: skip

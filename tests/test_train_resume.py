@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna import faults
-from goatdna.cli.app import app
 from goatdna.training import load_run_config, train
 
 pytestmark = pytest.mark.slow
@@ -68,9 +67,7 @@ def test_sigkill_then_resume_matches_uninterrupted(
     assert ckpt["global_step"] == KILL_STEP
 
     # resume through the CLI without --config: the run directory's config.yaml is used
-    result = CliRunner().invoke(
-        app, ["train", "--data", str(synthetic_shards), "--out", str(crashed), "--resume"]
-    )
+    result = invoke(["train", "--data", str(synthetic_shards), "--out", str(crashed), "--resume"])
     assert result.exit_code == 0, (result.output, result.exception)
     resumed = json.loads((crashed / "summary.json").read_text())
     assert resumed["steps"] == expected["steps"] == 12

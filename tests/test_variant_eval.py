@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.analysis import variant_metrics as vm
 
@@ -89,11 +90,6 @@ import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pandas as pd  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
-
-from goatdna.cli.app import app  # noqa: E402
-
-runner = CliRunner()
 
 
 def _scores(tmp_path: Path) -> Path:
@@ -117,7 +113,7 @@ def _scores(tmp_path: Path) -> Path:
 
 
 def _invoke(*args: str):
-    res = runner.invoke(app, ["eval-variants", *args])
+    res = invoke(["eval-variants", *args])
     assert res.exit_code == 0, res.output + str(res.exception)
     return res
 
@@ -201,10 +197,7 @@ def test_labels_from_a_table_and_from_a_vcf_info_field(tmp_path: Path) -> None:
 
 
 def _bad(args: list[str], message: str) -> None:
-    res = runner.invoke(app, ["eval-variants", *args])
-    assert res.exit_code == 2, res.output + str(res.exception)
-    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
-    assert message in res.stderr, res.stderr
+    assert_one_error_line(invoke(["eval-variants", *args]), message)
 
 
 def test_bad_eval_inputs_are_one_line_errors(tmp_path: Path) -> None:
@@ -240,7 +233,7 @@ def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shar
     fasta = synthetic_shards / "synthetic.fa"
     outs = [tmp_path / "a.tsv", tmp_path / "b.tsv"]
     for out in outs:
-        res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(out),
+        res = invoke(["make-variant-task", "--fasta", str(fasta), "--out", str(out),
                                   "--positives", "80"])  # fmt: skip
         assert res.exit_code == 0, res.output + str(res.exception)
     assert outs[0].read_bytes() == outs[1].read_bytes()
@@ -267,19 +260,17 @@ def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shar
             created = seq[i - 1] + row.alt == "CG" or row.alt + seq[i + 1] == "CG"
             assert created == (row.element == "new_cpg")
             assert "CG" not in seq[i - 1 : i + 2] or row.element == "new_cpg"
-    res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(outs[0])])
+    res = invoke(["make-variant-task", "--fasta", str(fasta), "--out", str(outs[0])])
     assert res.exit_code == 2 and "exists; pass --force" in res.stderr
     below_a_file = outs[0] / "task.tsv"  # --out under a file: one line before any work
-    res = runner.invoke(
-        app, ["make-variant-task", "--fasta", str(fasta), "--out", str(below_a_file)]
-    )
+    res = invoke(["make-variant-task", "--fasta", str(fasta), "--out", str(below_a_file)])
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "is a file, so the file cannot be written below it" in res.stderr
     from goatdna.locking import folder_lock
 
     held = tmp_path / "held.tsv"  # another run writes it: refused at once, nothing written
     with folder_lock(held, "--out"):
-        res = runner.invoke(app, ["make-variant-task", "--fasta", str(fasta), "--out", str(held)])
+        res = invoke(["make-variant-task", "--fasta", str(fasta), "--out", str(held)])
     assert res.exit_code == 2 and "is in use" in res.stderr and not held.exists()
 
 
@@ -296,7 +287,7 @@ def test_demo_models_separate_the_synthetic_truth(
         ["eval-variants", "--scores", str(scores), "--match-group", "match_group",
          "--subset", "gc_band", "--bootstrap", "200", "--out", str(metrics)],
     ):  # fmt: skip
-        res = runner.invoke(app, args)
+        res = invoke(args)
         assert res.exit_code == 0, res.output + str(res.exception)
     result = json.loads(metrics.read_text())
     by = {(m["subset"], m["metric"]): m for m in result["metrics"]}
@@ -317,11 +308,10 @@ def test_1000_genomes_singletons_as_a_weak_label(chr20_reference, kgp_vcf, tmp_p
 
     from goatdna.checkpoint import save_checkpoint
     from goatdna.configfile import to_dict
-    from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model import DNADecoder
 
     torch.manual_seed(0)
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config(train_length=16)
     ckpt = save_checkpoint(tmp_path / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     head = tmp_path / "head.vcf.gz"
     with pysam.VariantFile(str(kgp_vcf)) as src:
@@ -339,7 +329,7 @@ def test_1000_genomes_singletons_as_a_weak_label(chr20_reference, kgp_vcf, tmp_p
         ["eval-variants", "--scores", str(scores), "--labels", str(head), "--label", "AC",
          "--positive", "1", "--bootstrap", "100", "--out", str(metrics)],
     ):  # fmt: skip
-        res = runner.invoke(app, args)
+        res = invoke(args)
         assert res.exit_code == 0, res.output + str(res.exception)
     result = json.loads(metrics.read_text())
     table = pd.read_csv(scores, sep="\t")
@@ -366,14 +356,14 @@ def test_variant_task_warns_without_planted_truth_and_when_short(synthetic_shard
     plain = tmp_path / "real.fa"
     plain.write_text(">chr1\n" + "".join(pieces) + "\n")
     out = tmp_path / "task.tsv"
-    res = runner.invoke(app, ["make-variant-task", "--fasta", str(plain), "--out", str(out),
+    res = invoke(["make-variant-task", "--fasta", str(plain), "--out", str(out),
                               "--positives", "200", "--held-out", "0.01"])  # fmt: skip
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "no planted truth" in res.stderr
     made = int(pd.read_csv(out, sep="\t").label.sum())
     assert made < 200 and f"made {made} positives" in res.stderr
     synthetic = tmp_path / "syn.tsv"
-    res = runner.invoke(app, ["make-variant-task", "--fasta", str(synthetic_shards / "synthetic.fa"),
+    res = invoke(["make-variant-task", "--fasta", str(synthetic_shards / "synthetic.fa"),
                               "--out", str(synthetic), "--positives", "20"])  # fmt: skip
     assert res.exit_code == 0 and "warning" not in res.stderr, res.stderr
 
@@ -382,11 +372,7 @@ def test_variant_task_warns_without_planted_truth_and_when_short(synthetic_shard
 
 
 def _fail(*args: str) -> str:
-    res = runner.invoke(app, ["eval-variants", *args])
-    assert res.exit_code == 2, res.output + repr(res.exception)
-    lines = [line for line in res.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
-    return lines[0]
+    return assert_one_error_line(invoke(["eval-variants", *args]))
 
 
 def _variant_table(tmp_path: Path, **columns) -> Path:
@@ -420,7 +406,7 @@ def test_ambiguous_labels_scores_and_groups_are_refused_in_one_line(tmp_path: Pa
     assert "--seed" in _fail(*s, "--seed", "-1")
     assert "--bootstrap" in _fail("--scores", str(table), "--bootstrap", "100000000")
     # a 0/1 label with a stray 2 is not silently read as continuous: a note says so
-    res = runner.invoke(app, ["eval-variants", *s, "--label", "stray"])
+    res = invoke(["eval-variants", *s, "--label", "stray"])
     assert res.exit_code == 0, res.output
     assert "note: --label 'stray' takes 3 values (0, 1, 2)" in res.output
     assert "continuous" in res.output
@@ -456,7 +442,7 @@ def test_plots_are_checked_before_any_work(tmp_path: Path) -> None:
     try:
         if os.access(locked, os.W_OK):  # root writes anywhere: nothing to prove here
             return
-        res = runner.invoke(app, ["eval-variants", "--scores", str(scores), "--bootstrap", "0",
+        res = invoke(["eval-variants", "--scores", str(scores), "--bootstrap", "0",
                                   "--plots", str(locked / "plots")])  # fmt: skip
         assert res.exit_code == 2 and "--plots" in res.output, res.output
         assert "auroc" not in res.output  # refused before the metrics were computed
@@ -500,7 +486,7 @@ def test_a_long_bootstrap_shows_progress_with_time_left(
     assert [d for d, _ in seen] == list(range(1, 241))
     assert shown.metrics == evaluate_variants(frame, options).metrics
     monkeypatch.setattr(ProgressLine, "EVERY_S", 0.0)
-    res = runner.invoke(app, ["eval-variants", "--scores", str(_scores(tmp_path)),
+    res = invoke(["eval-variants", "--scores", str(_scores(tmp_path)),
                               "--bootstrap", "40"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "bootstrap: 1/80 resamples" in res.stderr and "s left" in res.stderr

@@ -14,11 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import invoke, tiny_config
 from scipy.stats import spearmanr
 from torch import nn
-from typer.testing import CliRunner
 
-from goatdna.cli.app import app
 from goatdna.inference import variants
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import (
@@ -31,7 +30,6 @@ from goatdna.inference.variants import (
 )
 from goatdna.io.tokens import decode
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -176,10 +174,9 @@ def test_allele_longer_than_window_is_too_long_not_allocated(tmp_path: Path) -> 
     """A 100 kbp insertion with --window 16 is reported, not scored (no SDPA block of 40 GB)."""
     from goatdna.checkpoint import save_checkpoint
     from goatdna.configfile import to_dict
-    from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model import DNADecoder
 
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config(train_length=16)
     ckpt = save_checkpoint(tmp_path / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     fasta = tmp_path / "r.fa"
     fasta.write_text(">c\n" + "ACGTTGCAAGGCTTACCGATAGCTAGGATCCAGT" * 3 + "\n")
@@ -188,7 +185,7 @@ def test_allele_longer_than_window_is_too_long_not_allocated(tmp_path: Path) -> 
     out = tmp_path / "s.tsv"
     args = ["score-variants", "-c", str(ckpt), "--fasta", str(fasta), "--variants", str(table),
             "--out", str(out), "--window", "16"]  # fmt: skip
-    res = runner.invoke(app, args)
+    res = invoke(args)
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "too_long" in res.stdout
     import pandas as pd
@@ -199,11 +196,11 @@ def test_allele_longer_than_window_is_too_long_not_allocated(tmp_path: Path) -> 
 
     bound = max_window(config)
     big = tmp_path / "big.tsv"
-    res = runner.invoke(app, [*args[:-4], "--out", str(big), "--window", str(bound + 1)])
+    res = invoke([*args[:-4], "--out", str(big), "--window", str(bound + 1)])
     assert res.exit_code == 2
     assert res.stderr.startswith(f"error: --window {bound + 1}: above this model's bound")
     assert len(res.stderr.strip().splitlines()) == 1 and not big.exists()
-    res = runner.invoke(app, [*args[:-4], "--out", str(big), "--window", "1000000000"])
+    res = invoke([*args[:-4], "--out", str(big), "--window", "1000000000"])
     assert res.exit_code == 2 and "above this model's bound" in res.stderr
 
 

@@ -11,18 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.inference import variant_run
 from goatdna.inference.calibration import CALIBRATION_COLUMNS
 from goatdna.inference.variant_io import SCORE_COLUMNS, read_table
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _rng = np.random.default_rng(11)
@@ -35,8 +33,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     fasta = root / "ref.fa"
     fasta.write_text(f">chr1\n{CONTIG}\n")
     torch.manual_seed(3)
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=16,
-                         goat_modes=2)  # fmt: skip
+    config = tiny_config(train_length=16)
     checkpoint = save_checkpoint(root / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     rows = [(p + 1, CONTIG[p], "ACGT".replace(CONTIG[p], "")[p % 3]) for p in range(4, 230, 9)]
     header = ["##fileformat=VCFv4.2", "##contig=<ID=chr1>",
@@ -54,18 +51,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _score(inputs: dict[str, Path], variants: Path, out: Path, *extra: str):
-    return runner.invoke(app, ["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
+    return invoke(["score-variants", "-c", str(inputs["checkpoint"]), "--fasta",
                                str(inputs["fasta"]), "--variants", str(variants), "-o", str(out),
                                "--window", "8", "--null-size", "3", *extra])  # fmt: skip
-
-
-def _one_line(res, *needles: str) -> str:
-    assert res.exit_code == 2, res.output + repr(res.exception)
-    errors = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith("error: "), res.stderr
-    for needle in needles:
-        assert needle in errors[0], errors[0]
-    return errors[0]
 
 
 def test_a_table_is_calibrated_exactly_as_its_vcf(inputs, tmp_path) -> None:
@@ -93,7 +81,9 @@ def test_a_carried_column_named_like_an_output_column_is_refused(inputs, tmp_pat
     table = tmp_path / "mine.tsv"
     source.to_csv(table, sep="\t", index=False)
     out = tmp_path / "out.tsv"
-    _one_line(_score(inputs, table, out, "--calibrate"), f"column {column!r} is one score-variants")
+    assert_one_error_line(
+        _score(inputs, table, out, "--calibrate"), f"column {column!r} is one score-variants"
+    )
     assert not out.exists()
 
 
@@ -169,11 +159,13 @@ def test_resume_with_another_option_names_it(inputs, tmp_path, monkeypatch) -> N
         raise GoatDNAError("stopped after scoring (test)")
 
     monkeypatch.setattr(variant_run, "_load_chunks", stop)  # the chunks stay in the work folder
-    _one_line(_score(inputs, inputs["table"], out), "stopped after scoring")
+    assert_one_error_line(_score(inputs, inputs["table"], out), "stopped after scoring")
     monkeypatch.undo()
-    _one_line(_score(inputs, inputs["table"], out, "--resume", "--strands", "forward"),
+    assert_one_error_line(_score(inputs, inputs["table"], out, "--resume", "--strands", "forward"),
               "--strands differ")  # fmt: skip
-    _one_line(_score(inputs, inputs["table"], out, "--resume", "--window", "10"), "--window differ")
+    assert_one_error_line(
+        _score(inputs, inputs["table"], out, "--resume", "--window", "10"), "--window differ"
+    )
     assert _score(inputs, inputs["table"], out, "--resume").exit_code == 0
 
 
@@ -195,5 +187,5 @@ def test_what_is_written_after_scoring_is_checked_before_it(inputs, tmp_path, mo
         (("--null", str(empty)), "not a goatdna null file"),
         (("--cache-dir", str(blocker / "cache")), "--cache-dir"),
     ):
-        _one_line(_score(inputs, inputs["table"], out, *extra), needle)
+        assert_one_error_line(_score(inputs, inputs["table"], out, *extra), needle)
         assert not out.exists() and not list(tmp_path.glob(".o.tsv*"))

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.checkpoint import save_checkpoint
-from goatdna.cli.app import app
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
-from goatdna.model import DNADecoder, ModelConfig
+from goatdna.model import DNADecoder
 from goatdna.workdir import (
     OutputFolder,
     WorkDir,
@@ -31,16 +30,9 @@ from goatdna.workdir import (
     input_stamp,
 )
 
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 CONTIG = "ACGTTGCAAGGCTTACCGATAGCTAGGATCCAGTAACGTACGTTAGCTAGGCATCGATCGGATCCTAGCATGCAAGT"
-
-
-def _one_line(res, message: str) -> None:
-    assert res.exit_code == 2, res.output + str(res.exception)
-    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
-    assert message in res.stderr, res.stderr
 
 
 # ------------------------------------------------------------------------------ the engine
@@ -178,10 +170,7 @@ def test_claim_output_and_input_stamp(tmp_path: Path) -> None:
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("workdir_inputs")
     torch.manual_seed(3)
-    config = ModelConfig(
-        positional="goat", n_layers=1, d_model=32, n_heads=2, mlp_hidden=64, train_length=32,
-        goat_modes=2,
-    )  # fmt: skip
+    config = tiny_config()
     ckpt = save_checkpoint(folder / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
     fasta = folder / "ref.fa"
     fasta.write_text(f">chr1\n{CONTIG}\n")
@@ -205,9 +194,9 @@ def _args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
 def test_score_variants_refuses_an_occupied_out_without_force(inputs, tmp_path: Path) -> None:
     out = tmp_path / "scores.tsv"
     out.write_text("a user's file\n")
-    _one_line(runner.invoke(app, _args(inputs, out)), "exists; pass --force")
+    assert_one_error_line(invoke(_args(inputs, out)), "exists; pass --force")
     assert out.read_text() == "a user's file\n"
-    res = runner.invoke(app, _args(inputs, out, "--force"))
+    res = invoke(_args(inputs, out, "--force"))
     assert res.exit_code == 0, res.output + str(res.exception)
     assert out.read_text().startswith("chrom")
 
@@ -215,9 +204,9 @@ def test_score_variants_refuses_an_occupied_out_without_force(inputs, tmp_path: 
 def test_score_variants_refuses_a_second_run_on_the_same_out(inputs, tmp_path: Path) -> None:
     out = tmp_path / "scores.tsv"
     with folder_lock(out, "--out"):  # this process plays the first run
-        _one_line(runner.invoke(app, _args(inputs, out)), f"pid {os.getpid()}")
+        assert_one_error_line(invoke(_args(inputs, out)), f"pid {os.getpid()}")
     assert not out.exists()
-    assert runner.invoke(app, _args(inputs, out)).exit_code == 0  # the lock is gone with it
+    assert invoke(_args(inputs, out)).exit_code == 0  # the lock is gone with it
 
 
 def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
@@ -226,7 +215,7 @@ def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
     import goatdna.inference.variant_run as variant_run
 
     whole, cut = tmp_path / "whole.tsv", tmp_path / "cut.tsv"
-    assert runner.invoke(app, _args(inputs, whole)).exit_code == 0
+    assert invoke(_args(inputs, whole)).exit_code == 0
     save = variant_run._save_chunk
     saved: list[int] = []
 
@@ -237,7 +226,7 @@ def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
         saved.append(chunk)
 
     monkeypatch.setattr(variant_run, "_save_chunk", dies_after_three)
-    assert runner.invoke(app, _args(inputs, cut)).exit_code != 0
+    assert invoke(_args(inputs, cut)).exit_code != 0
     monkeypatch.setattr(variant_run, "_save_chunk", save)
     work = variant_run.work_dir_for(cut)
     damaged = work / "chunk-000001.npz"
@@ -245,8 +234,8 @@ def test_score_variants_damaged_chunk_is_redone_and_changed_input_named(
     changed = tmp_path / "other.vcf"
     changed.write_text(inputs["vcf"].read_text())
     args = _args({**inputs, "vcf": changed}, cut, "--resume")
-    _one_line(runner.invoke(app, args), "(variants differ)")
-    res = runner.invoke(app, _args(inputs, cut, "--resume"))
+    assert_one_error_line(invoke(args), "(variants differ)")
+    res = invoke(_args(inputs, cut, "--resume"))
     assert res.exit_code == 0, res.output + str(res.exception)
     assert "chunk-000001.npz: damaged" in res.stdout and "resumed: 2 chunk(s)" in res.stdout
     assert cut.read_bytes() == whole.read_bytes()
@@ -263,14 +252,14 @@ def _track_args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
 def test_score_track_refuses_an_occupied_out_and_a_second_run(inputs, tmp_path: Path) -> None:
     out = tmp_path / "t.bedGraph"
     out.write_text("a user's track\n")
-    _one_line(runner.invoke(app, _track_args(inputs, out)), "exists; pass --force")
+    assert_one_error_line(invoke(_track_args(inputs, out)), "exists; pass --force")
     assert out.read_text() == "a user's track\n"
-    res = runner.invoke(app, _track_args(inputs, out, "--force"))
+    res = invoke(_track_args(inputs, out, "--force"))
     assert res.exit_code == 0, res.output + str(res.exception)
     assert out.read_text() != "a user's track\n"
     other = tmp_path / "u.bedGraph"
     with folder_lock(other, "--out"):  # this process plays the first run
-        res = runner.invoke(app, _track_args(inputs, other))
+        res = invoke(_track_args(inputs, other))
     # score-track reports on stderr: the refusal is its one error line, after the header
     assert res.exit_code == 2 and "Traceback" not in res.stderr
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
@@ -292,7 +281,7 @@ def test_embed_interrupted_then_resumed_gives_the_same_vectors(
     args = ["embed", "-c", str(inputs["checkpoint"]), "--sequences", str(sequences),
             "--batch-size", "1", "--strands", "both"]  # fmt: skip
     whole, cut = tmp_path / "whole.npz", tmp_path / "cut.npz"
-    assert runner.invoke(app, [*args, "-o", str(whole)]).exit_code == 0
+    assert invoke([*args, "-o", str(whole)]).exit_code == 0
     save = embed_run._save_unit
     saved: list[int] = []
 
@@ -303,14 +292,14 @@ def test_embed_interrupted_then_resumed_gives_the_same_vectors(
         saved.append(unit)
 
     monkeypatch.setattr(embed_run, "_save_unit", dies_after_two)
-    assert runner.invoke(app, [*args, "-o", str(cut)]).exit_code != 0 and not cut.exists()
+    assert invoke([*args, "-o", str(cut)]).exit_code != 0 and not cut.exists()
     monkeypatch.setattr(embed_run, "_save_unit", save)
-    _one_line(runner.invoke(app, [*args, "-o", str(cut)]), "pass --resume to continue it")
-    _one_line(
-        runner.invoke(app, [*args, "-o", str(cut), "--resume", "--strands", "forward"]),
+    assert_one_error_line(invoke([*args, "-o", str(cut)]), "pass --resume to continue it")
+    assert_one_error_line(
+        invoke([*args, "-o", str(cut), "--resume", "--strands", "forward"]),
         "(options differ)",
     )
-    res = runner.invoke(app, [*args, "-o", str(cut), "--resume"])
+    res = invoke([*args, "-o", str(cut), "--resume"])
     assert res.exit_code == 0, res.output + str(res.exception)
     with np.load(whole) as a, np.load(cut) as b:
         assert a.files == b.files
@@ -342,14 +331,14 @@ def test_every_command_on_the_engine_keeps_the_output_contract(
     holder's pid, --resume with nothing interrupted is refused, an input is never the output."""
     out = tmp_path / f"out{suffix}"
     with folder_lock(out, "--out"):  # this process plays a first run still going
-        _one_line(runner.invoke(app, _command(name, inputs, out)), f"pid {os.getpid()}")
-    _one_line(runner.invoke(app, [*_command(name, inputs, out), "--resume"]), "no interrupted")
-    res = runner.invoke(app, _command(name, inputs, out))
+        assert_one_error_line(invoke(_command(name, inputs, out)), f"pid {os.getpid()}")
+    assert_one_error_line(invoke([*_command(name, inputs, out), "--resume"]), "no interrupted")
+    res = invoke(_command(name, inputs, out))
     assert res.exit_code == 0, res.output + str(res.exception)
     written = out.read_bytes()
-    _one_line(runner.invoke(app, _command(name, inputs, out)), "exists; pass --force")
+    assert_one_error_line(invoke(_command(name, inputs, out)), "exists; pass --force")
     assert out.read_bytes() == written
-    res = runner.invoke(app, [*_command(name, inputs, out), "--force"])
+    res = invoke([*_command(name, inputs, out), "--force"])
     assert res.exit_code == 0, res.output + str(res.exception)
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # no work folder, no lock
     # --out naming the file being read (the VCF, the FASTA, the sequences) is refused, --force
@@ -358,7 +347,7 @@ def test_every_command_on_the_engine_keeps_the_output_contract(
     victim = tmp_path / f"input{suffix}"
     victim.write_bytes(inputs[key].read_bytes())
     as_input = _command(name, {**inputs, key: victim}, victim)
-    _one_line(runner.invoke(app, [*as_input, "--force"]), "is also an input of this run")
+    assert_one_error_line(invoke([*as_input, "--force"]), "is also an input of this run")
     assert victim.read_bytes() == inputs[key].read_bytes()
 
 
@@ -379,7 +368,7 @@ def test_ctrl_c_ends_in_one_interrupted_line_and_resume_finishes_the_bytes(
         inputs = {**inputs, "fasta": tmp_path / "many.fa"}
         inputs["fasta"].write_text("".join(f">s{i}\n{CONTIG[i : i + 30]}\n" for i in range(40)))
         args = [*_command(name, inputs, whole), "--batch-size", "1"]
-    assert runner.invoke(app, args).exit_code == 0
+    assert invoke(args).exit_code == 0
     save = getattr(target, saver)
     saved: list[int] = []
 
@@ -394,12 +383,12 @@ def test_ctrl_c_ends_in_one_interrupted_line_and_resume_finishes_the_bytes(
     monkeypatch.setattr(target, saver, stopped_after_one)
     cut_args = [cut if a == str(whole) else a for a in args]
     cut_args = [str(a) for a in cut_args]
-    res = runner.invoke(app, cut_args)
+    res = invoke(cut_args)
     assert res.exit_code == 130, res.output + repr(res.exception)
     last = [line for line in res.stderr.splitlines() if line.strip()][-1]
     assert last.startswith(f"interrupted: SIGINT: {name} stopped") and "--resume" in last, last
     monkeypatch.setattr(target, saver, save)
-    res = runner.invoke(app, [*cut_args, "--resume"])
+    res = invoke([*cut_args, "--resume"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert cut.read_bytes() == whole.read_bytes()
 
@@ -415,7 +404,7 @@ def test_a_full_disk_while_saving_a_unit_is_one_line_that_says_resume(
     import goatdna.atomic
 
     whole, cut = tmp_path / "whole.bedGraph", tmp_path / "cut.bedGraph"
-    assert runner.invoke(app, _command("score-track", inputs, whole)).exit_code == 0
+    assert invoke(_command("score-track", inputs, whole)).exit_code == 0
     real_open = open
 
     def full_for_units(path, mode="r", *args, **kwargs):
@@ -429,13 +418,13 @@ def test_a_full_disk_while_saving_a_unit_is_one_line_that_says_resume(
         return handle
 
     monkeypatch.setattr(goatdna.atomic, "open", full_for_units, raising=False)
-    res = runner.invoke(app, _command("score-track", inputs, cut))
+    res = invoke(_command("score-track", inputs, cut))
     assert res.exit_code == 2, res.output + repr(res.exception)
     last = [line for line in res.stderr.splitlines() if line.strip()][-1]
     assert last.startswith("error: disk full while writing") and "--resume" in last, last
     work = tmp_path / ".cut.bedGraph.goatdna-work"
     assert work.is_dir() and not [p for p in work.iterdir() if p.name.endswith(".tmp")]
     monkeypatch.undo()
-    res = runner.invoke(app, [*_command("score-track", inputs, cut), "--resume"])
+    res = invoke([*_command("score-track", inputs, cut), "--resume"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert cut.read_bytes() == whole.read_bytes()

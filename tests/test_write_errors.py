@@ -13,13 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from helpers import invoke
 
 from goatdna.atomic import DiskFullError, atomic_path, write_error
-from goatdna.cli.app import app
 from goatdna.errors import GoatDNAError
-
-runner = CliRunner()
 
 
 @pytest.fixture
@@ -66,7 +63,7 @@ def test_torch_save_onto_a_full_disk_is_one_line(full_disk: Path) -> None:
 
 
 def _one_line(args: list[object]) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
+    result = invoke(args)
     assert result.exit_code == 2, (result.output, result.exception)
     assert result.stderr.startswith("error: disk full while writing"), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -78,7 +75,7 @@ def test_export_onto_a_full_disk(
 ) -> None:
     args = ["export", "-c", tiny_runs["rope"] / "checkpoints" / "best.ckpt",
             "--out", full_disk / "exp"]  # fmt: skip
-    result = runner.invoke(app, [str(a) for a in args])
+    result = invoke(args)
     assert result.exit_code == 2 and "the export needs about" in result.stderr  # before writing
     # where the estimate falls short, the write itself still ends in one line
     monkeypatch.setattr("goatdna.hf.export.check_free_space", lambda *a, **k: None)
@@ -90,7 +87,7 @@ def test_probe_sweep_onto_a_full_disk(
     full_disk: Path, tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
 ) -> None:
     task = tmp_path / "task"
-    made = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+    made = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(task),
                                "--label", "gc", "--max-train", "60", "--max-eval", "20"])  # fmt: skip
     assert made.exit_code == 0, made.output
     line = _one_line(["finetune", "-c", tiny_runs["rope"] / "checkpoints" / "best.ckpt",
@@ -118,7 +115,7 @@ def little_room(monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def _refused_for_room(args: list[object]) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
+    result = invoke(args)
     assert result.exit_code == 2, (result.output, result.exception)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs about" in lines[0] and "4.0 KiB free there" in lines[0]
@@ -141,7 +138,7 @@ def test_probe_and_export_without_room_stop_before_work(
     little_room: int, tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
 ) -> None:
     task = tmp_path / "task"
-    made = runner.invoke(app, ["make-task", "--data", str(synthetic_shards), "--out", str(task),
+    made = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(task),
                                "--label", "gc", "--max-train", "60", "--max-eval", "20"])  # fmt: skip
     assert made.exit_code == 0, made.output
     best = tiny_runs["rope"] / "checkpoints" / "best.ckpt"

@@ -31,11 +31,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import invoke
 
-from goatdna.cli.app import app
-
-runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,7 +139,7 @@ def _first_record(fasta: Path) -> tuple[str, str]:
 
 
 def _ok(args: list[object]) -> None:
-    result = runner.invoke(app, [str(a) for a in args])
+    result = invoke(args)
     assert result.exit_code == 0, (args[0], result.output, result.exception)
 
 
@@ -343,7 +340,7 @@ def test_a_write_onto_a_full_or_read_only_filesystem_is_one_line(
     command: str, mount: Path, inputs: Inputs
 ) -> None:
     before = _tree(mount)
-    result = runner.invoke(app, [str(a) for a in COMMANDS[command](inputs, mount)])
+    result = invoke([str(a) for a in COMMANDS[command](inputs, mount)])
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"{command}: {result.output}") from result.exception
     assert result.exit_code == 2, (command, result.exit_code, result.output)

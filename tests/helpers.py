@@ -1,0 +1,67 @@
+"""Helpers shared by the test modules: one home each, so a change of convention is one edit.
+
+- `invoke`: run the `goatdna` CLI in-process (a subprocess would pay seconds of imports).
+- `assert_one_error_line`: the house rule for bad input (one `error: ...` line, exit 2, no traceback).
+- `tiny_config`: the tiny decoder most tests build (~30 k parameters, instant on CPU).
+
+tests/test_helpers_one_home.py fails when a test module grows its own copy of these again.
+Test modules import them as ``from helpers import ...`` (pytest puts tests/ on sys.path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from click.testing import Result
+from typer.testing import CliRunner
+
+from goatdna.model import ModelConfig
+
+_RUNNER = CliRunner()
+
+
+def invoke(args: Sequence[object], **kwargs: Any) -> Result:
+    """`goatdna ARGS` in-process; each argument is passed as `str(arg)` (so paths may be given).
+
+    A default `CliRunner()` (stdout and stderr captured apart: `result.stderr` is stderr alone,
+    `result.output` both); `kwargs` go to `CliRunner.invoke` (e.g. ``env={"COLUMNS": "250"}``).
+    """
+    from goatdna.cli.app import app  # imported here: tests that only want `tiny_config` skip it
+
+    return _RUNNER.invoke(app, [str(arg) for arg in args], **kwargs)
+
+
+def assert_one_error_line(result: Result, *needles: str) -> str:
+    """Assert the bad-input contract and return the error line.
+
+    Exit code 2, no traceback (the only exception is the `SystemExit` of the exit), and the
+    whole output (stdout and stderr) is exactly one non-blank line, on stderr, starting
+    ``error: `` and containing every needle.
+    """
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert lines[0] in result.stderr, (lines[0], result.stderr)
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+TINY_CONFIG: dict[str, Any] = {
+    "positional": "goat",
+    "n_layers": 1,
+    "d_model": 32,
+    "n_heads": 2,
+    "mlp_hidden": 64,
+    "goat_modes": 2,
+    "train_length": 32,
+}
+
+
+def tiny_config(**overrides: Any) -> ModelConfig:
+    """The tiny decoder of most tests (one layer, d_model 32, 2 heads, 2 GOAT modes, 32-base
+    context); `overrides` replace any field (e.g. ``positional="rope"``, ``train_length=64``)."""
+    return ModelConfig(**{**TINY_CONFIG, **overrides})
