@@ -212,10 +212,12 @@ def test_cli_writes_json_and_csv(
         [
             "evaluate", "--checkpoint", str(random_checkpoint), "--data", str(synthetic_shards),
             "--split", "test", "--context-lengths", "32,64", "--max-eval-tokens", "2048",
-            "--out", str(tmp_path),
+            "--out", str(tmp_path / "ev[x]"),
         ],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
+    tmp_path = tmp_path / "ev[x]"  # a folder name rich would read as markup: printed as written
+    assert f"wrote {tmp_path / 'evaluation.json'} and {tmp_path / 'evaluation.csv'}" in res.output
     doc = json.loads((tmp_path / "evaluation.json").read_text())
     frame = pd.read_csv(tmp_path / "evaluation.csv")
     assert doc["split"] == "test" and doc["train_length"] == 32

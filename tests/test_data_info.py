@@ -63,3 +63,13 @@ def test_prepare_help_documents_every_option():
             if flag.startswith("--"):
                 assert flag in result.stdout, flag
         assert getattr(param, "help", None), f"{param.name} has no help text"
+
+
+def test_info_prints_a_folder_name_with_brackets_as_written(synthetic_shards, tmp_path):
+    """rich reads ``[x]`` as markup: it dropped it from the header (and ``[/x]`` raised)."""
+    for name in ("data[x]", "data[/x]"):
+        copy = tmp_path / name
+        shutil.copytree(synthetic_shards, copy)
+        result = _run("info", copy)
+        assert result.exit_code == 0, (result.output, result.exception)
+        assert str(copy) in result.stdout, result.stdout

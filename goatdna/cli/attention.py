@@ -156,7 +156,7 @@ def _run(
             "(extrapolation)"
         )
     for path in out:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", markup=False)
 
 
 def _read_sequence(

@@ -109,4 +109,4 @@ def evaluate(
         console.print("non-repeat b/b: every scored target is soft-masked")
     if out is not None:
         write_evaluation(evaluation, out / "evaluation.json", out / "evaluation.csv")
-        console.print(f"wrote {out / 'evaluation.json'} and {out / 'evaluation.csv'}")
+        console.print(f"wrote {out / 'evaluation.json'} and {out / 'evaluation.csv'}", markup=False)

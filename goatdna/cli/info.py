@@ -42,6 +42,7 @@ def info(
     ),
 ) -> None:
     """Table of records and splits: lengths, GC %, N %, soft-masked %; --verify re-hashes."""
+    from rich.markup import escape
     from rich.table import Table
 
     from goatdna.console import output_console
@@ -52,8 +53,9 @@ def info(
     multi = "sources" in genome.manifest
     for src in genome.sources():
         console.print(
-            f"[bold]{genome.root}[/bold]  source {src['name'] + ': ' if multi else ''}"
-            f"{src['file']} ({src['size']:,} bytes, {src['compression']}), "
+            f"[bold]{escape(str(genome.root))}[/bold]  source "
+            f"{escape(src['name']) + ': ' if multi else ''}"
+            f"{escape(src['file'])} ({src['size']:,} bytes, {src['compression']}), "
             f"sha256 {src['sha256'][:16]}..., "
             f"split mode {src.get('split_mode', genome.manifest['split_mode'])}"
         )

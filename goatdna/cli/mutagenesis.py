@@ -131,9 +131,10 @@ def mutagenesis(
     console.print(
         f"{result.region.label}: {len(result.ref):,} positions, {scored:,} alternatives scored "
         f"({result.options.method}, window {result.options.window}, strands "
-        f"{result.options.strands})"
+        f"{result.options.strands})",
+        markup=False,
     )
     if result.resumed_units:
         console.print(f"resumed: {result.resumed_units} unit(s) were already scored")
     for path in result.written:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", markup=False)

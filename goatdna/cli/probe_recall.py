@@ -80,4 +80,4 @@ def probe_recall(
     if summary["extrapolation"].any():
         console.print("* the probe sequence is longer than the training length (extrapolation)")
     console.print("(in brackets: 95% bootstrap intervals over the trials)")
-    console.print(f"wrote {out}/recall_trials.csv, recall_summary.csv, recall.png")
+    console.print(f"wrote {out}/recall_trials.csv, recall_summary.csv, recall.png", markup=False)

@@ -191,4 +191,6 @@ def score_track(
     if result is None:  # not global rank 0: rank 0 reports
         return
     for quantity, path in result.paths.items():
-        console.print(f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)")
+        console.print(
+            f"wrote {path} ({quantity}, {result.scored_bases:,} bases with a value)", markup=False
+        )

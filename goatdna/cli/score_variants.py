@@ -163,7 +163,9 @@ def score_variants(
     console.print(table)
     if summary.resumed_chunks:
         console.print(f"resumed: {summary.resumed_chunks} chunk(s) were already scored")
-    console.print(f"wrote {summary.out}" + (" (+ .tbi)" if str(out).endswith(".vcf.gz") else ""))
+    console.print(
+        f"wrote {summary.out}" + (" (+ .tbi)" if str(out).endswith(".vcf.gz") else ""), markup=False
+    )
     if summary.alleles and not summary.counts.get("ok"):
         worst = max(summary.counts, key=lambda status: summary.counts[status])
         hint = " (is the FASTA the VCF's assembly? their contig names must match)"
