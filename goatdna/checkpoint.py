@@ -12,12 +12,19 @@ and keeps the import direction analysis -> model.
 A folder written by `goatdna export` loads here too (``config.json`` with ``model_type`` goatdna
 and every `ModelConfig` field, weights in ``model.safetensors`` under the same ``"model."``
 prefix), so every command that takes ``--checkpoint`` takes an export folder.
+
+Every file is read here, once: `read_checkpoint` returns a `CheckpointFile` (what was read and
+what it holds: a language model, a fine-tuned head, adapters) that `load_checkpoint`,
+`load_task_model`, `adapter_weights` and `checkpoint_provenance` all take in place of a path, so
+a command that needs several of them (`goatdna export --no-merge`) reads each file one time.
+`read_torch_file` is goatdna's one call of ``torch.load`` (always ``weights_only=True``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import zipfile
@@ -98,16 +105,131 @@ def unreadable_reason(err: BaseException) -> str:
     return f"{err.__class__.__name__}: {first}" if first else err.__class__.__name__
 
 
+def read_torch_file(path: Path, *, mmap: bool = False) -> Any:
+    """``torch.load(path, map_location="cpu", weights_only=True)``: goatdna's one call of it.
+
+    Every checkpoint, training state and feature cache goatdna reads comes through here, so none
+    is ever unpickled with ``weights_only=False`` (which runs whatever code a file holds).
+    ``mmap`` maps the tensors instead of reading them (a resume check that reads the keys)."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+
+
+FileHolds = Literal["language-model", "fine-tuned", "adapters"]
+"""What a checkpoint holds (`CheckpointFile.holds`): a pretrained language model, a fine-tuned
+model (trunk and task head), or a LoRA/IA3 fine-tune's adapters and head (its backbone is another
+file, `find_backbone`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointFile:
+    """One read of a checkpoint (`read_checkpoint`): a ``.ckpt`` or a `goatdna export` folder.
+
+    ``record`` is what was read: a ``.ckpt``'s whole dictionary (checked to hold
+    ``hyper_parameters.config.model`` and ``state_dict``), or an export folder's config.json.
+    ``run_config`` is the run config as recorded (``hyper_parameters.config``, or an export's
+    ``goatdna_run_config``). Pass the object, not the path, to every loader a command needs.
+    """
+
+    path: Path
+    format: Literal["ckpt", "export"]
+    record: Mapping[str, Any]
+
+    @property
+    def run_config(self) -> Mapping[str, Any]:
+        if self.format == "ckpt":
+            return self.record["hyper_parameters"]["config"]
+        recorded = self.record.get("goatdna_run_config")
+        return recorded if isinstance(recorded, Mapping) else {}
+
+    @property
+    def head(self) -> Mapping[str, Any] | None:
+        """The fine-tuned model's ``head`` section (`task_head`), else None."""
+        return task_head(self.run_config)
+
+    @functools.cached_property
+    def adapters(self) -> AdapterSpec | None:
+        """A LoRA/IA3 fine-tune ``.ckpt``'s `AdapterSpec` (an export folder has them merged)."""
+        if self.format != "ckpt":
+            return None
+        from goatdna.adapters import adapter_spec
+
+        return adapter_spec(self.run_config, self.path)
+
+    @property
+    def holds(self) -> FileHolds:
+        if self.adapters is not None:
+            return "adapters"
+        return "fine-tuned" if self.head is not None else "language-model"
+
+    @functools.cached_property
+    def state(self) -> Mapping[str, Any]:
+        """Every tensor, on the CPU: a ``.ckpt``'s ``state_dict``, or an export folder's
+        model.safetensors (read when first asked for, so a folder refused for its config.json
+        is never read further)."""
+        if self.format == "ckpt":
+            return self.record["state_dict"]
+        weights_path = self.path / EXPORT_WEIGHTS
+        if not weights_path.is_file():
+            raise GoatDNAError(f"{self.path}: no {EXPORT_WEIGHTS}; re-run `goatdna export`")
+        try:
+            from safetensors import SafetensorError
+            from safetensors.torch import load_file
+        except ImportError:
+            raise GoatDNAError(
+                f"{weights_path}: reading export folders needs safetensors: pip install "
+                "'goatdna[hf]'"
+            ) from None
+        try:
+            return load_file(str(weights_path), device="cpu")
+        except (SafetensorError, OSError) as err:
+            raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
+
+
+def read_checkpoint(path: str | Path) -> CheckpointFile:
+    """Read a checkpoint once: a ``.ckpt`` (`goatdna train` or `goatdna finetune`) or a
+    `goatdna export` folder (its config.json now, its weights when first needed). A missing,
+    unreadable or foreign file is one line."""
+    path = Path(path)
+    if path.is_dir():
+        return CheckpointFile(path, "export", read_export_config(path))
+    if not path.is_file():
+        raise GoatDNAError(
+            f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
+            " or a folder written by `goatdna export`"
+        )
+    try:
+        ckpt = read_torch_file(path)
+    except Exception as err:  # a truncated or foreign file: say which one
+        raise GoatDNAError(
+            f"{path}: not a readable goatdna checkpoint ({unreadable_reason(err)})"
+        ) from None
+    try:
+        _ = (ckpt["hyper_parameters"]["config"]["model"], ckpt["state_dict"])
+    except (KeyError, TypeError):
+        raise GoatDNAError(
+            f"{path}: checkpoint lacks hyper_parameters.config.model or state_dict; "
+            "was it written by `goatdna train`?"
+        ) from None
+    return CheckpointFile(path, "ckpt", ckpt)
+
+
+def _as_file(source: str | Path | CheckpointFile) -> CheckpointFile:
+    return source if isinstance(source, CheckpointFile) else read_checkpoint(source)
+
+
 def load_checkpoint(
-    path: str | Path,
+    path: str | Path | CheckpointFile,
     device: str = "cpu",
     rope_extension: str | None = None,
     *,
     lm_command: str | None = None,
+    backbone: CheckpointFile | None = None,
 ) -> LoadedCheckpoint:
     """Load a DNADecoder model (eval mode, on ``device``), its config and the run config from a
     checkpoint (a ``.ckpt`` from `goatdna train` or `goatdna finetune`, or a folder from
-    `goatdna export`).
+    `goatdna export`), given by path or as the `CheckpointFile` `read_checkpoint` returned.
 
     ``rope_extension`` (``none``/``linear``/``ntk``) applies RoPE position interpolation or NTK
     scaling to a RoPE model at evaluation time, as the paper's RoPE-PI baseline does: it changes
@@ -117,52 +239,34 @@ def load_checkpoint(
     A LoRA/IA3 fine-tune's checkpoint (`goatdna.adapters`: adapters and head only) gives the
     backbone it names (by path, checked by sha256) with its adapters merged in: the decoder the
     fine-tuned model runs, never the bare pretrained one. A missing or different backbone is
-    refused in one line.
+    refused in one line. ``backbone``: that backbone already read (found by `find_backbone`), so
+    a caller that needs it bare too reads it once.
 
     ``lm_command`` names a command that scores with the next-base (language-model) head
     (``"score-variants"``, ``"evaluate"``, ...): a fine-tuned checkpoint or export is then
     refused in one line (`refuse_task_model`), before any backbone is read.
     """
-    import torch
-
     from goatdna.model import ModelConfig
 
-    path = Path(path)
     check_device(device)
-    if path.is_dir():
-        return load_export(path, device, rope_extension, lm_command=lm_command)
-    if not path.is_file():
-        raise GoatDNAError(
-            f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
-            " or a folder written by `goatdna export`"
-        )
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # a truncated or foreign file: say which one
-        raise GoatDNAError(
-            f"{path}: not a readable goatdna checkpoint ({unreadable_reason(err)})"
-        ) from None
-    try:
-        config = ckpt["hyper_parameters"]["config"]
-        model_dict = config["model"]
-        state = ckpt["state_dict"]
-    except (KeyError, TypeError):
-        raise GoatDNAError(
-            f"{path}: checkpoint lacks hyper_parameters.config.model or state_dict; "
-            "was it written by `goatdna train`?"
-        ) from None
-    model_dict = with_rope_extension(dict(model_dict), rope_extension, path)
+    file = _as_file(path)
+    if file.format == "export":
+        return load_export(file, device, rope_extension, lm_command=lm_command)
+    path = file.path
+    config = file.run_config
+    model_dict = with_rope_extension(dict(config["model"]), rope_extension, path)
     config = {**config, "model": model_dict}
     model_config = from_dict(ModelConfig, dict(model_dict), "model")
     if lm_command is not None:
         refuse_task_model(config, path, lm_command)
+    state = file.state
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
-    from goatdna.adapters import adapter_spec
-
-    spec = adapter_spec(config, path)
+    spec = file.adapters
     if spec is not None:  # adapters + head only: the backbone comes from where the config says
-        model = _adapted_backbone(spec, state, path, device, rope_extension)
+        if backbone is None:
+            backbone = read_checkpoint(find_backbone(spec, path))
+        model = _adapted_backbone(spec, state, path, device, rope_extension, backbone)
         return LoadedCheckpoint(model, model_config, "finetuned", dict(config), path)
     model = _build_model(model_config, state, device, path, "the model config in the checkpoint")
     kind: CheckpointKind = "finetuned" if task_head(config) is not None else "pretrained"
@@ -175,13 +279,14 @@ def _adapted_backbone(
     source: Path,
     device: str,
     rope_extension: str | None,
+    backbone: CheckpointFile,
 ) -> DNADecoder:
-    """An adapter fine-tune's backbone: the pretrained checkpoint it names (`find_backbone`),
-    its peft adapters loaded from ``state`` and merged in."""
+    """An adapter fine-tune's backbone: the pretrained checkpoint it names (`find_backbone`,
+    read as ``backbone``), its peft adapters loaded from ``state`` and merged in."""
     from goatdna.adapters import attach, merged, require_peft
 
     require_peft()
-    loaded = load_checkpoint(find_backbone(spec, source), "cpu", rope_extension)
+    loaded = load_checkpoint(backbone, "cpu", rope_extension)
     model = attach(loaded.model, spec)
     trained = {n for n, p in model.named_parameters() if p.requires_grad}
     weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
@@ -245,19 +350,28 @@ class LoadedTaskModel:
         return list(self.classifier.task_config.classes)
 
 
-def load_task_model(path: str | Path) -> LoadedTaskModel:
+def load_task_model(
+    path: str | Path | CheckpointFile,
+    *,
+    backbone: CheckpointFile | None = None,
+    decoder: DNADecoder | None = None,
+) -> LoadedTaskModel:
     """Read a fine-tuned model: `goatdna finetune`'s best.ckpt/last.ckpt or its `goatdna export`
-    folder. The one loader of fine-tuned models: predict, embed, export and attribution all
-    read them here, so a new kind of fine-tune (adapters, say) is taught to one function.
+    folder (a path, or the `CheckpointFile` already read). The one loader of fine-tuned models:
+    predict, embed, export and attribution all read them here, so a new kind of fine-tune
+    (adapters, say) is taught to one function.
 
-    The backbone comes through `load_checkpoint`, the ``head`` section strictly as a
-    `SequenceTaskConfig`, the ``"head."`` weights strictly into its `SequenceHead`.
+    The backbone comes through `load_checkpoint` (``backbone``: as there), the ``head`` section
+    strictly as a `SequenceTaskConfig`, the ``"head."`` weights strictly into its `SequenceHead`.
+    ``decoder`` puts the head on that trunk instead (an unmerged export's bare backbone), once
+    the fine-tuned model has loaded as a whole, so its checks are the same.
     """
     from goatdna.configfile import ConfigKeyError
     from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 
-    path = Path(path)
-    loaded = load_checkpoint(path, "cpu")
+    file = _as_file(path)
+    path = file.path
+    loaded = load_checkpoint(file, "cpu", backbone=backbone)
     config = dict(loaded.run_config)
     if task_head(config) is None:
         raise GoatDNAError(
@@ -271,7 +385,7 @@ def load_task_model(path: str | Path) -> LoadedTaskModel:
             f"{path}: {err.detail}; fine-tune it again with this goatdna to predict with it"
         ) from None
     classifier = SequenceTaskModel(loaded.model, task_config)
-    state = _weights(path)
+    state = file.state
     head_state = {k[len(HEAD_PREFIX) :]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
     try:
         classifier.head.load_state_dict(head_state, strict=True)
@@ -279,6 +393,10 @@ def load_task_model(path: str | Path) -> LoadedTaskModel:
         raise GoatDNAError(
             f"{path}: head weights do not match its config ({str(err).splitlines()[0]})"
         ) from None
+    if decoder is not None:
+        head = classifier.head
+        classifier = SequenceTaskModel(decoder, task_config)
+        classifier.head.load_state_dict(head.state_dict())
     classifier.eval()
     return LoadedTaskModel(classifier=classifier, config=config, source=path)
 
@@ -324,27 +442,16 @@ def refuse_task_model(run_config: Mapping[str, Any], source: Path, command: str)
     )
 
 
-def adapter_weights(path: str | Path) -> dict[str, Any]:
+def adapter_weights(path: str | Path | CheckpointFile) -> dict[str, Any]:
     """A LoRA/IA3 fine-tune checkpoint's adapter tensors, under their names in the fine-tuned
     model (``"model." + <peft name>``), for an unmerged export."""
-    state = _weights(Path(path))
+    state = _as_file(path).state
     return {k: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
 
 
-def _weights(path: Path) -> Mapping[str, Any]:
-    """Every tensor of a checkpoint file or an export folder's safetensors, on the CPU."""
-    import torch
-
-    if path.is_dir():
-        from safetensors.torch import load_file
-
-        return load_file(str(path / EXPORT_WEIGHTS), device="cpu")
-    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-
-
 def _without_lm_head(
-    state: dict[str, torch.Tensor], model_config: ModelConfig
-) -> dict[str, torch.Tensor]:
+    state: Mapping[str, torch.Tensor], model_config: ModelConfig
+) -> Mapping[str, torch.Tensor]:
     """A classifier export's weights, its next-base head filled in with NaN when not stored.
 
     Fine-tuning never trains that head, so an export of a fine-tuned model leaves it out (older
@@ -424,7 +531,7 @@ def with_rope_extension(
 
 
 def load_export(
-    folder: str | Path,
+    folder: str | Path | CheckpointFile,
     device: str = "cpu",
     rope_extension: str | None = None,
     *,
@@ -440,8 +547,8 @@ def load_export(
 
     from goatdna.model import ModelConfig
 
-    folder = Path(folder)
-    data = read_export_config(folder)
+    file = _as_file(folder)
+    folder, data = file.path, file.record
     config_path = folder / EXPORT_CONFIG
     names = [f.name for f in dataclasses.fields(ModelConfig)]
     missing = [name for name in names if name not in data]
@@ -456,19 +563,7 @@ def load_export(
     model_dict = with_rope_extension({name: data[name] for name in names}, rope_extension, folder)
     model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
     weights_path = folder / EXPORT_WEIGHTS
-    if not weights_path.is_file():
-        raise GoatDNAError(f"{folder}: no {EXPORT_WEIGHTS}; re-run `goatdna export`")
-    try:
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-    except ImportError:
-        raise GoatDNAError(
-            f"{weights_path}: reading export folders needs safetensors: pip install 'goatdna[hf]'"
-        ) from None
-    try:
-        state = load_file(str(weights_path), device="cpu")
-    except (SafetensorError, OSError) as err:
-        raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    state = file.state
     if isinstance(recorded, Mapping) and task_head(recorded) is not None:
         state = _without_lm_head(state, model_config)
     model = _build_model(
@@ -541,7 +636,7 @@ def check_export_edits(data: Mapping[str, Any], config_path: Path) -> None:
         )
 
 
-def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
+def checkpoint_provenance(path: str | Path | CheckpointFile) -> dict[str, Any]:
     """What a model was trained on and for how long, for `goatdna export`'s config and card.
 
     From a ``.ckpt``: its ``global_step``, the data manifest hash the run recorded, the
@@ -550,12 +645,10 @@ def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
     checkpoints folder, else from the config with one device). From an export folder: the
     provenance it already carries.
     """
-    import torch
-
-    path = Path(path)
-    if path.is_dir():
-        return dict(read_export_config(path).get("goatdna_provenance") or {})
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    file = _as_file(path)
+    path, ckpt = file.path, file.record
+    if file.format == "export":
+        return dict(ckpt.get("goatdna_provenance") or {})
     hyper = ckpt.get("hyper_parameters") or {}
     config = hyper.get("config") or {}
     steps = int(ckpt.get("global_step", 0))
@@ -773,8 +866,6 @@ def training_checkpoint_problem(path: Path) -> str | None:
     bit anywhere in the weights or optimizer state is found; then the pickle is read (weights
     memory-mapped, not loaded) and the keys a resume needs are looked up.
     """
-    import torch
-
     try:
         if path.stat().st_size == 0:
             return "it is empty (0 bytes)"
@@ -782,7 +873,7 @@ def training_checkpoint_problem(path: Path) -> str | None:
             bad = archive.testzip()
         if bad is not None:
             return f"record {bad} fails its CRC-32 check (corrupted bytes)"
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        ckpt = read_torch_file(path, mmap=True)
     except zipfile.BadZipFile:
         return "it is not a complete checkpoint archive (truncated, or another kind of file)"
     except Exception as err:  # any unreadable file becomes the reason (the caller names it)
@@ -800,7 +891,4 @@ def training_checkpoint_step(path: Path) -> int | None:
     """The optimizer step a resumable checkpoint holds (None if it cannot be resumed from)."""
     if training_checkpoint_problem(path) is not None:
         return None
-    import torch
-
-    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return int(ckpt["global_step"])
+    return int(read_torch_file(path, mmap=True)["global_step"])
