@@ -49,18 +49,14 @@ from goatdna.adapters import (
     require_peft,
     split_targets,
 )
-from goatdna.checkpoint import (
-    load_checkpoint,
-    read_checkpoint,
-    read_torch_file,
-    training_checkpoint_bytes,
-)
+from goatdna.checkpoint import load_checkpoint, read_checkpoint, read_torch_file
 from goatdna.configfile import from_dict, load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 from goatdna.runtime import Runtime, gather_blocks, rank_block
 from goatdna.training import preflight
+from goatdna.training.checkpoints import training_checkpoint_bytes
 from goatdna.training.finetune_config import FinetuneConfig
 from goatdna.training.finetune_data import (
     Split,
