@@ -530,3 +530,19 @@ def test_export_reads_each_file_once(
     _invoke("export", "--checkpoint", ckpt, "--out", tmp_path / "out", merge)
     assert sorted(loads) == sorted([ckpt.resolve(), backbone.resolve()])
     assert hashes == [backbone.resolve()]
+
+
+def test_read_checkpoint_says_what_a_file_holds(
+    lora_run: tuple[Path, Path], fine_tuned_models: dict[str, Path]
+) -> None:
+    """One read tells a language model from a fine-tuned model from an adapter fine-tune (whose
+    backbone is another file), for a .ckpt and an export folder alike."""
+    from goatdna.checkpoint import read_checkpoint
+
+    holds = {kind: read_checkpoint(path).holds for kind, path in fine_tuned_models.items()}
+    assert holds == {"lora": "adapters", "full": "fine-tuned", "merged-export": "fine-tuned",
+                     "unmerged-base": "fine-tuned"}  # fmt: skip
+    assert read_checkpoint(lora_run[0]).holds == "language-model"
+    lora = read_checkpoint(fine_tuned_models["lora"])
+    assert lora.adapters is not None and lora.adapters.mode == "lora"
+    assert lora.head is not None and lora.head["task"] == "classification"
