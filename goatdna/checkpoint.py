@@ -12,16 +12,21 @@ and keeps the import direction analysis -> model.
 A folder written by `goatdna export` loads here too (``config.json`` with ``model_type`` goatdna
 and every `ModelConfig` field, weights in ``model.safetensors`` under the same ``"model."``
 prefix), so every command that takes ``--checkpoint`` takes an export folder.
+
+Every file is read here, once: `read_checkpoint` returns a `CheckpointFile` (what was read and
+what it holds: a language model, a fine-tuned head, adapters) that `load_checkpoint`,
+`load_task_model`, `adapter_weights` and `checkpoint_provenance` all take in place of a path, so
+a command that needs several of them (`goatdna export --no-merge`) reads each file one time.
+`read_torch_file` is goatdna's one call of ``torch.load`` (always ``weights_only=True``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import json
 import math
-import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,7 +36,6 @@ from goatdna.errors import GoatDNAError
 
 if TYPE_CHECKING:
     import torch
-    from lightning_fabric import Fabric
 
     from goatdna.adapters import AdapterSpec
     from goatdna.model import DNADecoder, ModelConfig
@@ -98,16 +102,131 @@ def unreadable_reason(err: BaseException) -> str:
     return f"{err.__class__.__name__}: {first}" if first else err.__class__.__name__
 
 
+def read_torch_file(path: Path, *, mmap: bool = False) -> Any:
+    """``torch.load(path, map_location="cpu", weights_only=True)``: goatdna's one call of it.
+
+    Every checkpoint, training state and feature cache goatdna reads comes through here, so none
+    is ever unpickled with ``weights_only=False`` (which runs whatever code a file holds).
+    ``mmap`` maps the tensors instead of reading them (a resume check that reads the keys)."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+
+
+FileHolds = Literal["language-model", "fine-tuned", "adapters"]
+"""What a checkpoint holds (`CheckpointFile.holds`): a pretrained language model, a fine-tuned
+model (trunk and task head), or a LoRA/IA3 fine-tune's adapters and head (its backbone is another
+file, `find_backbone`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointFile:
+    """One read of a checkpoint (`read_checkpoint`): a ``.ckpt`` or a `goatdna export` folder.
+
+    ``record`` is what was read: a ``.ckpt``'s whole dictionary (checked to hold
+    ``hyper_parameters.config.model`` and ``state_dict``), or an export folder's config.json.
+    ``run_config`` is the run config as recorded (``hyper_parameters.config``, or an export's
+    ``goatdna_run_config``). Pass the object, not the path, to every loader a command needs.
+    """
+
+    path: Path
+    format: Literal["ckpt", "export"]
+    record: Mapping[str, Any]
+
+    @property
+    def run_config(self) -> Mapping[str, Any]:
+        if self.format == "ckpt":
+            return self.record["hyper_parameters"]["config"]
+        recorded = self.record.get("goatdna_run_config")
+        return recorded if isinstance(recorded, Mapping) else {}
+
+    @property
+    def head(self) -> Mapping[str, Any] | None:
+        """The fine-tuned model's ``head`` section (`task_head`), else None."""
+        return task_head(self.run_config)
+
+    @functools.cached_property
+    def adapters(self) -> AdapterSpec | None:
+        """A LoRA/IA3 fine-tune ``.ckpt``'s `AdapterSpec` (an export folder has them merged)."""
+        if self.format != "ckpt":
+            return None
+        from goatdna.adapters import adapter_spec
+
+        return adapter_spec(self.run_config, self.path)
+
+    @property
+    def holds(self) -> FileHolds:
+        if self.adapters is not None:
+            return "adapters"
+        return "fine-tuned" if self.head is not None else "language-model"
+
+    @functools.cached_property
+    def state(self) -> Mapping[str, Any]:
+        """Every tensor, on the CPU: a ``.ckpt``'s ``state_dict``, or an export folder's
+        model.safetensors (read when first asked for, so a folder refused for its config.json
+        is never read further)."""
+        if self.format == "ckpt":
+            return self.record["state_dict"]
+        weights_path = self.path / EXPORT_WEIGHTS
+        if not weights_path.is_file():
+            raise GoatDNAError(f"{self.path}: no {EXPORT_WEIGHTS}; re-run `goatdna export`")
+        try:
+            from safetensors import SafetensorError
+            from safetensors.torch import load_file
+        except ImportError:
+            raise GoatDNAError(
+                f"{weights_path}: reading export folders needs safetensors: pip install "
+                "'goatdna[hf]'"
+            ) from None
+        try:
+            return load_file(str(weights_path), device="cpu")
+        except (SafetensorError, OSError) as err:
+            raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
+
+
+def read_checkpoint(path: str | Path) -> CheckpointFile:
+    """Read a checkpoint once: a ``.ckpt`` (`goatdna train` or `goatdna finetune`) or a
+    `goatdna export` folder (its config.json now, its weights when first needed). A missing,
+    unreadable or foreign file is one line."""
+    path = Path(path)
+    if path.is_dir():
+        return CheckpointFile(path, "export", read_export_config(path))
+    if not path.is_file():
+        raise GoatDNAError(
+            f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
+            " or a folder written by `goatdna export`"
+        )
+    try:
+        ckpt = read_torch_file(path)
+    except Exception as err:  # a truncated or foreign file: say which one
+        raise GoatDNAError(
+            f"{path}: not a readable goatdna checkpoint ({unreadable_reason(err)})"
+        ) from None
+    try:
+        _ = (ckpt["hyper_parameters"]["config"]["model"], ckpt["state_dict"])
+    except (KeyError, TypeError):
+        raise GoatDNAError(
+            f"{path}: checkpoint lacks hyper_parameters.config.model or state_dict; "
+            "was it written by `goatdna train`?"
+        ) from None
+    return CheckpointFile(path, "ckpt", ckpt)
+
+
+def _as_file(source: str | Path | CheckpointFile) -> CheckpointFile:
+    return source if isinstance(source, CheckpointFile) else read_checkpoint(source)
+
+
 def load_checkpoint(
-    path: str | Path,
+    path: str | Path | CheckpointFile,
     device: str = "cpu",
     rope_extension: str | None = None,
     *,
     lm_command: str | None = None,
+    backbone: CheckpointFile | None = None,
 ) -> LoadedCheckpoint:
     """Load a DNADecoder model (eval mode, on ``device``), its config and the run config from a
     checkpoint (a ``.ckpt`` from `goatdna train` or `goatdna finetune`, or a folder from
-    `goatdna export`).
+    `goatdna export`), given by path or as the `CheckpointFile` `read_checkpoint` returned.
 
     ``rope_extension`` (``none``/``linear``/``ntk``) applies RoPE position interpolation or NTK
     scaling to a RoPE model at evaluation time, as the paper's RoPE-PI baseline does: it changes
@@ -117,52 +236,34 @@ def load_checkpoint(
     A LoRA/IA3 fine-tune's checkpoint (`goatdna.adapters`: adapters and head only) gives the
     backbone it names (by path, checked by sha256) with its adapters merged in: the decoder the
     fine-tuned model runs, never the bare pretrained one. A missing or different backbone is
-    refused in one line.
+    refused in one line. ``backbone``: that backbone already read (found by `find_backbone`), so
+    a caller that needs it bare too reads it once.
 
     ``lm_command`` names a command that scores with the next-base (language-model) head
     (``"score-variants"``, ``"evaluate"``, ...): a fine-tuned checkpoint or export is then
     refused in one line (`refuse_task_model`), before any backbone is read.
     """
-    import torch
-
     from goatdna.model import ModelConfig
 
-    path = Path(path)
     check_device(device)
-    if path.is_dir():
-        return load_export(path, device, rope_extension, lm_command=lm_command)
-    if not path.is_file():
-        raise GoatDNAError(
-            f"{path}: checkpoint not found; pass a .ckpt file such as runs/goat/checkpoints/best.ckpt"
-            " or a folder written by `goatdna export`"
-        )
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # a truncated or foreign file: say which one
-        raise GoatDNAError(
-            f"{path}: not a readable goatdna checkpoint ({unreadable_reason(err)})"
-        ) from None
-    try:
-        config = ckpt["hyper_parameters"]["config"]
-        model_dict = config["model"]
-        state = ckpt["state_dict"]
-    except (KeyError, TypeError):
-        raise GoatDNAError(
-            f"{path}: checkpoint lacks hyper_parameters.config.model or state_dict; "
-            "was it written by `goatdna train`?"
-        ) from None
-    model_dict = with_rope_extension(dict(model_dict), rope_extension, path)
+    file = _as_file(path)
+    if file.format == "export":
+        return load_export(file, device, rope_extension, lm_command=lm_command)
+    path = file.path
+    config = file.run_config
+    model_dict = with_rope_extension(dict(config["model"]), rope_extension, path)
     config = {**config, "model": model_dict}
     model_config = from_dict(ModelConfig, dict(model_dict), "model")
     if lm_command is not None:
         refuse_task_model(config, path, lm_command)
+    state = file.state
     if not any(k.startswith(MODEL_PREFIX) for k in state):
         raise GoatDNAError(f"{path}: state_dict has no '{MODEL_PREFIX}*' weights")
-    from goatdna.adapters import adapter_spec
-
-    spec = adapter_spec(config, path)
+    spec = file.adapters
     if spec is not None:  # adapters + head only: the backbone comes from where the config says
-        model = _adapted_backbone(spec, state, path, device, rope_extension)
+        if backbone is None:
+            backbone = read_checkpoint(find_backbone(spec, path))
+        model = _adapted_backbone(spec, state, path, device, rope_extension, backbone)
         return LoadedCheckpoint(model, model_config, "finetuned", dict(config), path)
     model = _build_model(model_config, state, device, path, "the model config in the checkpoint")
     kind: CheckpointKind = "finetuned" if task_head(config) is not None else "pretrained"
@@ -175,13 +276,14 @@ def _adapted_backbone(
     source: Path,
     device: str,
     rope_extension: str | None,
+    backbone: CheckpointFile,
 ) -> DNADecoder:
-    """An adapter fine-tune's backbone: the pretrained checkpoint it names (`find_backbone`),
-    its peft adapters loaded from ``state`` and merged in."""
+    """An adapter fine-tune's backbone: the pretrained checkpoint it names (`find_backbone`,
+    read as ``backbone``), its peft adapters loaded from ``state`` and merged in."""
     from goatdna.adapters import attach, merged, require_peft
 
     require_peft()
-    loaded = load_checkpoint(find_backbone(spec, source), "cpu", rope_extension)
+    loaded = load_checkpoint(backbone, "cpu", rope_extension)
     model = attach(loaded.model, spec)
     trained = {n for n, p in model.named_parameters() if p.requires_grad}
     weights = {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
@@ -245,19 +347,28 @@ class LoadedTaskModel:
         return list(self.classifier.task_config.classes)
 
 
-def load_task_model(path: str | Path) -> LoadedTaskModel:
+def load_task_model(
+    path: str | Path | CheckpointFile,
+    *,
+    backbone: CheckpointFile | None = None,
+    decoder: DNADecoder | None = None,
+) -> LoadedTaskModel:
     """Read a fine-tuned model: `goatdna finetune`'s best.ckpt/last.ckpt or its `goatdna export`
-    folder. The one loader of fine-tuned models: predict, embed, export and attribution all
-    read them here, so a new kind of fine-tune (adapters, say) is taught to one function.
+    folder (a path, or the `CheckpointFile` already read). The one loader of fine-tuned models:
+    predict, embed, export and attribution all read them here, so a new kind of fine-tune
+    (adapters, say) is taught to one function.
 
-    The backbone comes through `load_checkpoint`, the ``head`` section strictly as a
-    `SequenceTaskConfig`, the ``"head."`` weights strictly into its `SequenceHead`.
+    The backbone comes through `load_checkpoint` (``backbone``: as there), the ``head`` section
+    strictly as a `SequenceTaskConfig`, the ``"head."`` weights strictly into its `SequenceHead`.
+    ``decoder`` puts the head on that trunk instead (an unmerged export's bare backbone), once
+    the fine-tuned model has loaded as a whole, so its checks are the same.
     """
     from goatdna.configfile import ConfigKeyError
     from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 
-    path = Path(path)
-    loaded = load_checkpoint(path, "cpu")
+    file = _as_file(path)
+    path = file.path
+    loaded = load_checkpoint(file, "cpu", backbone=backbone)
     config = dict(loaded.run_config)
     if task_head(config) is None:
         raise GoatDNAError(
@@ -271,7 +382,7 @@ def load_task_model(path: str | Path) -> LoadedTaskModel:
             f"{path}: {err.detail}; fine-tune it again with this goatdna to predict with it"
         ) from None
     classifier = SequenceTaskModel(loaded.model, task_config)
-    state = _weights(path)
+    state = file.state
     head_state = {k[len(HEAD_PREFIX) :]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
     try:
         classifier.head.load_state_dict(head_state, strict=True)
@@ -279,6 +390,10 @@ def load_task_model(path: str | Path) -> LoadedTaskModel:
         raise GoatDNAError(
             f"{path}: head weights do not match its config ({str(err).splitlines()[0]})"
         ) from None
+    if decoder is not None:
+        head = classifier.head
+        classifier = SequenceTaskModel(decoder, task_config)
+        classifier.head.load_state_dict(head.state_dict())
     classifier.eval()
     return LoadedTaskModel(classifier=classifier, config=config, source=path)
 
@@ -324,27 +439,16 @@ def refuse_task_model(run_config: Mapping[str, Any], source: Path, command: str)
     )
 
 
-def adapter_weights(path: str | Path) -> dict[str, Any]:
+def adapter_weights(path: str | Path | CheckpointFile) -> dict[str, Any]:
     """A LoRA/IA3 fine-tune checkpoint's adapter tensors, under their names in the fine-tuned
     model (``"model." + <peft name>``), for an unmerged export."""
-    state = _weights(Path(path))
+    state = _as_file(path).state
     return {k: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
 
 
-def _weights(path: Path) -> Mapping[str, Any]:
-    """Every tensor of a checkpoint file or an export folder's safetensors, on the CPU."""
-    import torch
-
-    if path.is_dir():
-        from safetensors.torch import load_file
-
-        return load_file(str(path / EXPORT_WEIGHTS), device="cpu")
-    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-
-
 def _without_lm_head(
-    state: dict[str, torch.Tensor], model_config: ModelConfig
-) -> dict[str, torch.Tensor]:
+    state: Mapping[str, torch.Tensor], model_config: ModelConfig
+) -> Mapping[str, torch.Tensor]:
     """A classifier export's weights, its next-base head filled in with NaN when not stored.
 
     Fine-tuning never trains that head, so an export of a fine-tuned model leaves it out (older
@@ -424,7 +528,7 @@ def with_rope_extension(
 
 
 def load_export(
-    folder: str | Path,
+    folder: str | Path | CheckpointFile,
     device: str = "cpu",
     rope_extension: str | None = None,
     *,
@@ -440,8 +544,8 @@ def load_export(
 
     from goatdna.model import ModelConfig
 
-    folder = Path(folder)
-    data = read_export_config(folder)
+    file = _as_file(folder)
+    folder, data = file.path, file.record
     config_path = folder / EXPORT_CONFIG
     names = [f.name for f in dataclasses.fields(ModelConfig)]
     missing = [name for name in names if name not in data]
@@ -456,19 +560,7 @@ def load_export(
     model_dict = with_rope_extension({name: data[name] for name in names}, rope_extension, folder)
     model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
     weights_path = folder / EXPORT_WEIGHTS
-    if not weights_path.is_file():
-        raise GoatDNAError(f"{folder}: no {EXPORT_WEIGHTS}; re-run `goatdna export`")
-    try:
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-    except ImportError:
-        raise GoatDNAError(
-            f"{weights_path}: reading export folders needs safetensors: pip install 'goatdna[hf]'"
-        ) from None
-    try:
-        state = load_file(str(weights_path), device="cpu")
-    except (SafetensorError, OSError) as err:
-        raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
+    state = file.state
     if isinstance(recorded, Mapping) and task_head(recorded) is not None:
         state = _without_lm_head(state, model_config)
     model = _build_model(
@@ -541,7 +633,7 @@ def check_export_edits(data: Mapping[str, Any], config_path: Path) -> None:
         )
 
 
-def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
+def checkpoint_provenance(path: str | Path | CheckpointFile) -> dict[str, Any]:
     """What a model was trained on and for how long, for `goatdna export`'s config and card.
 
     From a ``.ckpt``: its ``global_step``, the data manifest hash the run recorded, the
@@ -550,19 +642,19 @@ def checkpoint_provenance(path: str | Path) -> dict[str, Any]:
     checkpoints folder, else from the config with one device). From an export folder: the
     provenance it already carries.
     """
-    import torch
-
-    path = Path(path)
-    if path.is_dir():
-        return dict(read_export_config(path).get("goatdna_provenance") or {})
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    file = _as_file(path)
+    path, ckpt = file.path, file.record
+    if file.format == "export":
+        return dict(ckpt.get("goatdna_provenance") or {})
     hyper = ckpt.get("hyper_parameters") or {}
     config = hyper.get("config") or {}
     steps = int(ckpt.get("global_step", 0))
-    # the training loop's bookkeeping (absent from checkpoints written by `save_checkpoint`)
-    state = TrainState.from_state_dict(ckpt["loop"]) if "loop" in ckpt else TrainState()
-    val_loss = state.last_val.get("loss")
-    val_step = steps if state.best_step == steps else None
+    # the training loop's bookkeeping, a `goatdna.training.checkpoints.TrainState` as plain
+    # values (absent from checkpoints written by `save_checkpoint`)
+    loop = ckpt.get("loop") or {}
+    last_val = {str(k): float(v) for k, v in dict(loop.get("last_val") or {}).items()}
+    val_loss = last_val.get("loss")
+    val_step = steps if int(loop.get("best_step", -1)) == steps else None
     summary_path = path.parent.parent / "summary.json"
     batch_tokens = None
     if path.parent.name == "checkpoints" and summary_path.is_file():
@@ -669,138 +761,3 @@ def read_summary(run_dir: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise GoatDNAError(f"{path}: expected a JSON object")
     return data
-
-
-# -------------------------------------------------------------------------- training checkpoints
-# What `goatdna train` and `goatdna finetune` write to checkpoints/{last,best}.ckpt, and what
-# --resume reads back: the contract above (``state_dict``, ``hyper_parameters``) plus the
-# optimizer, the LR schedule, the loop's `TrainState` and the optimizer step. Saving, checking
-# and restoring live here, beside `load_checkpoint`, so the format is spelled out once.
-
-TRAINING_FORMAT = "goatdna-fabric-1"
-"""``format`` of a training checkpoint."""
-
-RESUME_KEYS = ("state_dict", "optimizer", "scheduler", "loop", "global_step")
-"""What a training checkpoint holds for --resume (besides ``format`` and ``hyper_parameters``)."""
-
-
-@dataclasses.dataclass
-class TrainState:
-    """A training loop's own bookkeeping across steps and sessions (``ckpt["loop"]``).
-
-    Pretraining and fine-tuning keep the same fields: the best value of the metric that selects
-    best.ckpt (pretraining: the validation loss; fine-tuning: MCC or MSE) and its step, the
-    latest logged training loss, the latest validation numbers (``"loss"`` and any metrics) and
-    the wall seconds of the sessions before this one. Fabric saves and restores it through
-    `state_dict`/`load_state_dict` like the optimizer.
-    """
-
-    best_value: float = math.nan
-    best_step: int = -1
-    last_train_loss: float = math.nan
-    last_val: dict[str, float] = dataclasses.field(default_factory=dict)
-    elapsed_seconds: float = 0.0
-    evals_since_best: int = 0  # validations in a row without a new best (early stopping)
-    stopped_step: int = -1  # the step early stopping ended the run at; -1: it ran to the end
-
-    def state_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        loaded = TrainState.from_state_dict(state)
-        for field in dataclasses.fields(self):
-            setattr(self, field.name, getattr(loaded, field.name))
-
-    @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> TrainState:
-        """The state a checkpoint holds (plain types: ``weights_only`` loading reads it)."""
-        return cls(
-            best_value=float(state["best_value"]),
-            best_step=int(state["best_step"]),
-            last_train_loss=float(state["last_train_loss"]),
-            last_val={str(k): float(v) for k, v in dict(state["last_val"]).items()},
-            elapsed_seconds=float(state["elapsed_seconds"]),
-            # absent from checkpoints written before early stopping existed
-            evals_since_best=int(state.get("evals_since_best", 0)),
-            stopped_step=int(state.get("stopped_step", -1)),
-        )
-
-
-def save_training_checkpoint(
-    fabric: Fabric,
-    path: Path,
-    step: int,
-    objects: Mapping[str, object],
-    hyper_parameters: dict[str, Any],
-) -> None:
-    """`fabric.save` of ``objects`` (the wrapped module as ``state_dict``, ``optimizer``,
-    ``scheduler``, ``loop``) at optimizer ``step``: every rank takes part (FSDP gathers a full
-    state dict), global rank 0 writes it through a temporary name renamed once complete. A full
-    disk raises `goatdna.atomic.DiskFullError` and leaves the previous file as it was."""
-    full = {**objects, "format": TRAINING_FORMAT, "hyper_parameters": hyper_parameters,
-            "global_step": step}  # fmt: skip
-    with atomic_path(path) if fabric.is_global_zero else contextlib.nullcontext(path) as tmp:
-        fabric.save(tmp, full)
-
-
-def load_training_checkpoint(fabric: Fabric, path: Path, objects: Mapping[str, object]) -> int:
-    """Restore ``objects`` (as passed to `save_training_checkpoint`) in place from ``path``;
-    returns the optimizer step it holds. Call `training_checkpoint_problem` first.
-
-    A `TrainState` is restored here rather than by Fabric: Fabric rebuilds dataclasses while
-    unwrapping what it is given, so it would load a copy and leave the loop's own object as
-    it was."""
-    states = {k: v for k, v in objects.items() if isinstance(v, TrainState)}
-    others = {k: v for k, v in objects.items() if k not in states}
-    remainder = fabric.load(path, others, weights_only=True)
-    for key, state in states.items():
-        state.load_state_dict(remainder[key])
-    return int(remainder["global_step"])
-
-
-def training_checkpoint_bytes(trained: Iterable[torch.Tensor] | int) -> int:
-    """About the size of one training checkpoint: the trained weights and AdamW's two moments
-    (kept in the weights' dtype; float32 unless given tensors say otherwise)."""
-    if isinstance(trained, int):
-        return 3 * 4 * trained
-    return 3 * sum(p.numel() * p.element_size() for p in trained)
-
-
-def training_checkpoint_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be resumed from (truncated, bit-flipped, not a checkpoint), or None.
-
-    The zip container's CRC-32 of every record is checked (torch itself does not), so a flipped
-    bit anywhere in the weights or optimizer state is found; then the pickle is read (weights
-    memory-mapped, not loaded) and the keys a resume needs are looked up.
-    """
-    import torch
-
-    try:
-        if path.stat().st_size == 0:
-            return "it is empty (0 bytes)"
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-        if bad is not None:
-            return f"record {bad} fails its CRC-32 check (corrupted bytes)"
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except zipfile.BadZipFile:
-        return "it is not a complete checkpoint archive (truncated, or another kind of file)"
-    except Exception as err:  # any unreadable file becomes the reason (the caller names it)
-        first = str(err).splitlines()[0] if str(err) else ""
-        return f"it cannot be read ({err.__class__.__name__}: {first[:120]})"
-    if not isinstance(ckpt, dict):
-        return "it does not hold a checkpoint dictionary"
-    missing = [k for k in RESUME_KEYS if k not in ckpt]
-    if missing:
-        return f"it lacks {', '.join(missing)} (not written by `goatdna train`?)"
-    return None
-
-
-def training_checkpoint_step(path: Path) -> int | None:
-    """The optimizer step a resumable checkpoint holds (None if it cannot be resumed from)."""
-    if training_checkpoint_problem(path) is not None:
-        return None
-    import torch
-
-    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return int(ckpt["global_step"])

@@ -494,3 +494,51 @@ def test_a_run_from_before_the_relative_path_resumes(task_dir: Path, tmp_path: P
     del config["adapter"]["backbone_relative"]
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     assert '"steps": 4' in _invoke("finetune", "--out", run, "--resume")
+
+
+@pytest.mark.parametrize("merge", ["--merge", "--no-merge"])
+def test_export_reads_each_file_once(
+    lora_run: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merge: str
+) -> None:
+    """`goatdna export` of a LoRA fine-tune unpickles its .ckpt and its backbone one time each
+    and hashes the backbone once (--no-merge used to read the .ckpt five times and the backbone
+    three): the one `CheckpointFile` read goes to every loader the export needs."""
+    pytest.importorskip("transformers")
+    import goatdna.adapters
+
+    backbone, run = lora_run
+    ckpt = run / "checkpoints" / "best.ckpt"
+    loads: list[Path] = []
+    hashes: list[Path] = []
+    real_load, real_sha = torch.load, goatdna.adapters.file_sha256
+
+    def counting_load(f: object, *args: object, **kwargs: object) -> object:
+        if isinstance(f, (str, Path)):
+            loads.append(Path(f).resolve())
+        return real_load(f, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counting_sha(path: str | Path) -> str:
+        hashes.append(Path(path).resolve())
+        return real_sha(path)
+
+    monkeypatch.setattr(torch, "load", counting_load)
+    monkeypatch.setattr(goatdna.adapters, "file_sha256", counting_sha)
+    _invoke("export", "--checkpoint", ckpt, "--out", tmp_path / "out", merge)
+    assert sorted(loads) == sorted([ckpt.resolve(), backbone.resolve()])
+    assert hashes == [backbone.resolve()]
+
+
+def test_read_checkpoint_says_what_a_file_holds(
+    lora_run: tuple[Path, Path], fine_tuned_models: dict[str, Path]
+) -> None:
+    """One read tells a language model from a fine-tuned model from an adapter fine-tune (whose
+    backbone is another file), for a .ckpt and an export folder alike."""
+    from goatdna.checkpoint import read_checkpoint
+
+    holds = {kind: read_checkpoint(path).holds for kind, path in fine_tuned_models.items()}
+    assert holds == {"lora": "adapters", "full": "fine-tuned", "merged-export": "fine-tuned",
+                     "unmerged-base": "fine-tuned"}  # fmt: skip
+    assert read_checkpoint(lora_run[0]).holds == "language-model"
+    lora = read_checkpoint(fine_tuned_models["lora"])
+    assert lora.adapters is not None and lora.adapters.mode == "lora"
+    assert lora.head is not None and lora.head["task"] == "classification"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from goatdna.checkpoint import TrainState
+from goatdna.training.checkpoints import TrainState
 from goatdna.training.config import TrainerConfig
 
 
@@ -77,7 +77,7 @@ def test_stops_after_patience_evals_without_gain(tmp_path: Path) -> None:
     state, evals = run_fit(tmp_path, losses, patience=3)
     assert evals == 5 and state.stopped_step == 10
     assert state.best_step == 4 and state.best_value == 2.0 and state.evals_since_best == 3
-    from goatdna.checkpoint import training_checkpoint_step
+    from goatdna.training.checkpoints import training_checkpoint_step
 
     run = tmp_path / "run" / "checkpoints"
     assert training_checkpoint_step(run / "last.ckpt") == 10

@@ -131,7 +131,7 @@ def test_training_checkpoint_restores_the_loop_state_in_place(tmp_path: Path) ->
     fills that object (Fabric alone would load a rebuilt copy of the dataclass)."""
     from lightning_fabric import Fabric
 
-    from goatdna.checkpoint import (
+    from goatdna.training.checkpoints import (
         TrainState,
         load_training_checkpoint,
         save_training_checkpoint,

@@ -35,8 +35,14 @@ def export(
     ] = True,
 ) -> None:
     """Write config.json, model.safetensors, tokenizer, transformers code and a model card."""
-    from goatdna.adapters import adapter_spec
-    from goatdna.checkpoint import checkpoint_provenance, load_checkpoint, task_head
+    from goatdna.checkpoint import (
+        adapter_weights,
+        checkpoint_provenance,
+        find_backbone,
+        load_checkpoint,
+        load_task_model,
+        read_checkpoint,
+    )
 
     try:
         from goatdna.hf.export import export_model, export_params
@@ -55,34 +61,33 @@ def export(
     # write into the new folder instead of deleting them: every entry may stay, hence owns.
     claim_output_folder(out, True, owns=lambda _entry: True, what="export", inputs=[checkpoint])
     with output_lock(out, True):  # one export per --out
-        loaded = load_checkpoint(checkpoint, device="cpu")
-        spec = adapter_spec(loaded.run_config, checkpoint) if loaded.kind == "finetuned" else None
+        file = read_checkpoint(checkpoint)  # read once, passed to every loader below
+        spec = file.adapters
         if not merge and spec is None:
             raise GoatDNAError(
                 f"--no-merge: {checkpoint} has no adapters (it is not a `goatdna finetune "
                 "--mode lora/ia3` checkpoint); drop the option"
             )
-        model = loaded.model
+        backbone = read_checkpoint(find_backbone(spec, checkpoint)) if spec is not None else None
         task = None
-        if task_head(loaded.run_config) is not None:  # the head too: predicts what `predict` does
-            from goatdna.checkpoint import load_task_model
-
-            task = load_task_model(checkpoint).classifier
-            model = task.model
         adapter = None
-        if not merge and spec is not None and task is not None:
-            from goatdna.checkpoint import adapter_weights, find_backbone
-            from goatdna.hf.export import AdapterExport
-            from goatdna.model.classifier import SequenceTaskModel
+        if file.head is None:
+            loaded = load_checkpoint(file, device="cpu")
+            model, run_config = loaded.model, loaded.run_config
+        else:  # the head too: predicts what `predict` does
+            bare = None  # --no-merge: the head on the bare backbone, the adapters beside it
+            if not merge and backbone is not None:
+                bare = load_checkpoint(backbone, device="cpu").model
+            fine_tuned = load_task_model(file, backbone=backbone, decoder=bare)
+            task, run_config = fine_tuned.classifier, fine_tuned.config
+            model = task.model
+            if bare is not None and spec is not None:
+                from goatdna.hf.export import AdapterExport
 
-            model = load_checkpoint(find_backbone(spec, checkpoint), device="cpu").model
-            head = task.head
-            task = SequenceTaskModel(model, task.task_config)
-            task.head.load_state_dict(head.state_dict())
-            adapter = AdapterExport(spec.peft_config(), adapter_weights(checkpoint))
-        provenance = checkpoint_provenance(checkpoint)
+                adapter = AdapterExport(spec.peft_config(), adapter_weights(file))
+        provenance = checkpoint_provenance(file)
         folder = export_model(
-            model, dict(loaded.run_config), provenance, out, force=force, task=task,
+            model, dict(run_config), provenance, out, force=force, task=task,
             adapter=adapter,
         )  # fmt: skip
     # the classifier's count for a fine-tuned model (trunk and head, no next-base head)

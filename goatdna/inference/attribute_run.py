@@ -126,13 +126,14 @@ def read_records(request: AttributeRequest) -> list[SequenceRecord]:
 
 def load_target(checkpoint: Path, target: str | None) -> tuple[Target, nn.Module, int | None]:
     """The target function, the module to put on the device, and a fine-tuned length cap."""
-    from goatdna.checkpoint import load_checkpoint, load_task_model, task_head
+    from goatdna.checkpoint import load_checkpoint, load_task_model, read_checkpoint
     from goatdna.inference.attribute import language_model_target, task_model_target
 
-    loaded = load_checkpoint(checkpoint, device="cpu")
-    if task_head(loaded.run_config) is None:
+    file = read_checkpoint(checkpoint)  # read once: it says which model it holds
+    if file.head is None:
+        loaded = load_checkpoint(file, device="cpu")
         return language_model_target(loaded.model, target), loaded.model, None
-    task = load_task_model(checkpoint)  # the one loader of fine-tuned models
+    task = load_task_model(file)  # the one loader of fine-tuned models
     return (
         task_model_target(task, target),
         task.classifier,

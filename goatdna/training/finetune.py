@@ -49,13 +49,14 @@ from goatdna.adapters import (
     require_peft,
     split_targets,
 )
-from goatdna.checkpoint import load_checkpoint, task_head, training_checkpoint_bytes
+from goatdna.checkpoint import load_checkpoint, read_checkpoint, read_torch_file
 from goatdna.configfile import from_dict, load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
 from goatdna.runtime import Runtime, gather_blocks, rank_block
 from goatdna.training import preflight
+from goatdna.training.checkpoints import training_checkpoint_bytes
 from goatdna.training.finetune_config import FinetuneConfig
 from goatdna.training.finetune_data import (
     Split,
@@ -235,15 +236,16 @@ def embed_split(
 # ------------------------------------------------------------------------------ the loop
 def load_backbone(path: str) -> tuple[DNADecoder, dict[str, Any]]:
     """The pretrained backbone; a fine-tuned classifier is refused (its head would be dropped)."""
-    loaded = load_checkpoint(path, "cpu")
-    model, config = loaded.model, dict(loaded.run_config)
-    if task_head(config) is not None:  # a fine-tuned .ckpt or its export folder
+    file = read_checkpoint(path)
+    head = file.head
+    if head is not None:  # a fine-tuned .ckpt or its export folder, refused before it is built
         raise GoatDNAError(
-            f"{path}: is a fine-tuned classifier (task {config['head']['task']}); finetune "
+            f"{path}: is a fine-tuned classifier (task {head['task']}); finetune "
             "starts from a pretrained backbone: pass "
             "the pretraining run's checkpoint (e.g. runs/goat/checkpoints/best.ckpt)"
         )
-    return model, config
+    loaded = load_checkpoint(file, "cpu")
+    return loaded.model, dict(loaded.run_config)
 
 
 def task_config(config: FinetuneConfig, task: TaskData, choice: ProbeChoice) -> SequenceTaskConfig:
@@ -532,7 +534,7 @@ def _fit(
     # the best checkpoint's weights, evaluated on val and test
     best = run.best_ckpt if run.best_ckpt.is_file() else run.last_ckpt
     fabric.barrier()
-    module.load_state_dict(torch.load(best, map_location="cpu", weights_only=True)["state_dict"])
+    module.load_state_dict(read_torch_file(best)["state_dict"])
     results = {split: fine_tuning.validate(split) for split in task.splits if split != "train"}
     tr = config.trainer
     summary: dict[str, Any] = {

@@ -30,16 +30,16 @@ import torch
 from torch import Tensor, nn
 
 from goatdna.atomic import DiskFullError, atomic_write_text, disk_full_error, is_disk_full
-from goatdna.checkpoint import (
+from goatdna.errors import GoatDNAError
+from goatdna.faults import crash_point
+from goatdna.locking import folder_lock
+from goatdna.runtime import on_rank_zero, runs_on_cuda
+from goatdna.training.checkpoints import (
     TrainState,
     load_training_checkpoint,
     save_training_checkpoint,
     training_checkpoint_bytes,
 )
-from goatdna.errors import GoatDNAError
-from goatdna.faults import crash_point
-from goatdna.locking import folder_lock
-from goatdna.runtime import on_rank_zero, runs_on_cuda
 from goatdna.training.preflight import TrainingInterrupted
 from goatdna.training.run import RESUME_HINT, RunDir, StartPlan
 
@@ -334,7 +334,7 @@ class Clock:
 
 
 class Checkpoints:
-    """best.ckpt / last.ckpt of one run (`goatdna.checkpoint.save_training_checkpoint`), and
+    """best.ckpt / last.ckpt of one run (`goatdna.training.checkpoints.save_training_checkpoint`), and
     the step last.ckpt holds (``last_saved``; -1: none written by this run yet)."""
 
     def __init__(

@@ -68,7 +68,7 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
 
 def interrupted_message(stop: BaseException, run_dir: Path, resume_command: str) -> Interrupted:
     """One line: what stopped the run, which step last.ckpt holds, the command to continue."""
-    from goatdna.checkpoint import training_checkpoint_step
+    from goatdna.training.checkpoints import training_checkpoint_step
     from goatdna.training.run import RunDir
 
     signum = stop.signum if isinstance(stop, TrainingInterrupted) else signal.SIGINT

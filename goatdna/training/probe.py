@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from goatdna.atomic import atomic_path
+from goatdna.checkpoint import read_torch_file
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
 from goatdna.model.classifier import pool_hidden, reverse_complement_padded
@@ -186,7 +187,7 @@ def probe_features(
     path = run_root / FEATURE_CACHE
     if path.is_file():
         try:
-            cached = torch.load(path, map_location="cpu", weights_only=True)
+            cached = read_torch_file(path)
             if isinstance(cached, dict) and cached.get("key") == key:
                 stored = cached["features"]
                 return ProbeFeatures({c: stored[c.key] for c in choices}, key, True)

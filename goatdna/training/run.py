@@ -27,11 +27,11 @@ import yaml
 
 from goatdna import __version__
 from goatdna.atomic import atomic_write_text, check_free_space
-from goatdna.checkpoint import training_checkpoint_problem, training_checkpoint_step
 from goatdna.configfile import load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
 from goatdna.runtime import cpu_threads_in_use, is_first_process, keep_cpu_threads
+from goatdna.training.checkpoints import training_checkpoint_problem, training_checkpoint_step
 from goatdna.training.config import PROVENANCE_KEYS, RunConfig
 
 SUMMARY_KEYS = (

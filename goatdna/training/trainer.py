@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from lightning_fabric.strategies import Strategy
     from torch import Tensor, nn
 
-    from goatdna.checkpoint import TrainState
+    from goatdna.training.checkpoints import TrainState
     from goatdna.training.loop import Due
     from goatdna.training.module import GenomeLM
     from goatdna.training.throughput import ThroughputMonitor
@@ -158,9 +158,9 @@ def _train(
 ) -> dict[str, Any]:
     import torch
 
-    from goatdna.checkpoint import training_checkpoint_bytes
     from goatdna.data_prep import ShardedGenome
     from goatdna.model import DNADecoder
+    from goatdna.training.checkpoints import training_checkpoint_bytes
     from goatdna.training.loop import claimed_run_dir, resolve_precision
     from goatdna.training.windows import plan_windows
 
