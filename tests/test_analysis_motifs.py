@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 
 from goatdna.analysis.motifs import best_match
 from goatdna.data_prep.tasks import (
@@ -142,26 +142,22 @@ def test_motifs_force_replaces_only_an_earlier_output_under_its_lock(tmp_path: P
     out = tmp_path / "m"
     args = ["motifs", "--attributions", str(src), "--out", str(out), *FAST]
     with folder_lock(out, "--out"):  # this process plays a first run still writing --out
-        _one_line(invoke(args), f"is in use by another goatdna process (pid {os.getpid()}")
+        assert_one_error_line(
+            invoke(args), f"is in use by another goatdna process (pid {os.getpid()}"
+        )
     assert not out.exists()
     first = invoke(args)
     assert first.exit_code == 0, (first.output, first.exception)
-    _one_line(invoke(args), "exists; pass --force")
+    assert_one_error_line(invoke(args), "exists; pass --force")
     (out / "notes.txt").write_text("mine")  # the folder now holds a file goatdna did not write
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    _one_line(invoke([*args, "--force"]), "does not write (notes.txt)")
+    assert_one_error_line(invoke([*args, "--force"]), "does not write (notes.txt)")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # --force used to delete it
     (out / "notes.txt").unlink()
     again = invoke([*args, "--force"])
     assert again.exit_code == 0, (again.output, again.exception)
     assert sorted(p.name for p in out.iterdir()) == ["motifs.html", "motifs.meme", "seqlets.tsv"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "none.npz"]  # no lock, no temp
-
-
-def _one_line(result, needle: str) -> None:
-    assert result.exit_code == 2, (result.output, result.exception)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
 
 
 def test_make_task_plants_motifs_in_one_class_on_both_strands(synthetic_shards, tmp_path) -> None:
