@@ -136,6 +136,7 @@ def run_units(
     split: bool = True,
     crash: str | None = None,
     save: Callable[[WorkDir, int, Arrays], None] = save_arrays,
+    crash_at: Callable[[str, int], None] | None = None,
     drop_unsaved: bool = False,
 ) -> R | None:
     """The one resumable, sharded unit loop of every inference command; ``write``'s result on
@@ -154,13 +155,16 @@ def run_units(
 
     Each command keeps only its inputs, its per-unit ``compute`` and its ``write``: the
     skeleton lives here once, so a fix to resuming or sharding reaches every command.
-    ``save`` is the saver (a module may pass its own name so a test can wrap it);
+    ``save`` and ``crash_at`` (default `goatdna.faults.crash_point`) are the saver and the
+    crash point (a module may pass its own names, looked up per call, so a test can wrap them);
     ``drop_unsaved`` removes the folder when a single-process run stops before it saved
     anything and nothing was resumed (a next run must not be told to pass ``--resume``).
     The caller holds the outputs' lock (`rank_zero_lock`) around the call.
     """
     from goatdna.faults import crash_point
     from goatdna.runtime import on_rank_zero, rank_block
+
+    crash_at = crash_at or crash_point
 
     def prepare() -> tuple[int, list[int]]:  # rank 0 only; the ranks agree on its listing
         work.open(resume, force=force)
@@ -181,12 +185,18 @@ def run_units(
             if progress is not None
             else nullcontext(_ignore)
         ) as advance:
-            for unit, arrays in compute(mine, advance):
-                if saves:
-                    save(work, unit, arrays)
-                    saved += 1
-                    if crash is not None:
-                        crash_point(crash, saved)
+            units = iter(compute(mine, advance))
+            try:
+                for unit, arrays in units:
+                    if saves:
+                        save(work, unit, arrays)
+                        saved += 1
+                        if crash is not None:
+                            crash_at(crash, saved)
+            finally:  # a generator's own `with` blocks end here, not whenever it is collected
+                close = getattr(units, "close", None)
+                if close is not None:
+                    close()
     except BaseException:
         if drop_unsaved and resumed == 0 and saved == 0 and world == 1:
             work.remove()
