@@ -37,14 +37,20 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from goatdna.errors import GoatDNAError
-from goatdna.faults import crash_point
-from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_lock, save_arrays
+from goatdna.inference.loop import (
+    Arrays,
+    FinishedUnits,
+    model_on_device,
+    rank_zero_lock,
+    run_units,
+    save_arrays,
+)
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
 from goatdna.io.regions import Region, read_bed_intervals
 from goatdna.io.tokens import N, reverse_complement
-from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.runtime import single_process_fabric
 from goatdna.workdir import (
     JSONValue,
     WorkDir,
@@ -403,9 +409,8 @@ def _score_run(
     plan: Sequence[tuple[int, int]],
     run: range,
     options: TrackOptions,
-    save: Callable[[int, dict[str, np.ndarray]], None],
-) -> None:
-    """Score global blocks ``run`` (consecutive), region by region, calling ``save`` on each."""
+) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Score global blocks ``run`` (consecutive), region by region: ``(block, values)`` each."""
     g = run.start
     while g < run.stop:
         index, first = plan[g]
@@ -422,7 +427,7 @@ def _score_run(
             scorer, read, region.length, for_region(options, region.length), first
         )
         for step, (_offset, values) in enumerate(islice(blocks, count)):
-            save(g + step, values)
+            yield g + step, values
         g += count
 
 
@@ -482,58 +487,53 @@ def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequenc
     sizes = [_block_bases(regions[i].length, b, options) for i, b in plan]
     state = _work_state(reference, regions, options, model_id)
     work = WorkDir(work_dir_for(out), "score-track", state, lambda g: f"block-{g:06d}.npz")
-    done = 0
+    counted = 0  # bases this process has counted on the bar
 
     def advance(bases: int) -> None:
-        nonlocal done
-        done += bases
+        nonlocal counted
+        counted += bases
         if progress is not None and bases:
             progress(bases)
 
-    def pending_blocks() -> list[int]:  # rank 0 only: the ranks share its one listing
-        work.open(resume, force=force)
-        started()
-        finished, pending = work.pending(range(len(plan)), message=message)
+    def listed(finished: list[int], _pending: list[int]) -> None:  # rank 0 only
         if finished:
             message(
                 f"resuming: {len(finished)} of {len(plan)} block(s) already scored "
                 f"({sum(sizes[g] for g in finished):,} bases)"
             )
         advance(sum(sizes[g] for g in finished))
-        return pending
 
-    saved = 0
+    def compute(share: list[int], _advance: Callable[[int], None]) -> Iterator[tuple[int, Arrays]]:
+        with fabric.autocast():
+            for run in _consecutive(share):
+                for g, values in _score_run(scorer, reference, regions, plan, run, options):
+                    yield g, [values[what] for what in options.what]
+                    advance(sizes[g])
 
-    def save(g: int, values: dict[str, np.ndarray]) -> None:
-        nonlocal saved
-        save_arrays(work, g, [values[what] for what in options.what])
-        saved += 1
-        crash_point("score_track.block_saved", saved)
-        advance(sizes[g])
+    def write(done: FinishedUnits) -> int:
+        advance(sum(sizes) - counted)  # the other ranks' blocks
+        scored = 0
+        with ExitStack() as stack:
+            writers = {
+                what: stack.enter_context(
+                    open_track(path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels)
+                )
+                for what, path in paths.items()
+            }
+            for g, (index, block) in enumerate(plan):  # in coordinate order: blocks, regions
+                region = regions[index]
+                start = region.start + block_first_base(block, options)
+                for what, values in zip(options.what, done.load(g), strict=True):
+                    writers[what].add(region.contig, start, values)
+                    if what == options.what[0]:
+                        scored += int((~np.isnan(values)).sum())
+        return scored
 
-    pending = on_rank_zero(fabric, pending_blocks)
-    share = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
-    with fabric.autocast():
-        for run in _consecutive(share):
-            _score_run(scorer, reference, regions, plan, run, options, save)
-    fabric.barrier()
-    if fabric.global_rank != 0:
+    scored = run_units(
+        fabric, work, len(plan), compute, write, resume=resume, force=force, message=message,
+        opened=started, listed=listed, crash="score_track.block_saved",
+        save=lambda *unit: save_arrays(*unit),  # looked up per call: a test wraps it
+    )  # fmt: skip
+    if scored is None:  # not global rank 0: rank 0 writes
         return None
-    advance(sum(sizes) - done)  # the other ranks' blocks
-    scored = 0
-    with ExitStack() as stack:
-        writers = {
-            what: stack.enter_context(
-                open_track(path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels)
-            )
-            for what, path in paths.items()
-        }
-        for g, (index, block) in enumerate(plan):  # in coordinate order: blocks, then regions
-            region = regions[index]
-            start = region.start + block_first_base(block, options)
-            for what, values in zip(options.what, load_arrays(work, g), strict=True):
-                writers[what].add(region.contig, start, values)
-                if what == options.what[0]:
-                    scored += int((~np.isnan(values)).sum())
-    work.remove()
     return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)
