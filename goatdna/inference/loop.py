@@ -1,10 +1,12 @@
-"""What every multi-device inference loop shares: the model on the rank's device, rank 0's bar.
+"""What every multi-device inference loop shares: the resumable unit loop (`run_units`), the
+model on the rank's device, the output lock and rank 0's bar.
 
-`score-variants`, `score-track`, `embed` and `predict` are plain loops over a launched
-`lightning_fabric.Fabric` (`goatdna.runtime.Runtime.fabric`): each rank runs the model over its
-contiguous `goatdna.runtime.rank_block` of the inputs, the blocks come back in rank order, and
-global rank 0 writes the output. Nothing is trained, so the model is only moved to
-``fabric.device`` (a DDP wrapper would add a collective to every forward pass).
+`score-variants`, `score-track`, `mutagenesis`, `embed`, `predict` and `attribute` are plain loops
+over a launched `lightning_fabric.Fabric` (`goatdna.runtime.Runtime.fabric`), all run by
+`run_units`: each rank runs the model over its contiguous `goatdna.runtime.rank_block` of the
+unfinished units, saving each in the run's work folder (`goatdna.workdir.WorkDir`), and global
+rank 0 writes the output from the units in order. Nothing is trained, so the model is only moved
+to ``fabric.device`` (a DDP wrapper would add a collective to every forward pass).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from goatdna.runtime import on_rank_zero
+from goatdna.faults import crash_point
+from goatdna.runtime import on_rank_zero, rank_block
 from goatdna.workdir import WorkDir, output_lock
 
 if TYPE_CHECKING:  # Lightning and torch load with the model, not with this module
@@ -136,7 +139,7 @@ def run_units(
     split: bool = True,
     crash: str | None = None,
     save: Callable[[WorkDir, int, Arrays], None] = save_arrays,
-    crash_at: Callable[[str, int], None] | None = None,
+    crash_at: Callable[[str, int], None] = crash_point,
     drop_unsaved: bool = False,
 ) -> R | None:
     """The one resumable, sharded unit loop of every inference command; ``write``'s result on
@@ -155,16 +158,12 @@ def run_units(
 
     Each command keeps only its inputs, its per-unit ``compute`` and its ``write``: the
     skeleton lives here once, so a fix to resuming or sharding reaches every command.
-    ``save`` and ``crash_at`` (default `goatdna.faults.crash_point`) are the saver and the
+    ``save`` and ``crash_at`` (`save_arrays`, `goatdna.faults.crash_point`) are the saver and the
     crash point (a module may pass its own names, looked up per call, so a test can wrap them);
     ``drop_unsaved`` removes the folder when a single-process run stops before it saved
     anything and nothing was resumed (a next run must not be told to pass ``--resume``).
     The caller holds the outputs' lock (`rank_zero_lock`) around the call.
     """
-    from goatdna.faults import crash_point
-    from goatdna.runtime import on_rank_zero, rank_block
-
-    crash_at = crash_at or crash_point
 
     def prepare() -> tuple[int, list[int]]:  # rank 0 only; the ranks agree on its listing
         work.open(resume, force=force)
