@@ -431,62 +431,80 @@ def _score_run(
         g += count
 
 
+@dataclass(frozen=True)
+class TrackRequest:
+    """What one `score-track` run writes and how (the CLI's options): the file name ``out``
+    (one file per quantity, `output_paths`), the options, the track line's name, the model's
+    identity in the work state, the bigWig zoom levels and ``--resume``/``--force``."""
+
+    out: Path
+    options: TrackOptions
+    track_name: str = "goatdna"
+    model_id: str = ""  # the checkpoint's stamp: a resumed run must score with the same model
+    zoom_levels: int = DEFAULT_ZOOM_LEVELS
+    resume: bool = False
+    force: bool = False
+    locked: bool = False  # the caller already holds the lock of out
+
+
+def _quiet(_text: str) -> None:
+    return None
+
+
+def _nothing() -> None:
+    return None
+
+
 def write_tracks(
     model: DNADecoder,
     reference: Reference,
     regions: Sequence[Region],
-    out: Path,
-    options: TrackOptions,
+    request: TrackRequest,
     fabric: Fabric | None = None,
     progress: Callable[[int], None] | None = None,
-    track_name: str = "goatdna",
-    resume: bool = False,
-    model_id: str = "",
-    message: Callable[[str], None] = lambda _text: None,
-    zoom_levels: int = DEFAULT_ZOOM_LEVELS,
-    force: bool = False,
-    locked: bool = False,
-    started: Callable[[], None] = lambda: None,
+    message: Callable[[str], None] = _quiet,
+    started: Callable[[], None] = _nothing,
 ) -> TrackResult | None:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
-    The stream blocks of all regions, in order, are the units of work: each finished block is
-    saved in a work folder beside ``out`` (`goatdna.workdir.WorkDir`, ``.OUT.goatdna-work/``,
-    one checksummed file per block), so an interrupted run keeps them and ``resume=True`` scores
-    only the missing ones, giving the same bytes as a run that never stopped; ``force`` starts
-    an earlier run's work over. Nothing appears at the output paths until every region is done
-    (temporary names, renamed at the end), then the work folder goes.
+    The stream blocks of all regions, in order, are the units of work
+    (`goatdna.inference.loop.run_units`): each finished block is saved in a work folder beside
+    ``request.out`` (`goatdna.workdir.WorkDir`, ``.OUT.goatdna-work/``, one checksummed file per
+    block), so an interrupted run keeps them and ``resume`` scores only the missing ones, giving
+    the same bytes as a run that never stopped; ``force`` starts an earlier run's work over.
+    Nothing appears at the output paths until every region is done (temporary names, renamed
+    at the end), then the work folder goes.
 
     ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
     Global rank 0 lists the unfinished blocks once, each rank scores its contiguous share
     (`goatdna.runtime.rank_block`), and rank 0 writes the files from the blocks in order, so the
     output is the same bytes on any number of devices. Returns the result on rank 0, None on
     the others. ``progress(bases)`` is called on rank 0 as its blocks finish (the other ranks'
-    at the end). An existing output file is refused unless ``force``; global rank 0 holds the
-    lock of ``out`` for the whole run (`goatdna.inference.loop.rank_zero_lock`; ``locked``: the
-    caller already holds it), so a second run on the same output is refused with this one's pid.
-    ``started()`` is called on rank 0 once the work folder is open (the run is not refused).
+    at the end); ``message`` says what the work folder holds. An existing output file is
+    refused unless ``force``; global rank 0 holds the lock of ``out`` for the whole run
+    (`goatdna.inference.loop.rank_zero_lock`; ``locked``: the caller already holds it), so a
+    second run on the same output is refused with this one's pid. ``started()`` is called on
+    rank 0 once the work folder is open (the run is not refused).
     """
     fabric = fabric or single_process_fabric()
-    check_context(options, regions, model.config)
-    paths = output_paths(out, options.what)
-    claim_output(paths.values(), force, inputs=[reference.path])
-    with nullcontext() if locked else rank_zero_lock(fabric, out):
-        return _write_tracks(model, reference, regions, out, paths, options, fabric, progress,
-                             track_name, resume, force, model_id, message, zoom_levels,
-                             started)  # fmt: skip
+    check_context(request.options, regions, model.config)
+    paths = output_paths(request.out, request.options.what)
+    claim_output(paths.values(), request.force, inputs=[reference.path])
+    with nullcontext() if request.locked else rank_zero_lock(fabric, request.out):
+        return _write_tracks(model, reference, regions, request, paths, fabric, progress,
+                             message, started)  # fmt: skip
 
 
 def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequence[Region],
-                  out: Path, paths: dict[str, Path], options: TrackOptions, fabric: Fabric,
-                  progress: Callable[[int], None] | None, track_name: str, resume: bool,
-                  force: bool, model_id: str, message: Callable[[str], None],
-                  zoom_levels: int, started: Callable[[], None]) -> TrackResult | None:  # fmt: skip
+                  request: TrackRequest, paths: dict[str, Path], fabric: Fabric,
+                  progress: Callable[[int], None] | None, message: Callable[[str], None],
+                  started: Callable[[], None]) -> TrackResult | None:  # fmt: skip
+    options = request.options
     scorer = WindowScorer(model_on_device(fabric, model), options.what, fabric.device)
     plan = [(i, b) for i, r in enumerate(regions) for b in range(block_count(r.length, options))]
     sizes = [_block_bases(regions[i].length, b, options) for i, b in plan]
-    state = _work_state(reference, regions, options, model_id)
-    work = WorkDir(work_dir_for(out), "score-track", state, lambda g: f"block-{g:06d}.npz")
+    state = _work_state(reference, regions, options, request.model_id)
+    work = WorkDir(work_dir_for(request.out), "score-track", state, lambda g: f"block-{g:06d}.npz")
     counted = 0  # bases this process has counted on the bar
 
     def advance(bases: int) -> None:
@@ -516,7 +534,12 @@ def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequenc
         with ExitStack() as stack:
             writers = {
                 what: stack.enter_context(
-                    open_track(path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels)
+                    open_track(
+                        path,
+                        reference.chrom_sizes(),
+                        f"{request.track_name} {what}",
+                        request.zoom_levels,
+                    )
                 )
                 for what, path in paths.items()
             }
@@ -530,7 +553,8 @@ def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequenc
         return scored
 
     scored = run_units(
-        fabric, work, len(plan), compute, write, resume=resume, force=force, message=message,
+        fabric, work, len(plan), compute, write, resume=request.resume, force=request.force,
+        message=message,
         opened=started, listed=listed, crash="score_track.block_saved",
         save=lambda *unit: save_arrays(*unit),  # looked up per call: a test wraps it
     )  # fmt: skip
