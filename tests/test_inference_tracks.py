@@ -264,10 +264,10 @@ def test_a_context_far_beyond_the_region_is_clipped_and_a_window_beyond_memory_r
     path, contigs = fasta
     region = Region("chrB", 0, 90)
     with Reference(path) as reference:
-        huge = write_tracks(model, reference, [region],
-                            TrackRequest(tmp_path / "huge.bw", TrackOptions(10**8, 5 * 10**7)))  # fmt: skip
-        fits = write_tracks(model, reference, [region],
-                            TrackRequest(tmp_path / "fits.bw", TrackOptions(90, 45)))  # fmt: skip
+        far = TrackRequest(tmp_path / "huge.bw", TrackOptions(10**8, 5 * 10**7))
+        near = TrackRequest(tmp_path / "fits.bw", TrackOptions(90, 45))
+        huge = write_tracks(model, reference, [region], far)
+        fits = write_tracks(model, reference, [region], near)
     assert huge.paths["logp"].read_bytes() == fits.paths["logp"].read_bytes()
     expected = _brute_force(model, contigs["chrB"][:90], 90, 45, "both")["logp"]
     got = _read_bigwig(huge.paths["logp"], "chrB", 0, 90)

@@ -54,6 +54,7 @@ from goatdna.inference.variant_io import (
 )
 from goatdna.inference.variants import (
     STATUSES,
+    Allele,
     VariantOptions,
     allele_status,
     check_window,
@@ -71,6 +72,8 @@ from goatdna.workdir import (
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
+
+    from goatdna.model.transformer import DNADecoder
 
 DEFAULT_CHUNK_SIZE = 4096
 
@@ -160,6 +163,27 @@ def _check_naming(
                 f"--variants {vcf.path} and --fasta {reference.path} name contigs differently: "
                 + reference.missing_message(renamed[0])
             )
+
+
+def _chunk_rows(chunk: int, chunk_size: int, n: int) -> range:
+    """The allele rows of ``chunk`` (chunks of ``chunk_size`` in input order; the last shorter)."""
+    return range(chunk * chunk_size, min((chunk + 1) * chunk_size, n))
+
+
+def _score_chunks(fabric: Fabric, model: DNADecoder, alleles: list[Allele],
+                  statuses: list[str], reference: Reference, options: VariantOptions,
+                  chunk_size: int, chunks: list[int], advance: Callable[[int], None]
+                  ) -> Iterator[tuple[int, Arrays]]:  # fmt: skip
+    """Score ``chunks`` (this rank's block of the unfinished ones), yielding each to be saved."""
+    for chunk in chunks:
+        rows = _chunk_rows(chunk, chunk_size, len(alleles))
+        part = slice(rows.start, rows.stop)
+        with fabric.autocast():
+            scores, windows = score_alleles(
+                model, alleles[part], statuses[part], reference, options
+            )
+        yield chunk, [scores, windows]
+        advance(len(rows))
 
 
 def _quiet(_text: str) -> None:
@@ -259,21 +283,11 @@ def _run(
 
     say: Callable[[str], None] = print if progress else _quiet
 
-    def rows(chunk: int) -> slice:
-        return slice(
-            chunk * request.chunk_size, min((chunk + 1) * request.chunk_size, len(vcf.alleles))
-        )
-
     model = model_on_device(fabric, model)
 
     def compute(chunks: list[int], advance: Callable[[int], None]) -> Iterator[tuple[int, Arrays]]:
-        for chunk in chunks:
-            with fabric.autocast():
-                scores, windows = score_alleles(
-                    model, vcf.alleles[rows(chunk)], statuses[rows(chunk)], reference, options
-                )
-            yield chunk, [scores, windows]
-            advance(rows(chunk).stop - rows(chunk).start)
+        return _score_chunks(fabric, model, vcf.alleles, statuses, reference, options,
+                             request.chunk_size, chunks, advance)  # fmt: skip
 
     def write(done: FinishedUnits) -> int:
         scores, windows = _load_chunks(done.work, n_chunks)
@@ -294,7 +308,8 @@ def _run(
         fabric, work, n_chunks, compute, write, resume=request.resume, force=request.force,
         message=say,
         progress=UnitProgress("score-variants", "alleles",
-                              lambda c: rows(c).stop - rows(c).start, progress),
+                              lambda c: len(_chunk_rows(c, request.chunk_size, len(vcf.alleles))),
+                              progress),
         save=lambda work, chunk, arrays: _save_chunk(work, chunk, *arrays),  # a test wraps it
     )  # fmt: skip
     if resumed is None:  # not global rank 0: rank 0 writes
