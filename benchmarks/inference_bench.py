@@ -49,7 +49,7 @@ from bench_data import DATA, FASTA, VCF, chr20_piece, chr20_reference, write_fas
 from goatdna.configfile import from_dict, load_yaml  # noqa: E402
 from goatdna.inference.embed import EmbedOptions, SequenceRecord, embed_records  # noqa: E402
 from goatdna.inference.reference import Reference  # noqa: E402
-from goatdna.inference.tracks import TrackOptions, write_tracks  # noqa: E402
+from goatdna.inference.tracks import TrackOptions, TrackRequest, write_tracks  # noqa: E402
 from goatdna.inference.variant_io import read_alleles  # noqa: E402
 from goatdna.inference.variants import VariantOptions, allele_status, score_alleles  # noqa: E402
 from goatdna.io.regions import Region  # noqa: E402
@@ -137,7 +137,9 @@ class Workloads:
     def score_track(self, model: DNADecoder) -> None:
         region = Region("piece", 0, self.shape.track_bases)
         out = self.work / "track.bw"
-        write_tracks(model, self.track_ref, [region], out, self.track_options, force=True)
+        write_tracks(
+            model, self.track_ref, [region], TrackRequest(out, self.track_options, force=True)
+        )
 
     def embed(self, model: DNADecoder) -> None:
         C = self.shape.context

@@ -33,7 +33,7 @@ import torch
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.inference.reference import Reference
-from goatdna.inference.tracks import TrackOptions, write_tracks
+from goatdna.inference.tracks import TrackOptions, TrackRequest, write_tracks
 from goatdna.io.regions import Region
 from goatdna.model import DNADecoder, ModelConfig
 
@@ -104,10 +104,8 @@ def speed(args: argparse.Namespace, work: Path) -> list[dict]:
             C = model.config.train_length
             out = work / f"{positional}.bw"
             start = time.perf_counter()
-            write_tracks(
-                model, reference, [Region("tiled", 0, bases)], out, TrackOptions(C, C // 2),
-                force=True,
-            )  # fmt: skip
+            request = TrackRequest(out, TrackOptions(C, C // 2), force=True)
+            write_tracks(model, reference, [Region("tiled", 0, bases)], request)
             return time.perf_counter() - start
 
         for positional in MODELS:
@@ -141,7 +139,7 @@ def memory_child(size_mbp: int, fasta: Path, variant: str) -> None:
         options = TrackOptions(MEMORY_CONTEXT, MEMORY_STRIDE, strands="forward")
         name, zooms = OUTPUTS[variant]
         out = fasta.with_name(name)
-        write_tracks(model, reference, [region], out, options, zoom_levels=zooms)
+        write_tracks(model, reference, [region], TrackRequest(out, options, zoom_levels=zooms))
         seconds = time.perf_counter() - start
     peak = _rss_mib()
     print(

@@ -25,6 +25,7 @@ from goatdna.errors import GoatDNAError
 from goatdna.inference.reference import Reference
 from goatdna.inference.tracks import (
     TrackOptions,
+    TrackRequest,
     block_count,
     block_first_base,
     check_context,
@@ -201,7 +202,7 @@ def test_bigwig_equals_the_brute_force_windowed_log_probs(
         C, S, ("logp", "entropy"), strands, batch_size=3, block_bases=block_bases
     )
     with Reference(path) as reference:
-        result = write_tracks(model, reference, regions, tmp_path / "t.bw", options)
+        result = write_tracks(model, reference, regions, TrackRequest(tmp_path / "t.bw", options))
     assert set(result.paths) == {"logp", "entropy"}
     assert result.paths["logp"].name == "t.logp.bw"
     for region in regions:
@@ -228,7 +229,10 @@ def test_end_bases_take_the_other_strands_value(tmp_path: Path, model: DNADecode
     reverse = _strand_brute_force(model64, rc, C, S)["logp"][::-1]
     with Reference(path) as reference:
         result = write_tracks(
-            model, reference, [Region("chrB", 10, 50)], tmp_path / "e.bw", TrackOptions(C, S)
+            model,
+            reference,
+            [Region("chrB", 10, 50)],
+            TrackRequest(tmp_path / "e.bw", TrackOptions(C, S)),
         )
     got = _read_bigwig(result.paths["logp"], "chrB", 10, 50)
     assert got[0] == pytest.approx(reverse[0], abs=2e-5)
@@ -240,7 +244,10 @@ def test_region_shorter_than_the_context(tmp_path: Path, model: DNADecoder, fast
     path, contigs = fasta
     with Reference(path) as reference:
         result = write_tracks(
-            model, reference, [Region("chrB", 3, 8)], tmp_path / "s.bw", TrackOptions(16, 8)
+            model,
+            reference,
+            [Region("chrB", 3, 8)],
+            TrackRequest(tmp_path / "s.bw", TrackOptions(16, 8)),
         )
     expected = _brute_force(model, contigs["chrB"][3:8], 16, 8, "both")["logp"]
     got = _read_bigwig(result.paths["logp"], "chrB", 3, 8)
@@ -255,10 +262,10 @@ def test_a_context_far_beyond_the_region_is_clipped_and_a_window_beyond_memory_r
     path, contigs = fasta
     region = Region("chrB", 0, 90)
     with Reference(path) as reference:
-        huge = write_tracks(model, reference, [region], tmp_path / "huge.bw",
-                            TrackOptions(10**8, 5 * 10**7))  # fmt: skip
-        fits = write_tracks(model, reference, [region], tmp_path / "fits.bw",
-                            TrackOptions(90, 45))  # fmt: skip
+        far = TrackRequest(tmp_path / "huge.bw", TrackOptions(10**8, 5 * 10**7))
+        near = TrackRequest(tmp_path / "fits.bw", TrackOptions(90, 45))
+        huge = write_tracks(model, reference, [region], far)
+        fits = write_tracks(model, reference, [region], near)
     assert huge.paths["logp"].read_bytes() == fits.paths["logp"].read_bytes()
     expected = _brute_force(model, contigs["chrB"][:90], 90, 45, "both")["logp"]
     got = _read_bigwig(huge.paths["logp"], "chrB", 0, 90)
@@ -468,11 +475,17 @@ def test_interrupted_run_leaves_no_output_and_resume_is_byte_identical(
         clean_dir.mkdir()
         cut_dir.mkdir()
         with Reference(path) as reference:
-            clean = write_tracks(model, reference, regions, clean_dir / f"t{suffix}", options)
+            clean = write_tracks(
+                model, reference, regions, TrackRequest(clean_dir / f"t{suffix}", options)
+            )
             progress, calls = _interrupt_after(4)
             with pytest.raises(KeyboardInterrupt):
                 write_tracks(
-                    model, reference, regions, cut_dir / f"t{suffix}", options, progress=progress
+                    model,
+                    reference,
+                    regions,
+                    TrackRequest(cut_dir / f"t{suffix}", options),
+                    progress=progress,
                 )
             assert [p.name for p in cut_dir.iterdir()] == [f".t{suffix}.goatdna-work"]  # no output
             progress, calls = _interrupt_after(0)  # count the blocks the resumed run scores
@@ -480,10 +493,8 @@ def test_interrupted_run_leaves_no_output_and_resume_is_byte_identical(
                 model,
                 reference,
                 regions,
-                cut_dir / f"t{suffix}",
-                options,
+                TrackRequest(cut_dir / f"t{suffix}", options, resume=True),
                 progress=progress,
-                resume=True,
             )
         # the 4 finished blocks come back at once (not rescored), then the blocks after them
         assert calls[0] == block_first_base(4, options) == 16 + 31 * 8
@@ -505,8 +516,7 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
                 model,
                 reference,
                 [Region("chrA", 0, 700)],
-                out,
-                TrackOptions(16, 8, block_bases=64),
+                TrackRequest(out, TrackOptions(16, 8, block_bases=64)),
                 progress=progress,
             )
         with pytest.raises(GoatDNAError, match="--resume with different .*stride differ"):
@@ -514,13 +524,14 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
                 model,
                 reference,
                 [Region("chrA", 0, 700)],
-                out,
-                TrackOptions(16, 4, block_bases=64),
-                resume=True,
+                TrackRequest(out, TrackOptions(16, 4, block_bases=64), resume=True),
             )
         with pytest.raises(GoatDNAError, match="pass --resume to continue it, or --force"):
             write_tracks(  # without --resume the earlier run's blocks are not thrown away
-                model, reference, [Region("chrA", 0, 700)], out, TrackOptions(16, 4, block_bases=64)
+                model,
+                reference,
+                [Region("chrA", 0, 700)],
+                TrackRequest(out, TrackOptions(16, 4, block_bases=64)),
             )
         block = out.parent / ".t.bw.goatdna-work" / "block-000001.npz"
         block.write_bytes(block.read_bytes()[:-7])  # a damaged block: said, scored again
@@ -530,10 +541,8 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
             model,
             reference,
             [Region("chrA", 0, 700)],
-            out,
-            TrackOptions(16, 8, block_bases=64),
+            TrackRequest(out, TrackOptions(16, 8, block_bases=64), resume=True),
             progress=progress,
-            resume=True,
             message=said.append,
         )
         assert any("block-000001.npz: damaged" in line for line in said), said
@@ -544,12 +553,13 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
                 model,
                 reference,
                 [Region("chrA", 0, 700)],
-                out,
-                TrackOptions(16, 8, block_bases=64),
-                resume=True,
+                TrackRequest(out, TrackOptions(16, 8, block_bases=64), resume=True),
             )
         write_tracks(  # nothing there: a plain run
-            model, reference, [Region("chrA", 0, 700)], out, TrackOptions(16, 4, block_bases=64)
+            model,
+            reference,
+            [Region("chrA", 0, 700)],
+            TrackRequest(out, TrackOptions(16, 4, block_bases=64)),
         )
         out.unlink()
         progress, _ = _interrupt_after(1)
@@ -558,18 +568,14 @@ def test_resume_with_other_inputs_is_refused(tmp_path: Path, model: DNADecoder, 
                 model,
                 reference,
                 [Region("chrA", 0, 700)],
-                out,
-                TrackOptions(16, 4, block_bases=64),
+                TrackRequest(out, TrackOptions(16, 4, block_bases=64), force=True),
                 progress=progress,
-                force=True,
             )
         write_tracks(  # --force starts the interrupted run's work over
             model,
             reference,
             [Region("chrA", 0, 700)],
-            out,
-            TrackOptions(16, 8, block_bases=64),
-            force=True,
+            TrackRequest(out, TrackOptions(16, 8, block_bases=64), force=True),
         )
     assert [p.name for p in tmp_path.iterdir()] == ["t.bw"]
 
@@ -610,16 +616,25 @@ def test_resume_keeps_the_blocks_every_rank_finished(tmp_path: Path, model: DNAD
     total = sum(block_count(r.length, options) for r in regions)
     share0 = len(rank_block(total, 0, 2))
     with Reference(path) as reference:
-        clean = write_tracks(model, reference, regions, tmp_path / "clean.bedGraph", options)
+        clean = write_tracks(
+            model, reference, regions, TrackRequest(tmp_path / "clean.bedGraph", options)
+        )
         out = tmp_path / "cut.bedGraph"
         shared: dict = {}
         progress, _ = _interrupt_after(2)
         with pytest.raises(KeyboardInterrupt):
-            write_tracks(model, reference, regions, out, options, _Rank(0, 2, shared), progress)
-        assert write_tracks(model, reference, regions, out, options, _Rank(1, 2, shared)) is None
+            write_tracks(
+                model, reference, regions, TrackRequest(out, options), _Rank(0, 2, shared), progress
+            )
+        assert (
+            write_tracks(model, reference, regions, TrackRequest(out, options), _Rank(1, 2, shared))
+            is None
+        )
         assert not out.exists()
         progress, calls = _interrupt_after(0)
-        resumed = write_tracks(model, reference, regions, out, options, None, progress, resume=True)
+        resumed = write_tracks(
+            model, reference, regions, TrackRequest(out, options, resume=True), None, progress
+        )
     plan = [(r.length, b) for r in regions for b in range(block_count(r.length, options))]
     sizes = [
         min(block_first_base(b + 1, options), n) - block_first_base(b, options) for n, b in plan

@@ -81,7 +81,6 @@ def embed(
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
     from goatdna.checkpoint import load_checkpoint, task_head
-    from goatdna.inference import embed_run
     from goatdna.inference.embed import default_max_length
     from goatdna.inference.embed_io import (
         check_output,
@@ -119,39 +118,29 @@ def embed(
     options = EmbedOptions(layer, pool, strands, max_length, batch_size)  # type: ignore[arg-type]
     options.validate(model.n_layers)
     length = max_length if max_length is not None else default_max_length(dict(loaded.run_config))
-    from dataclasses import asdict
-
-    from goatdna.inference.embed_run import embed_resumable, work_dir_for
-    from goatdna.workdir import JSONValue, WorkDir, input_stamp
-
-    inputs = [sequences] if sequences else [fasta, bed]
-    state: dict[str, JSONValue] = {
-        "checkpoint": input_stamp(checkpoint).as_json(),
-        "inputs": [input_stamp(p).as_json() for p in inputs if p is not None],
-        "options": {k: v for k, v in asdict(options).items() if k != "max_length"},
-        "max_length": length,
-        "records": len(records),
-        "unit_groups": embed_run.UNIT_GROUPS,
-    }
-    work = WorkDir(work_dir_for(out), "embed", state, lambda i: f"unit-{i:06d}.npz")
+    from goatdna.inference.embed_run import embed_resumable, embed_work
     from goatdna.inference.loop import rank_zero_lock
     from goatdna.workdir import stops_with_resume_hint
 
+    inputs = [sequences] if sequences else [fasta, bed]
+    work = embed_work(out, checkpoint, inputs, options, length, len(records))
     fabric = runtime.fabric()
-    with rank_zero_lock(fabric, out):  # the writing process holds --out for the whole run
 
-        def open_work() -> None:  # the writing process only, inside the lock
-            work.open(resume, force=force)
-
-        with stops_with_resume_hint("embed", work.dir):
-            vectors = embed_resumable(model, records, options, length, work, open_work, fabric)
-        if vectors is None:  # not global rank 0: rank 0 writes
-            return
+    def write(vectors: list) -> bool:
         write_embeddings(out, records, vectors, pool, then=work.then)
-        work.remove()
-        typer.echo(
-            f"wrote {len(records)} embedding(s) (layer {options.layer or 'final norm'}, pool "
-            f"{options.pool}, "
-            f"M={length}) to {out}",
-            err=True,
+        return True
+
+    with (
+        rank_zero_lock(fabric, out),  # the writing process holds --out for the whole run
+        stops_with_resume_hint("embed", work.dir),
+    ):
+        wrote = embed_resumable(
+            model, records, options, length, work, write, resume=resume, force=force, fabric=fabric
         )
+        if wrote is not None:  # global rank 0 wrote it
+            typer.echo(
+                f"wrote {len(records)} embedding(s) (layer {options.layer or 'final norm'}, pool "
+                f"{options.pool}, "
+                f"M={length}) to {out}",
+                err=True,
+            )

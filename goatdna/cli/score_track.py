@@ -99,6 +99,7 @@ def score_track(
     from goatdna.errors import GoatDNAError
     from goatdna.inference.reference import Reference
     from goatdna.inference.tracks import (
+        TrackRequest,
         output_paths,
         read_bed,
         resolve_regions,
@@ -175,17 +176,19 @@ def score_track(
                 model,
                 reference,
                 regions,
-                out,
-                options,
+                TrackRequest(
+                    out,
+                    options,
+                    track_name=f"goatdna {positional} C={C}",
+                    model_id=str(input_stamp(checkpoint)),
+                    zoom_levels=zoom_levels,
+                    resume=resume,
+                    force=force,
+                    locked=True,
+                ),
                 fabric,
                 advance if rank_zero else None,
-                track_name=f"goatdna {positional} C={C}",
-                resume=resume,
-                model_id=str(input_stamp(checkpoint)),
                 message=lambda text: console.print(text, markup=False),
-                zoom_levels=zoom_levels,
-                force=force,
-                locked=True,
                 started=started,
             )
     if result is None:  # not global rank 0: rank 0 reports

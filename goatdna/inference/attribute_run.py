@@ -30,7 +30,7 @@ from __future__ import annotations
 import io
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,9 +52,17 @@ from goatdna.inference.attribute import (
     work_positions,
 )
 from goatdna.inference.embed import SequenceRecord
-from goatdna.inference.loop import load_arrays, rank_zero_lock, rank_zero_progress, save_arrays
+from goatdna.inference.loop import (
+    Arrays,
+    FinishedUnits,
+    load_arrays,
+    model_on_device,
+    rank_zero_lock,
+    rank_zero_progress,
+    run_units,
+)
 from goatdna.io.tokens import NUM_BASES, decode
-from goatdna.runtime import is_first_process, on_rank_zero, rank_block, single_process_fabric
+from goatdna.runtime import is_first_process, single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
 
 if TYPE_CHECKING:
@@ -170,67 +178,39 @@ def attribute(request: AttributeRequest, fabric: Fabric | None = None, progress:
     }
     work = WorkDir(work_dir_for(request.outs[0]), "attribute", state, lambda i: f"unit-{i:06d}.npz")
     n_units = -(-len(tokens) // UNIT_SEQUENCES)
-    with rank_zero_lock(fabric, list(request.outs)):
+    module = model_on_device(fabric, module)
 
-        def prepare() -> tuple[int, list[int]]:  # the writing process only, inside the lock
-            work.open(request.resume, force=request.force)
-            done, pending = work.pending(range(n_units), message=print if progress else _quiet)
-            return len(done), pending
-
-        resumed, pending = on_rank_zero(fabric, prepare)
-        fabric.to_device(module)
-        module.eval()
-        mine = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
+    def compute(units: list[int], _advance: Callable[[int], None]) -> Iterator[tuple[int, Arrays]]:
+        """Explain this rank's ``units``; progress counts bases, advanced after every pass (so a
+        SIGTERM, raised between passes, stops the run within one pass)."""
         if progress and fabric.global_rank == 0:
             print(_estimate(tokens, request.options), file=sys.stderr)
-        try:
-            _explain_units(fabric, work, mine, target, tokens, request.options, progress)
-        except _Stopped as stopped:
-            if resumed == 0 and stopped.saved == 0 and fabric.world_size == 1:
-                work.remove()  # nothing to resume: the next run must not be told to --resume
-            raise stopped.cause from None
-        fabric.barrier()
-        if fabric.global_rank != 0:
-            return None
-        written: list[Path] = []
-        for out, kind in zip(request.outs, kinds, strict=True):
-            if kind == "npz":
-                write_npz(out, work, n_units, records, tokens, request, target.name)
-            else:
-                _write_track(out, work, n_units, records, tokens, order, request)
-            written.append(out)
-        _warn_incomplete(work, n_units, request.options)
-        work.remove()
-    return AttributeResult(len(records), target.name, written, resumed)
-
-
-class _Stopped(Exception):
-    """A failure or stop inside `_explain_units`, with how many units it had saved."""
-
-    def __init__(self, cause: BaseException, saved: int) -> None:
-        super().__init__(str(cause))
-        self.cause, self.saved = cause, saved
-
-
-def _explain_units(fabric: Fabric, work: WorkDir, units: list[int], target: Target,
-                   tokens: Sequence[np.ndarray], options: AttributeOptions, progress: bool
-                   ) -> int:  # fmt: skip
-    """Explain and save this rank's ``units``; progress counts bases, advanced after every pass
-    (so a SIGTERM, raised between passes, stops the run within one pass)."""
-    total = sum(tokens[i].size for u in units for i in _unit_rows(u, len(tokens)))
-    saved = 0
-    try:
+        total = sum(tokens[i].size for u in units for i in _unit_rows(u, len(tokens)))
         with rank_zero_progress(fabric, total, "attribute", "bases", progress) as advance:
             for unit in units:
                 rows = _unit_rows(unit, len(tokens))
-                got = attribute_tokens(target, [tokens[i] for i in rows], options,
+                got = attribute_tokens(target, [tokens[i] for i in rows], request.options,
                                        fabric.device, advance)  # fmt: skip
-                save_arrays(work, unit, _pack(got))
-                saved += 1
-                crash_point("attribute.unit_saved", unit + 1)
-    except BaseException as cause:
-        raise _Stopped(cause, saved) from None
-    return saved
+                yield unit, _pack(got)
+
+    def write(done: FinishedUnits) -> AttributeResult:
+        written: list[Path] = []
+        for out, kind in zip(request.outs, kinds, strict=True):
+            if kind == "npz":
+                write_npz(out, done.work, n_units, records, tokens, request, target.name)
+            else:
+                _write_track(out, done.work, n_units, records, tokens, order, request)
+            written.append(out)
+        _warn_incomplete(done.work, n_units, request.options)
+        return AttributeResult(len(records), target.name, written, done.resumed)
+
+    with rank_zero_lock(fabric, list(request.outs)):
+        return run_units(
+            fabric, work, n_units, compute, write, resume=request.resume, force=request.force,
+            message=print if progress else _quiet, crash="attribute.unit_saved",
+            crash_at=lambda *at: crash_point(*at),  # looked up per call: a test wraps it
+            drop_unsaved=True,  # nothing to resume: the next run must not be told to --resume
+        )  # fmt: skip
 
 
 def _estimate(tokens: Sequence[np.ndarray], options: AttributeOptions) -> str:

@@ -21,7 +21,7 @@ to temporary names and renamed when complete:
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,10 +31,12 @@ import numpy as np
 from goatdna.atomic import atomic_path, atomic_write_bytes
 from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import (
-    load_arrays,
+    Arrays,
+    FinishedUnits,
+    UnitProgress,
     model_on_device,
     rank_zero_lock,
-    rank_zero_progress,
+    run_units,
     save_arrays,
 )
 from goatdna.inference.mutagenesis import BASES, MutagenesisOptions, combine, scan
@@ -45,13 +47,12 @@ from goatdna.inference.variants import check_window
 from goatdna.io.regions import Region, parse_region
 from goatdna.io.tokens import BASES as TOKEN_LETTERS
 from goatdna.io.tokens import NUM_BASES
-from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.runtime import single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
 
-    from goatdna.model.transformer import DNADecoder
 
 DEFAULT_CHUNK_SIZE = 256
 MAX_PLOT_POSITIONS = 2000
@@ -234,51 +235,42 @@ def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: 
         "unit_positions": size,
     }
     work = WorkDir(work_dir_for(first_out), "mutagenesis", state, lambda i: f"unit-{i:06d}.npz")
-
-    def prepare() -> tuple[int, list[int]]:  # rank 0 only; the ranks agree on its listing
-        work.open(request.resume, force=request.force)
-        finished, pending = work.pending(range(n_units), message=print if progress else _quiet)
-        return len(finished), pending
-
-    resumed, pending = on_rank_zero(fabric, prepare)
     model = model_on_device(fabric, loaded.model)
-    _score_units(fabric, model, contig, region, options, work, size, pending, progress)
-    fabric.barrier()
-    if fabric.global_rank != 0:
-        return None
-    per_strand = np.concatenate([load_arrays(work, u)[0] for u in range(n_units)])
-    result = MutagenesisResult(
-        region=region,
-        options=options,
-        ref=contig[region.start : region.end].copy(),
-        per_strand=per_strand,
-        scores=combine(per_strand, options),
-        written=[],
-        resumed_units=resumed,
-    )
-    _write_all(result, request.outs, reference.chrom_sizes(), draw)
-    work.remove()
-    return result
+
+    def positions(unit: int) -> range:
+        return range(region.start + unit * size, min(region.end, region.start + (unit + 1) * size))
+
+    def compute(units: list[int], advance: Callable[[int], None]) -> Iterator[tuple[int, Arrays]]:
+        for unit in units:
+            with fabric.autocast():
+                values = scan(model, contig, region.start, positions(unit), options)
+            yield unit, [values]
+            advance(len(positions(unit)))
+
+    def write(done: FinishedUnits) -> MutagenesisResult:
+        per_strand = np.concatenate([done.load(u)[0] for u in range(n_units)])
+        result = MutagenesisResult(
+            region=region,
+            options=options,
+            ref=contig[region.start : region.end].copy(),
+            per_strand=per_strand,
+            scores=combine(per_strand, options),
+            written=[],
+            resumed_units=done.resumed,
+        )
+        _write_all(result, request.outs, reference.chrom_sizes(), draw)
+        return result
+
+    return run_units(
+        fabric, work, n_units, compute, write, resume=request.resume, force=request.force,
+        message=print if progress else _quiet,
+        progress=UnitProgress("mutagenesis", "positions", lambda u: len(positions(u)), progress),
+        save=lambda *unit: save_arrays(*unit),  # looked up per call: a test wraps it
+    )  # fmt: skip
 
 
 def _quiet(_text: str) -> None:
     return None
-
-
-def _score_units(fabric: Fabric, model: DNADecoder, contig: np.ndarray, region: Region,
-                 options: MutagenesisOptions, work: WorkDir, size: int, pending: Sequence[int],
-                 progress: bool) -> None:  # fmt: skip
-    """Score this rank's block of the unfinished units, saving each as it finishes."""
-    mine = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
-    units = {u: range(region.start + u * size, min(region.end, region.start + (u + 1) * size))
-             for u in mine}  # fmt: skip
-    total = sum(len(r) for r in units.values())
-    with rank_zero_progress(fabric, total, "mutagenesis", "positions", progress) as advance:
-        for unit, positions in units.items():
-            with fabric.autocast():
-                values = scan(model, contig, region.start, positions, options)
-            save_arrays(work, unit, [values])
-            advance(len(positions))
 
 
 # ---------------------------------------------------------------------------------------------

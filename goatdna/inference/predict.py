@@ -15,6 +15,7 @@ import csv
 import gzip
 import io
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,20 +24,19 @@ import numpy as np
 from goatdna.atomic import atomic_path, atomic_write_bytes
 from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_table, typed_cells
 from goatdna.errors import GoatDNAError
-from goatdna.faults import crash_point
 from goatdna.formats import TABLE_SUFFIXES, OutputFormat, output_format
 from goatdna.inference.embed_run import UNIT_GROUPS
 from goatdna.inference.loop import (
-    load_arrays,
+    Arrays,
+    FinishedUnits,
     model_on_device,
     rank_zero_lock,
     rank_zero_progress,
-    save_arrays,
+    run_units,
 )
 from goatdna.runtime import (
     gather_blocks,
     is_first_process,
-    on_rank_zero,
     rank_block,
     single_process_fabric,
 )
@@ -153,32 +153,33 @@ def predict_file(
     work = WorkDir(work_dir_for(out), "predict", state, lambda i: f"unit-{i:06d}.npz")
     size = batch_size * UNIT_GROUPS
     n_units = -(-len(tokens) // size)
-    with rank_zero_lock(fabric, out):  # the writing process holds --out for the whole run
 
-        def prepare() -> list[int]:  # the writing process only, inside the lock
-            work.open(resume, force=force)
-            return work.pending(range(n_units), message=print if progress else lambda _t: None)[1]
-
-        pending = on_rank_zero(fabric, prepare)
-        for unit in pending:
+    def compute(units: list[int], _advance: Callable[[int], None]) -> Iterator[tuple[int, Arrays]]:
+        for unit in units:  # every rank takes part in each unit (predict_tokens shards its rows)
             part = tokens[unit * size : (unit + 1) * size]
             got = predict_tokens(
                 loaded, part, rc_average=rc_average, batch_size=batch_size, fabric=fabric,
                 progress=progress,
             )  # fmt: skip
-            if fabric.global_rank == 0:
-                save_arrays(work, unit, [got])
-                crash_point("predict.unit_saved", unit + 1)
-        fabric.barrier()
-        if fabric.global_rank != 0:
-            return len(tokens)
+            yield unit, [got]
+
+    def write(done: FinishedUnits) -> None:
         preds = np.concatenate(
-            [load_arrays(work, u)[0] for u in range(n_units)]
+            [done.load(u)[0] for u in range(n_units)]
             or [np.zeros((0, loaded.classifier.task_config.n_outputs), np.float32)]
         )
         _write_predictions(out, fmt, table, added, loaded, preds)
-        work.remove()
+
+    with rank_zero_lock(fabric, out):  # the writing process holds --out for the whole run
+        run_units(
+            fabric, work, n_units, compute, write, resume=resume, force=force,
+            message=print if progress else _quiet, split=False, crash="predict.unit_saved",
+        )  # fmt: skip
     return len(tokens)
+
+
+def _quiet(_text: str) -> None:
+    return None
 
 
 def _warn_long(tokens: list[np.ndarray], max_length: int, sequences: str | Path) -> None:

@@ -37,14 +37,20 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from goatdna.errors import GoatDNAError
-from goatdna.faults import crash_point
-from goatdna.inference.loop import load_arrays, model_on_device, rank_zero_lock, save_arrays
+from goatdna.inference.loop import (
+    Arrays,
+    FinishedUnits,
+    model_on_device,
+    rank_zero_lock,
+    run_units,
+    save_arrays,
+)
 from goatdna.inference.reference import Reference
 from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
 from goatdna.io.regions import Region, read_bed_intervals
 from goatdna.io.tokens import N, reverse_complement
-from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.runtime import single_process_fabric
 from goatdna.workdir import (
     JSONValue,
     WorkDir,
@@ -403,9 +409,8 @@ def _score_run(
     plan: Sequence[tuple[int, int]],
     run: range,
     options: TrackOptions,
-    save: Callable[[int, dict[str, np.ndarray]], None],
-) -> None:
-    """Score global blocks ``run`` (consecutive), region by region, calling ``save`` on each."""
+) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Score global blocks ``run`` (consecutive), region by region: ``(block, values)`` each."""
     g = run.start
     while g < run.stop:
         index, first = plan[g]
@@ -422,118 +427,137 @@ def _score_run(
             scorer, read, region.length, for_region(options, region.length), first
         )
         for step, (_offset, values) in enumerate(islice(blocks, count)):
-            save(g + step, values)
+            yield g + step, values
         g += count
+
+
+@dataclass(frozen=True)
+class TrackRequest:
+    """What one `score-track` run writes and how (the CLI's options): the file name ``out``
+    (one file per quantity, `output_paths`), the options, the track line's name, the model's
+    identity in the work state, the bigWig zoom levels and ``--resume``/``--force``."""
+
+    out: Path
+    options: TrackOptions
+    track_name: str = "goatdna"
+    model_id: str = ""  # the checkpoint's stamp: a resumed run must score with the same model
+    zoom_levels: int = DEFAULT_ZOOM_LEVELS
+    resume: bool = False
+    force: bool = False
+    locked: bool = False  # the caller already holds the lock of out
+
+
+def _quiet(_text: str) -> None:
+    return None
+
+
+def _nothing() -> None:
+    return None
 
 
 def write_tracks(
     model: DNADecoder,
     reference: Reference,
     regions: Sequence[Region],
-    out: Path,
-    options: TrackOptions,
+    request: TrackRequest,
     fabric: Fabric | None = None,
     progress: Callable[[int], None] | None = None,
-    track_name: str = "goatdna",
-    resume: bool = False,
-    model_id: str = "",
-    message: Callable[[str], None] = lambda _text: None,
-    zoom_levels: int = DEFAULT_ZOOM_LEVELS,
-    force: bool = False,
-    locked: bool = False,
-    started: Callable[[], None] = lambda: None,
+    message: Callable[[str], None] = _quiet,
+    started: Callable[[], None] = _nothing,
 ) -> TrackResult | None:
     """Score ``regions`` (already resolved) and write one track file per quantity.
 
-    The stream blocks of all regions, in order, are the units of work: each finished block is
-    saved in a work folder beside ``out`` (`goatdna.workdir.WorkDir`, ``.OUT.goatdna-work/``,
-    one checksummed file per block), so an interrupted run keeps them and ``resume=True`` scores
-    only the missing ones, giving the same bytes as a run that never stopped; ``force`` starts
-    an earlier run's work over. Nothing appears at the output paths until every region is done
-    (temporary names, renamed at the end), then the work folder goes.
+    The stream blocks of all regions, in order, are the units of work
+    (`goatdna.inference.loop.run_units`): each finished block is saved in a work folder beside
+    ``request.out`` (`goatdna.workdir.WorkDir`, ``.OUT.goatdna-work/``, one checksummed file per
+    block), so an interrupted run keeps them and ``resume`` scores only the missing ones, giving
+    the same bytes as a run that never stopped; ``force`` starts an earlier run's work over.
+    Nothing appears at the output paths until every region is done (temporary names, renamed
+    at the end), then the work folder goes.
 
     ``fabric``: a launched Fabric (`goatdna.runtime.Runtime.fabric`); None runs one CPU process.
     Global rank 0 lists the unfinished blocks once, each rank scores its contiguous share
     (`goatdna.runtime.rank_block`), and rank 0 writes the files from the blocks in order, so the
     output is the same bytes on any number of devices. Returns the result on rank 0, None on
     the others. ``progress(bases)`` is called on rank 0 as its blocks finish (the other ranks'
-    at the end). An existing output file is refused unless ``force``; global rank 0 holds the
-    lock of ``out`` for the whole run (`goatdna.inference.loop.rank_zero_lock`; ``locked``: the
-    caller already holds it), so a second run on the same output is refused with this one's pid.
-    ``started()`` is called on rank 0 once the work folder is open (the run is not refused).
+    at the end); ``message`` says what the work folder holds. An existing output file is
+    refused unless ``force``; global rank 0 holds the lock of ``out`` for the whole run
+    (`goatdna.inference.loop.rank_zero_lock`; ``locked``: the caller already holds it), so a
+    second run on the same output is refused with this one's pid. ``started()`` is called on
+    rank 0 once the work folder is open (the run is not refused).
     """
     fabric = fabric or single_process_fabric()
-    check_context(options, regions, model.config)
-    paths = output_paths(out, options.what)
-    claim_output(paths.values(), force, inputs=[reference.path])
-    with nullcontext() if locked else rank_zero_lock(fabric, out):
-        return _write_tracks(model, reference, regions, out, paths, options, fabric, progress,
-                             track_name, resume, force, model_id, message, zoom_levels,
-                             started)  # fmt: skip
+    check_context(request.options, regions, model.config)
+    paths = output_paths(request.out, request.options.what)
+    claim_output(paths.values(), request.force, inputs=[reference.path])
+    with nullcontext() if request.locked else rank_zero_lock(fabric, request.out):
+        return _write_tracks(model, reference, regions, request, paths, fabric, progress,
+                             message, started)  # fmt: skip
 
 
 def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequence[Region],
-                  out: Path, paths: dict[str, Path], options: TrackOptions, fabric: Fabric,
-                  progress: Callable[[int], None] | None, track_name: str, resume: bool,
-                  force: bool, model_id: str, message: Callable[[str], None],
-                  zoom_levels: int, started: Callable[[], None]) -> TrackResult | None:  # fmt: skip
+                  request: TrackRequest, paths: dict[str, Path], fabric: Fabric,
+                  progress: Callable[[int], None] | None, message: Callable[[str], None],
+                  started: Callable[[], None]) -> TrackResult | None:  # fmt: skip
+    options = request.options
     scorer = WindowScorer(model_on_device(fabric, model), options.what, fabric.device)
     plan = [(i, b) for i, r in enumerate(regions) for b in range(block_count(r.length, options))]
     sizes = [_block_bases(regions[i].length, b, options) for i, b in plan]
-    state = _work_state(reference, regions, options, model_id)
-    work = WorkDir(work_dir_for(out), "score-track", state, lambda g: f"block-{g:06d}.npz")
-    done = 0
+    state = _work_state(reference, regions, options, request.model_id)
+    work = WorkDir(work_dir_for(request.out), "score-track", state, lambda g: f"block-{g:06d}.npz")
+    counted = 0  # bases this process has counted on the bar
 
     def advance(bases: int) -> None:
-        nonlocal done
-        done += bases
+        nonlocal counted
+        counted += bases
         if progress is not None and bases:
             progress(bases)
 
-    def pending_blocks() -> list[int]:  # rank 0 only: the ranks share its one listing
-        work.open(resume, force=force)
-        started()
-        finished, pending = work.pending(range(len(plan)), message=message)
+    def listed(finished: list[int], _pending: list[int]) -> None:  # rank 0 only
         if finished:
             message(
                 f"resuming: {len(finished)} of {len(plan)} block(s) already scored "
                 f"({sum(sizes[g] for g in finished):,} bases)"
             )
         advance(sum(sizes[g] for g in finished))
-        return pending
 
-    saved = 0
+    def compute(share: list[int], _advance: Callable[[int], None]) -> Iterator[tuple[int, Arrays]]:
+        with fabric.autocast():
+            for run in _consecutive(share):
+                for g, values in _score_run(scorer, reference, regions, plan, run, options):
+                    yield g, [values[what] for what in options.what]
+                    advance(sizes[g])
 
-    def save(g: int, values: dict[str, np.ndarray]) -> None:
-        nonlocal saved
-        save_arrays(work, g, [values[what] for what in options.what])
-        saved += 1
-        crash_point("score_track.block_saved", saved)
-        advance(sizes[g])
+    def write(done: FinishedUnits) -> int:
+        advance(sum(sizes) - counted)  # the other ranks' blocks
+        scored = 0
+        with ExitStack() as stack:
+            writers = {
+                what: stack.enter_context(
+                    open_track(
+                        path,
+                        reference.chrom_sizes(),
+                        f"{request.track_name} {what}",
+                        request.zoom_levels,
+                    )
+                )
+                for what, path in paths.items()
+            }
+            for g, (index, block) in enumerate(plan):  # in coordinate order: blocks, regions
+                region = regions[index]
+                start = region.start + block_first_base(block, options)
+                for what, values in zip(options.what, done.load(g), strict=True):
+                    writers[what].add(region.contig, start, values)
+                    if what == options.what[0]:
+                        scored += int((~np.isnan(values)).sum())
+        return scored
 
-    pending = on_rank_zero(fabric, pending_blocks)
-    share = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
-    with fabric.autocast():
-        for run in _consecutive(share):
-            _score_run(scorer, reference, regions, plan, run, options, save)
-    fabric.barrier()
-    if fabric.global_rank != 0:
+    scored = run_units(
+        fabric, work, len(plan), compute, write, resume=request.resume, force=request.force,
+        message=message,
+        opened=started, listed=listed, crash="score_track.block_saved",
+        save=lambda *unit: save_arrays(*unit),  # looked up per call: a test wraps it
+    )  # fmt: skip
+    if scored is None:  # not global rank 0: rank 0 writes
         return None
-    advance(sum(sizes) - done)  # the other ranks' blocks
-    scored = 0
-    with ExitStack() as stack:
-        writers = {
-            what: stack.enter_context(
-                open_track(path, reference.chrom_sizes(), f"{track_name} {what}", zoom_levels)
-            )
-            for what, path in paths.items()
-        }
-        for g, (index, block) in enumerate(plan):  # in coordinate order: blocks, then regions
-            region = regions[index]
-            start = region.start + block_first_base(block, options)
-            for what, values in zip(options.what, load_arrays(work, g), strict=True):
-                writers[what].add(region.contig, start, values)
-                if what == options.what[0]:
-                    scored += int((~np.isnan(values)).sum())
-    work.remove()
     return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +31,14 @@ from goatdna.inference.calibration import (
     plan_null,
 )
 from goatdna.inference.calibration import check_output as check_calibrated_output
-from goatdna.inference.loop import model_on_device, rank_zero_lock, rank_zero_progress
+from goatdna.inference.loop import (
+    Arrays,
+    FinishedUnits,
+    UnitProgress,
+    model_on_device,
+    rank_zero_lock,
+    run_units,
+)
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
     SCORE_COLUMNS,
@@ -53,7 +61,7 @@ from goatdna.inference.variants import (
     combine_strands,
     score_alleles,
 )
-from goatdna.runtime import on_rank_zero, rank_block, single_process_fabric
+from goatdna.runtime import single_process_fabric
 from goatdna.workdir import (
     JSONValue,
     WorkDir,
@@ -157,21 +165,29 @@ def _check_naming(
             )
 
 
+def _chunk_rows(chunk: int, chunk_size: int, n: int) -> range:
+    """The allele rows of ``chunk`` (chunks of ``chunk_size`` in input order; the last shorter)."""
+    return range(chunk * chunk_size, min((chunk + 1) * chunk_size, n))
+
+
 def _score_chunks(fabric: Fabric, model: DNADecoder, alleles: list[Allele],
                   statuses: list[str], reference: Reference, options: VariantOptions,
-                  work: WorkDir, chunk_size: int, pending: list[int], progress: bool) -> None:  # fmt: skip
-    """Score this rank's block of the unfinished chunks, saving each as it finishes."""
-    mine = [pending[i] for i in rank_block(len(pending), fabric.global_rank, fabric.world_size)]
-    rows_total = sum(min(chunk_size, len(alleles) - c * chunk_size) for c in mine)
-    with rank_zero_progress(fabric, rows_total, "score-variants", "alleles", progress) as advance:
-        for chunk in mine:
-            rows = slice(chunk * chunk_size, min((chunk + 1) * chunk_size, len(alleles)))
-            with fabric.autocast():
-                scores, windows = score_alleles(
-                    model, alleles[rows], statuses[rows], reference, options
-                )
-            _save_chunk(work, chunk, scores, windows)
-            advance(rows.stop - rows.start)
+                  chunk_size: int, chunks: list[int], advance: Callable[[int], None]
+                  ) -> Iterator[tuple[int, Arrays]]:  # fmt: skip
+    """Score ``chunks`` (this rank's block of the unfinished ones), yielding each to be saved."""
+    for chunk in chunks:
+        rows = _chunk_rows(chunk, chunk_size, len(alleles))
+        part = slice(rows.start, rows.stop)
+        with fabric.autocast():
+            scores, windows = score_alleles(
+                model, alleles[part], statuses[part], reference, options
+            )
+        yield chunk, [scores, windows]
+        advance(len(rows))
+
+
+def _quiet(_text: str) -> None:
+    return None
 
 
 def _check_writable_before_work(request: ScoreVariantsRequest) -> None:
@@ -265,36 +281,39 @@ def _run(
     }
     work = WorkDir(work_dir_for(out), "score-variants", state, _chunk_name)
 
-    def say(text: str) -> None:
-        if progress:
-            print(text)
+    say: Callable[[str], None] = print if progress else _quiet
 
-    def prepare() -> tuple[int, list[int]]:  # rank 0 only; the ranks agree on its listing
-        work.open(request.resume, force=request.force)
-        finished, pending = work.pending(range(n_chunks), message=say)
-        return len(finished), pending
-
-    resumed, pending = on_rank_zero(fabric, prepare)
     model = model_on_device(fabric, model)
-    _score_chunks(fabric, model, vcf.alleles, statuses, reference, options, work,
-                  request.chunk_size, pending, progress)  # fmt: skip
-    fabric.barrier()
-    if fabric.global_rank != 0:
-        return None
 
-    scores, windows = _load_chunks(work, n_chunks)
-    numbers = combine_strands(scores, options.strands)
-    if isinstance(vcf, VcfAlleles) and kind == "vcf.gz":  # (a table is refused above)
-        write_vcf(vcf, numbers["llr"], out)
-    else:
-        frame = _output_frame(vcf, numbers, windows, statuses)
-        if null_plan is not None:  # columns against a null of the same reference
-            frame = frame.assign(**calibration_columns(
-                null_plan, model, fabric, vcf.alleles, statuses, numbers["llr"], reference,
-                options, say,
-            ))  # fmt: skip
-        write_table(frame, out, kind)
-    work.remove()
+    def compute(chunks: list[int], advance: Callable[[int], None]) -> Iterator[tuple[int, Arrays]]:
+        return _score_chunks(fabric, model, vcf.alleles, statuses, reference, options,
+                             request.chunk_size, chunks, advance)  # fmt: skip
+
+    def write(done: FinishedUnits) -> int:
+        scores, windows = _load_chunks(done.work, n_chunks)
+        numbers = combine_strands(scores, options.strands)
+        if isinstance(vcf, VcfAlleles) and kind == "vcf.gz":  # (a table is refused above)
+            write_vcf(vcf, numbers["llr"], out)
+        else:
+            frame = _output_frame(vcf, numbers, windows, statuses)
+            if null_plan is not None:  # columns against a null of the same reference
+                frame = frame.assign(**calibration_columns(
+                    null_plan, model, fabric, vcf.alleles, statuses, numbers["llr"], reference,
+                    options, say,
+                ))  # fmt: skip
+            write_table(frame, out, kind)
+        return done.resumed
+
+    resumed = run_units(
+        fabric, work, n_chunks, compute, write, resume=request.resume, force=request.force,
+        message=say,
+        progress=UnitProgress("score-variants", "alleles",
+                              lambda c: len(_chunk_rows(c, request.chunk_size, len(vcf.alleles))),
+                              progress),
+        save=lambda work, chunk, arrays: _save_chunk(work, chunk, *arrays),  # a test wraps it
+    )  # fmt: skip
+    if resumed is None:  # not global rank 0: rank 0 writes
+        return None
     counts = Counter(statuses)
     return ScoreVariantsSummary(
         out=out,
