@@ -104,3 +104,19 @@ def test_equal_content_grows_the_head_by_d_p() -> None:
     idx = torch.randint(0, 5, (2, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(model(idx), explicit(idx), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("switch", "value"),
+    [("goat_directional", False), ("goat_sink", False), ("goat_equal_content", True)],
+)
+def test_ablated_config_has_no_goat_attention_kwargs(switch: str, value: object) -> None:
+    """goat-attention has no ablations: converting one to its layout is refused, naming the key."""
+    from goatdna.model.goat_attention import GoatAttentionConversionError, goat_attention_kwargs
+
+    authors = {"goat_key_mlp": "shared", "goat_slope": "softplus", "goat_abs_modes": 2,
+               "goat_alignment_slot": False, "goat_split_key_bias": False,
+               "goat_init": "seeded", "goat_mlp_hidden": None}  # fmt: skip
+    goat_attention_kwargs(ModelConfig(**TINY, **authors))
+    with pytest.raises(GoatAttentionConversionError, match=f"model.{switch}"):
+        goat_attention_kwargs(ModelConfig(**TINY, **authors, **{switch: value}))
