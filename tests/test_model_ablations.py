@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -120,3 +124,28 @@ def test_ablated_config_has_no_goat_attention_kwargs(switch: str, value: object)
     goat_attention_kwargs(ModelConfig(**TINY, **authors))
     with pytest.raises(GoatAttentionConversionError, match=f"model.{switch}"):
         goat_attention_kwargs(ModelConfig(**TINY, **authors, **{switch: value}))
+
+
+def _study():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ablation_study.py"
+    spec = importlib.util.spec_from_file_location("ablation_study", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_study_arms_are_valid_and_equal_parameters_is_matched() -> None:
+    """Every arm of the study builds; the equal-parameter arm has RoPE's parameter count to
+    within one hidden unit of the MLP per layer (3 d_model weights each)."""
+    study = _study()
+    counts = {}
+    for arm in study.ARMS:
+        config = study.model_config(arm)
+        counts[arm.name] = sum(p.numel() for p in DNADecoder(config).parameters())
+    rope = counts["rope"]
+    base = study.model_config(study.ARMS[0])
+    assert counts["goat"] < rope  # d_p of every q/k head comes from the prior, not a projection
+    assert abs(counts["goat equal params"] - rope) <= 3 * base.d_model * base.n_layers
+    assert counts["goat equal content"] > rope
