@@ -47,7 +47,7 @@ from goatdna.analysis.evaluate import bits_per_base, evaluate_model  # noqa: E40
 from goatdna.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
 from goatdna.checkpoint import load_checkpoint  # noqa: E402
 from goatdna.data_prep import ShardedGenome  # noqa: E402
-from goatdna.model import DNADecoder, ModelConfig  # noqa: E402
+from goatdna.model import DNADecoder, GoatPrior, ModelConfig  # noqa: E402
 from goatdna.training.config import RunConfig, load_run_config  # noqa: E402
 from goatdna.training.trainer import train  # noqa: E402
 
@@ -133,16 +133,51 @@ def model_config(arm: Arm) -> ModelConfig:
     return run_config(arm).model
 
 
+def _slope(prior: GoatPrior) -> torch.Tensor:
+    """slope_h as the prior uses it (softplus of the raw parameter with goat_slope softplus)."""
+    return (
+        torch.nn.functional.softplus(prior.slope) if prior.slope_fn == "softplus" else prior.slope
+    )
+
+
+def prior_terms(model: DNADecoder) -> dict[str, float] | None:
+    """How far training moved each term of the prior from its init, over all layers and heads
+    (RMS): a_r, b_r, slope_h L_train, sink_h, and the spread over 1 <= j < L_train of u_h(j)
+    (slope + key MLP; the sink excluded). None for a model without a GOAT prior."""
+    priors = [b.attn.prior for b in model.blocks if isinstance(b.attn.prior, GoatPrior)]
+    if not priors:
+        return None
+
+    def rms(tensors: list[torch.Tensor]) -> float:
+        flat = torch.cat([t.detach().double().reshape(-1) for t in tensors])
+        return float(flat.pow(2).mean().sqrt())
+
+    with torch.no_grad():
+        u = [p.key_bias(range(1, p.train_length)).double() for p in priors]  # (H, L - 1)
+        return {
+            "a_r": rms([p.alpha for p in priors]),
+            "b_r": rms([p.beta for p in priors]),
+            "slope_x_L": rms([_slope(p) * p.train_length for p in priors]),
+            "sink": rms([p.sink for p in priors]),
+            "u_spread": rms([x - x.mean(dim=1, keepdim=True) for x in u]),
+        }
+
+
 def run_arm(
     arm: Arm, seed: int, steps: int, shards: Path, out: Path, eval_tokens: int | None
 ) -> dict[str, Any]:
     """Train, score on the test split, write results/<key>.json; reuse it when present."""
     key = f"{arm.name.replace(' ', '-')}_s{seed}_{steps}"
     result_path = out / "results" / f"{key}.json"
-    if result_path.is_file():
-        return json.loads(result_path.read_text())
-    config = run_config(arm, seed, steps)
     run_dir = out / "runs" / key
+    if result_path.is_file():
+        result = json.loads(result_path.read_text())
+        if "prior" not in result:  # a run from before the diagnostic: read its checkpoint
+            model = load_checkpoint(run_dir / "checkpoints" / "last.ckpt", "cpu").model
+            result["prior"] = prior_terms(model)
+            atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
+        return result
+    config = run_config(arm, seed, steps)
     print(f"[{time.strftime('%H:%M:%S')}] training {key} ...", flush=True)
     start = time.perf_counter()
     summary = train(config, shards, run_dir, force=True)
@@ -168,6 +203,7 @@ def run_arm(
         "eval_seconds": round(time.perf_counter() - start, 1),
         "train_loss": summary.get("train_loss"),
         "val_loss": summary.get("val_loss"),
+        "prior": prior_terms(model),
         "scores": {
             str(r.context_length // TRAIN_LENGTH): {
                 "nll": r.nll,
@@ -207,6 +243,10 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         row: dict[str, Any] = {"arm": arm.name, "seeds": [r["seed"] for r in runs],
                                "parameters": runs[0]["parameters"]}  # fmt: skip
+        priors = [r["prior"] for r in runs if r.get("prior")]
+        row["prior"] = (
+            {k: sum(p[k] for p in priors) / len(priors) for k in priors[0]} if priors else None
+        )
         for m in map(str, MULTIPLES):
             nll = [r["scores"][m]["nll"] for r in runs]
             diff = [r["scores"][m]["nll"] - rope[r["seed"]]["scores"][m]["nll"]
@@ -261,6 +301,22 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def prior_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: how far training moved each prior term (`prior_terms`, mean over seeds)."""
+    lines = [
+        "| arm | RMS a_r | RMS b_r | RMS slope x L | RMS sink | spread of u(j) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        p = row.get("prior")
+        if p:
+            lines.append(
+                f"| {row['arm']} | {p['a_r']:.4f} | {p['b_r']:.4f} | {p['slope_x_L']:.4f} "
+                f"| {p['sink']:.4f} | {p['u_spread']:.4f} |"
+            )
+    return "\n".join(lines)
+
+
 def figure(rows: list[dict[str, Any]], path: Path) -> None:
     """NLL and the paired difference from RoPE against the context multiple, with seed intervals."""
     import io
@@ -273,11 +329,11 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=90)
     for i, row in enumerate(rows):
         x = [m * (1 + 0.03 * (i - len(rows) / 2)) for m in MULTIPLES]  # dodge the error bars
-        style = {"marker": "o", "ms": 3, "capsize": 2, "lw": 1.2, "label": row["arm"],
+        style = {"marker": "o", "ms": 3, "capsize": 2, "lw": 1.2, "label": row["arm"], "color": f"C{i}",
                  "ls": "--" if row["arm"] == "rope" else "-"}  # fmt: skip
         for axis, key in ((left, "nll"), (right, "vs_rope")):
             cells = [row[str(m)][key] for m in MULTIPLES]
-            if any(c is None for c in cells):
+            if any(c is None for c in cells) or (axis is right and row["arm"] == "rope"):
                 continue
             mean = [c[0] for c in cells]
             err = [[c[0] - c[1] for c in cells], [c[2] - c[0] for c in cells]]
@@ -292,7 +348,6 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
     left.set_ylabel("test NLL (nats/base)")
     right.set_ylabel("NLL - NLL(RoPE, same seed)")
     right.axhline(0.0, color="grey", lw=0.8)
-    right.set_yscale("symlog", linthresh=0.01)
     left.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -312,6 +367,8 @@ def main() -> None:
     parser.add_argument(
         "--docs", type=Path, default=None, help="write ablations.{json,png} and the table here"
     )
+    parser.add_argument("--only", default=None, help="comma-separated arm names (default: all)")
+    parser.add_argument("--name", default="ablations", help="file stem of the --docs outputs")
     parser.add_argument("--quick", action="store_true", help="smoke test: 3 steps, 2 arms, 1 seed")
     args = parser.parse_args()
     if args.quick:
@@ -319,21 +376,28 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
     shards = prepared_shards(args.out)
+    arms = ARMS[: args.arms]
+    if args.only is not None:
+        names = args.only.split(",")
+        unknown = sorted(set(names) - {a.name for a in ARMS})
+        if unknown:
+            parser.error(f"--only: no arm {', '.join(unknown)} (arms: {[a.name for a in ARMS]})")
+        arms = tuple(a for a in ARMS if a.name in names)
     results = [
         run_arm(arm, seed, args.steps, shards, args.out, args.eval_tokens)
         for seed in seeds
-        for arm in ARMS[: args.arms]
+        for arm in arms
     ]  # seed-major: a study cut short still has every arm on the first seeds
     rows = summarize(results)
-    text = table(rows)
+    text = table(rows) + "\n\nLearned prior terms (nats; mean over seeds):\n\n" + prior_table(rows)
     print(text)
     if args.docs is not None:
         args.docs.mkdir(parents=True, exist_ok=True)
         payload = {"steps": args.steps, "train_length": TRAIN_LENGTH, "multiples": MULTIPLES,
                    "eval_tokens": args.eval_tokens, "summary": rows, "runs": results}  # fmt: skip
-        atomic_write_text(args.docs / "ablations.json", json.dumps(payload, indent=1) + "\n")
-        atomic_write_text(args.docs / "ablations_table.md", text + "\n")
-        figure(rows, args.docs / "ablations.png")
+        atomic_write_text(args.docs / f"{args.name}.json", json.dumps(payload, indent=1) + "\n")
+        atomic_write_text(args.docs / f"{args.name}_table.md", text + "\n")
+        figure(rows, args.docs / f"{args.name}.png")
 
 
 if __name__ == "__main__":
