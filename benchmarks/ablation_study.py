@@ -236,6 +236,7 @@ def mean_interval(values: list[float]) -> tuple[float, float, float]:
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per arm and context multiple: NLL over seeds and its paired difference from RoPE."""
     rope = {r["seed"]: r for r in results if r["arm"] == "rope"}
+    goat = {r["seed"]: r for r in results if r["arm"] == "goat"}
     rows = []
     for arm in ARMS:
         runs = [r for r in results if r["arm"] == arm.name]
@@ -254,9 +255,12 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             window_half = max(
                 (r["scores"][m]["nll_high"] - r["scores"][m]["nll_low"]) / 2 for r in runs
             )
+            versus_goat = [r["scores"][m]["nll"] - goat[r["seed"]]["scores"][m]["nll"]
+                           for r in runs if r["seed"] in goat]  # fmt: skip
             row[m] = {
                 "nll": mean_interval(nll),
                 "vs_rope": mean_interval(diff) if diff else None,
+                "vs_goat": mean_interval(versus_goat) if versus_goat else None,
                 "window_half_width": window_half,
             }
         rows.append(row)
@@ -298,6 +302,18 @@ def table(rows: list[dict[str, Any]]) -> str:
         f"interval over the test windows is at most +/- {windows:.4f} nats/base (any arm, any "
         f"length); {bits_per_base(1.0):.4f} bits per nat."
     )
+    return "\n".join(lines)
+
+
+def versus_goat_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: each GOAT variant's paired difference from ``goat`` (same seed), per multiple."""
+    head = "| arm |" + "".join(f" {m}x vs goat |" for m in MULTIPLES)
+    lines = [head, "| --- |" + " ---: |" * len(MULTIPLES)]
+    for row in rows:
+        if row["arm"] in ("goat", "rope") or row[str(MULTIPLES[0])]["vs_goat"] is None:
+            continue
+        cells = "".join(f" {_fmt(row[str(m)]['vs_goat'], sign=True)} |" for m in MULTIPLES)
+        lines.append(f"| {row['arm']} |{cells}")
     return "\n".join(lines)
 
 
@@ -389,7 +405,15 @@ def main() -> None:
         for arm in arms
     ]  # seed-major: a study cut short still has every arm on the first seeds
     rows = summarize(results)
-    text = table(rows) + "\n\nLearned prior terms (nats; mean over seeds):\n\n" + prior_table(rows)
+    text = "\n\n".join(
+        [
+            table(rows),
+            "Each GOAT variant against `goat` (paired by seed; mean [95% t interval]):",
+            versus_goat_table(rows),
+            "Learned prior terms (nats; mean over seeds):",
+            prior_table(rows),
+        ]
+    )
     print(text)
     if args.docs is not None:
         args.docs.mkdir(parents=True, exist_ok=True)
