@@ -374,10 +374,6 @@ def test_authors_prior_export_loads_with_remote_code(tmp_path: Path) -> None:
     features, no alignment slot, grouped kv heads, the query-norm gate) and the GPT-2 block style
     exports, and the folder's own code (trust_remote_code, goatdna not importable) gives the
     same logits: every module those options touch is in the bundle."""
-    from goatdna.checkpoint import save_checkpoint
-    from goatdna.configfile import to_dict
-    from goatdna.model import DNADecoder
-
     config = ModelConfig(
         n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, mlp_hidden=256, train_length=16,
         attention="sdpa", attention_bias=True, block_style="gpt2", tie_embeddings=True,
@@ -385,6 +381,27 @@ def test_authors_prior_export_loads_with_remote_code(tmp_path: Path) -> None:
         goat_slope="softplus", goat_init="seeded", goat_split_key_bias=False,
         goat_alignment_slot=False, goat_features="float32", goat_prior_gate="query_norm",
     )  # fmt: skip
+    _assert_remote_code_reproduces(config, tmp_path)
+
+
+def test_ablated_prior_export_loads_with_remote_code(tmp_path: Path) -> None:
+    """Every ablation switch on (docs/ablations.md: no b_r, no key MLP, no sink, heads grown by
+    d_p): the export's own code rebuilds the removed terms as zeros and gives the same logits."""
+    config = ModelConfig(
+        n_layers=2, d_model=64, n_heads=4, mlp_hidden=96, train_length=16, attention="sdpa",
+        goat_modes=2, goat_directional=False, goat_key_mlp="none", goat_sink=False,
+        goat_equal_content=True,
+    )  # fmt: skip
+    _assert_remote_code_reproduces(config, tmp_path)
+
+
+def _assert_remote_code_reproduces(config: ModelConfig, tmp_path: Path) -> None:
+    """Export a randomised model of ``config``; in a fresh interpreter without goatdna, the
+    folder's code (trust_remote_code) gives its logits and its greedy continuation."""
+    from goatdna.checkpoint import save_checkpoint
+    from goatdna.configfile import to_dict
+    from goatdna.model import DNADecoder
+
     torch.manual_seed(0)
     model = DNADecoder(config).eval()
     with torch.no_grad():
@@ -392,7 +409,7 @@ def test_authors_prior_export_loads_with_remote_code(tmp_path: Path) -> None:
             if ".prior." in name:
                 p.add_(0.3 * torch.randn_like(p))
     ckpt = save_checkpoint(
-        tmp_path / "authors.ckpt", model, {"model": to_dict(config), "data": {"seq_len": 16}}
+        tmp_path / "model.ckpt", model, {"model": to_dict(config), "data": {"seq_len": 16}}
     )
     folder = tmp_path / "export"
     res = invoke(["export", "--checkpoint", str(ckpt), "--out", str(folder)])

@@ -198,6 +198,35 @@ def _fill(tensor: Tensor, value: float | Tensor) -> None:
             tensor.fill_(value)
 
 
+def _init_goat_prior(module: GoatPrior, goat_init: str) -> None:
+    """`GoatPrior`'s own init, for what a checkpoint did not provide. An ablated term's zero
+    buffer (`GoatPrior.removed_terms`, not in any checkpoint) is filled with its zeros."""
+    removed = module.removed_terms()
+    if not module.native():
+        # goat-attention's options: the construction values, then what goat_init sets
+        values: dict[str, Any] = {"alpha": 0.0, "beta": 0.0, "slope": 0.0, "sink": 0.0,
+                                  "gain": 1.0, "gate_scale": -10.0, "gate_bias": 10.0}  # fmt: skip
+        if module.key_mlp is None and "mlp_w1" not in removed:
+            values.update(mlp_b1=0.0, mlp_w2=0.0, mlp_b2=0.0)
+            _normal(module.mlp_w1, module.mlp_w1.shape[1] ** -0.5)
+        values.update(module.initial_values(goat_init))
+        for name, value in values.items():
+            if name in dict(module.named_parameters()):
+                target = module.get_parameter(name)
+                _fill(target, value.to(target.device) if isinstance(value, Tensor) else value)
+    else:
+        for name in ("alpha", "beta", "sink", "mlp_b1", "mlp_w2", "mlp_b2"):
+            _fill(getattr(module, name), 0.0)
+        slopes = alibi_slopes(module.num_heads) if goat_init == "alibi" else 0.0
+        _fill(module.slope, slopes if isinstance(slopes, float) else slopes.float())
+        if "mlp_w1" not in removed:
+            _normal(module.mlp_w1, module.mlp_w1.shape[1] ** -0.5)
+    for name in removed:
+        _fill(getattr(module, name), 0.0)
+    # the fixed frequencies are a non-persistent buffer: never in a checkpoint
+    _fill(module.freqs, goat_frequencies(module.num_modes, module.freq_base).float())
+
+
 class GoatDNAPreTrainedModel(PreTrainedModel):
     config_class = GoatDNAConfig
     base_model_prefix = "model"
@@ -231,27 +260,8 @@ class GoatDNAPreTrainedModel(PreTrainedModel):
             residual = std / (2 * config.n_layers) ** 0.5
             _normal(module.attn.o_proj.weight, residual)
             _normal(module.mlp.down_proj.weight, residual)
-        elif isinstance(module, GoatPrior) and not module.native():
-            # goat-attention's options: the construction values, then what goat_init sets
-            values: dict[str, Any] = {"alpha": 0.0, "beta": 0.0, "slope": 0.0, "sink": 0.0,
-                                      "gain": 1.0, "gate_scale": -10.0, "gate_bias": 10.0}  # fmt: skip
-            if module.key_mlp is None:
-                values.update(mlp_b1=0.0, mlp_w2=0.0, mlp_b2=0.0)
-                _normal(module.mlp_w1, module.mlp_w1.shape[1] ** -0.5)
-            values.update(module.initial_values(config.goat_init))
-            for name, value in values.items():
-                if hasattr(module, name.split(".")[0]) and module.get_parameter(name) is not None:
-                    target = module.get_parameter(name)
-                    _fill(target, value.to(target.device) if isinstance(value, Tensor) else value)
-            _fill(module.freqs, goat_frequencies(module.num_modes, module.freq_base).float())
         elif isinstance(module, GoatPrior):
-            for name in ("alpha", "beta", "sink", "mlp_b1", "mlp_w2", "mlp_b2"):
-                _fill(getattr(module, name), 0.0)
-            slopes = alibi_slopes(module.num_heads) if config.goat_init == "alibi" else 0.0
-            _fill(module.slope, slopes if isinstance(slopes, float) else slopes.float())
-            _normal(module.mlp_w1, module.mlp_w1.shape[1] ** -0.5)
-            # the fixed frequencies are a non-persistent buffer: never in a checkpoint
-            _fill(module.freqs, goat_frequencies(module.num_modes, module.freq_base).float())
+            _init_goat_prior(module, config.goat_init)
         elif isinstance(module, SequenceHead):
             _fill(module.center, 0.0)
             _fill(module.scale, 1.0)

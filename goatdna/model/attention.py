@@ -177,6 +177,8 @@ class CausalSelfAttention(nn.Module):
                 slope_fn=config.goat_slope,
                 features=config.goat_features,
                 gate=config.goat_prior_gate,
+                directional=config.goat_directional,
+                sink=config.goat_sink,
             )
         elif config.positional == "alibi":
             self.prior = AlibiPrior(config.n_heads, config.head_dim)

@@ -27,6 +27,11 @@ class ModelConfig:
     ``goat_init='seeded'``/``'uniform'``, ``goat_alignment_slot=False`` (d_p = 2R + 1),
     ``goat_features='float32'`` (their float32 phases) and ``goat_prior_gate='query_norm'``.
     Every default is goatdna's own prior, unchanged.
+
+    Ablation switches (docs/ablations.md): ``goat_directional=False`` fixes b_r = 0 (no
+    parameter), ``goat_key_mlp='none'`` removes the key-only MLP term g_h, ``goat_sink=False`` the
+    first-token bump, and ``goat_equal_content=True`` grows each head by d_p so the content dims
+    equal RoPE's ``d_model / n_heads`` (values and the output projection grow with it).
     """
 
     positional: Literal["goat", "rope", "alibi", "nope"] = "goat"
@@ -54,10 +59,14 @@ class ModelConfig:
     goat_alignment_slot: bool = True  # False: d_p = 2R + 1 (needs goat_split_key_bias false)
     goat_abs_modes: int | None = None  # the key-bias MLP's Fourier modes; None: goat_modes's
     goat_abs_freq_base: float | None = None  # their base; None: goat_freq_base
-    goat_key_mlp: Literal["per_head", "shared"] = "per_head"
+    goat_key_mlp: Literal["per_head", "shared", "none"] = "per_head"  # none: no g_h (ablation)
     goat_slope: Literal["linear", "softplus"] = "linear"
     goat_features: Literal["float64", "float32"] = "float64"
     goat_prior_gate: Literal["none", "query_norm"] = "none"
+    # ablations (docs/ablations.md): each False removes its term and its parameters
+    goat_directional: bool = True  # False: b_r = 0, K_rel(t) even in t (no sin terms)
+    goat_sink: bool = True  # False: no first-token bump sink_h 1{j=0}
+    goat_equal_content: bool = False  # True: head_dim = d_model / n_heads + d_p (RoPE's d_c)
     # attention layout (goat-attention's grouped-query heads and linear biases)
     n_kv_heads: int | None = None  # None: n_heads (no grouping)
     attention_bias: bool = False
@@ -104,7 +113,9 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        """d_h: ``d_model / n_heads``, plus d_p for GOAT with ``goat_equal_content``."""
+        grown = self.positional == "goat" and self.goat_equal_content
+        return self.d_model // self.n_heads + (self.position_dim if grown else 0)
 
     @property
     def position_dim(self) -> int:

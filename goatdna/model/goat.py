@@ -279,7 +279,7 @@ def _check_options(
     if learn_freqs and (features != "float64" or abs_modes is not None):
         raise ValueError("learn_freqs needs float64 features and no separate abs_modes")
     for name, value, allowed in (
-        ("key_mlp", key_mlp, ("per_head", "shared")),
+        ("key_mlp", key_mlp, ("per_head", "shared", "none")),
         ("slope_fn", slope_fn, ("linear", "softplus")),
         ("features", features, ("float64", "float32")),
         ("gate", gate, ("none", "query_norm")),
@@ -328,6 +328,8 @@ class GoatPrior(nn.Module):
         slope_fn: str = "linear",
         features: str = "float64",
         gate: str = "none",
+        directional: bool = True,
+        sink: bool = True,
     ) -> None:
         super().__init__()
         position_dim = 2 * num_modes + 1 + int(alignment_slot)
@@ -370,10 +372,16 @@ class GoatPrior(nn.Module):
         }
 
         H, R, M = kv_heads, num_modes, mlp_hidden  # the prior's terms are per key/value head
+        # Ablations (docs/ablations.md): a removed term is a zero buffer, not a parameter; not
+        # persistent (absent from the state dict), never trained, and every code path (the packed
+        # tails, `shared_tails`' stacking, `log_prior`) reads the same zeros it would read from a
+        # zeroed parameter, so the switch removes exactly that term.
+        self.directional = directional
+        self.has_sink = sink
         self.alpha = nn.Parameter(torch.zeros(H, R))  # a_r per head (Eqs. (12)-(19))
-        self.beta = nn.Parameter(torch.zeros(H, R))  # b_r per head (Eqs. (12)-(19))
+        self._param_or_zeros("beta", (H, R), directional)  # b_r per head (Eqs. (12)-(19))
         self.slope = nn.Parameter(torch.zeros(H))  # linear key term (Eqs. (21)-(22))
-        self.sink = nn.Parameter(torch.zeros(H))  # bump on the first token (Eqs. (21)-(22))
+        self._param_or_zeros("sink", (H,), sink)  # bump on the first token (Eqs. (21)-(22))
         freqs = goat_frequencies(num_modes, self.freq_base).float()  # (R,)
         if learn_freqs:
             self.freqs = nn.Parameter(freqs)
@@ -386,6 +394,12 @@ class GoatPrior(nn.Module):
             self.mlp_b1 = nn.Parameter(torch.zeros(H, M))
             self.mlp_w2 = nn.Parameter(torch.zeros(H, M))  # zero output layer: g == 0 at init
             self.mlp_b2 = nn.Parameter(torch.zeros(H))
+        elif key_mlp == "none":  # ablation: g_h == 0, the MLP's tensors zero buffers
+            for name, shape in (
+                ("mlp_w1", (H, n_features, M)), ("mlp_b1", (H, M)),
+                ("mlp_w2", (H, M)), ("mlp_b2", (H,)),
+            ):  # fmt: skip
+                self._param_or_zeros(name, shape, False)
         else:  # goat-attention: one MLP for every head, u_h = gain_h g(phi) (+ slope, sink)
             for name in ("mlp_w1", "mlp_b1", "mlp_w2", "mlp_b2"):
                 self.register_parameter(name, None)
@@ -395,6 +409,20 @@ class GoatPrior(nn.Module):
             self.gate_scale = nn.Parameter(torch.full((num_heads,), -10.0))
             self.gate_bias = nn.Parameter(torch.full((num_heads,), 10.0))
         self._init(init)
+
+    def _param_or_zeros(self, name: str, shape: tuple[int, ...], learned: bool) -> None:
+        """A zero-initialised parameter ``name``, or (an ablated term) a non-persistent zero buffer."""
+        if learned:
+            self.register_parameter(name, nn.Parameter(torch.zeros(shape)))
+        else:
+            self.register_buffer(name, torch.zeros(shape), persistent=False)
+
+    def removed_terms(self) -> tuple[str, ...]:
+        """The ablated terms' tensors (zero buffers, not parameters), by name."""
+        learned = dict(self.named_parameters(recurse=False))
+        return tuple(
+            n for n in PriorWeights._fields if n not in learned and getattr(self, n) is not None
+        )
 
     @torch.no_grad()
     def _init(self, init: str) -> None:
@@ -424,6 +452,8 @@ class GoatPrior(nn.Module):
         if init in ("seeded", "uniform"):
             if init == "seeded":
                 out["alpha"] = 1e-2 * torch.randn(H, R)
+            if self.key_mlp_kind == "none":
+                return out
             if self.key_mlp is None:
                 first, last = "mlp_w1", "mlp_w2"
             else:
@@ -785,6 +815,7 @@ class GoatPrior(nn.Module):
             f"heads={self.num_heads}, head_dim={self.head_dim}, modes={self.num_modes}, "
             f"content_dim={self.content_dim}, train_length={self.train_length}, "
             f"split_key_bias={self.split_key_bias}"
+            + (f", removed={','.join(self.removed_terms())}" if self.removed_terms() else "")
             + (
                 ""
                 if self.native()

@@ -240,6 +240,10 @@ def _check_authors_config(config: ModelConfig) -> None:
         "goat_alignment_slot": False,
         "goat_split_key_bias": False,
         "goat_learn_freqs": False,
+        # the ablations (docs/ablations.md) have no goat-attention counterpart
+        "goat_directional": True,
+        "goat_sink": True,
+        "goat_equal_content": False,
     }
     for key, value in wanted.items():
         if getattr(config, key) != value:
