@@ -384,3 +384,16 @@ def test_computing_probe_features_shows_progress_and_a_cached_run_does_not(
                                 "--force"])  # fmt: skip
     assert again.exit_code == 0, (again.output, again.exception)
     assert not feature_lines(again.output)  # read from RUN_DIR/cache: nothing computed
+
+
+def test_a_probe_run_in_bf16_true_on_the_cpu_finishes(
+    small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path, one_thread: None
+) -> None:
+    """The cached features are float32 and the head is bfloat16 under --precision bf16-true:
+    the head's predictions ended in a dtype traceback after config.yaml was written."""
+    backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    run = tmp_path / "run"
+    args = finetune_args(small_task, backbone, run, "--layer", "final", "--epochs", "1")
+    result = invoke([*args, "--precision", "bf16-true"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert (run / "summary.json").is_file()

@@ -252,12 +252,15 @@ def head_predictions(
 ) -> Tensor:
     """`SequenceTaskModel.to_predictions` of cached features, batch by batch (head only)."""
     forward, rc = features
-    device = model.head.linear.weight.device
+    # the cache holds float32; the head is in the run's precision (bf16 under --precision
+    # bf16-true), and a matmul takes one dtype
+    weight = model.head.linear.weight
+    device, dtype = weight.device, weight.dtype
     outs: list[Tensor] = []
     for start in range(0, forward.shape[0], batch_size):
         rows = slice(start, start + batch_size)
-        out = model.head(forward[rows].to(device))
-        out_rc = model.head(rc[rows].to(device)) if rc is not None and rc_average else None
+        out = model.head(forward[rows].to(device, dtype))
+        out_rc = model.head(rc[rows].to(device, dtype)) if rc is not None and rc_average else None
         outs.append(model.to_predictions(out, out_rc))
     return torch.cat(outs) if outs else torch.zeros(0, model.task_config.n_outputs)
 
