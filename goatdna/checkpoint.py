@@ -488,6 +488,13 @@ def read_export_config(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     config_path = folder / EXPORT_CONFIG
     if not config_path.is_file():
+        if (folder / "base" / EXPORT_CONFIG).is_file() and (folder / "adapter").is_dir():
+            # base/ alone is the backbone without the trained adapter: naming it would be wrong
+            raise GoatDNAError(
+                f"{folder}: an unmerged adapter export (base/ + adapter/), which peft loads (see "
+                "its README.md); for goatdna commands pass the fine-tune's .ckpt or an export "
+                "written without --no-merge"
+            )
         raise GoatDNAError(
             f"{folder}: not a goatdna export folder (no {EXPORT_CONFIG}); pass a .ckpt file or a "
             "folder written by `goatdna export`"

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -261,9 +262,13 @@ def test_bad_folders(exports: dict, tmp_path: Path) -> None:
     other = tmp_path / "bert"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
+    unmerged = tmp_path / "unmerged"  # `export --no-merge`'s layout: base/ is no fine-tuned model
+    shutil.copytree(exports["goat"], unmerged / "base")
+    (unmerged / "adapter").mkdir()
     for folder, message in (
         (empty, "not a goatdna export folder"),
         (other, "model_type is 'bert'"),
+        (unmerged, "an unmerged adapter export (base/ + adapter/)"),
     ):
         out = tmp_path / "emb.npz"
         _one_line_error(
