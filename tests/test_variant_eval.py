@@ -490,3 +490,20 @@ def test_a_long_bootstrap_shows_progress_with_time_left(
                               "--bootstrap", "40"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "bootstrap: 1/80 resamples" in res.stderr and "s left" in res.stderr
+
+
+def test_positive_names_a_number_of_a_label_column_read_as_floats(tmp_path: Path) -> None:
+    """A 0/1 column with an empty cell is read as floats (1.0, 0.0, NaN): ``--positive 1`` was
+    refused for naming no value ("its values are 0.0, 1.0"). A number now matches its value."""
+    frame = pd.read_csv(_scores(tmp_path), sep="\t")
+    frame["label"] = frame["label"].astype(float)
+    frame.loc[0, "label"] = None
+    path = tmp_path / "blank.tsv"
+    frame.to_csv(path, sep="\t", index=False)
+    numbers, named = tmp_path / "numbers.json", tmp_path / "named.json"
+    _invoke("--scores", str(path), "--bootstrap", "0", "--out", str(numbers))
+    _invoke("--scores", str(path), "--bootstrap", "0", "--positive", "1", "--negative", "0",
+            "--out", str(named))  # fmt: skip
+    as_numbers, as_named = json.loads(numbers.read_text()), json.loads(named.read_text())
+    assert as_named["metrics"] == as_numbers["metrics"]
+    assert as_named["unlabelled"] == as_numbers["unlabelled"] == 1

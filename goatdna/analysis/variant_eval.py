@@ -201,6 +201,19 @@ def join_labels(
     return joined
 
 
+def _named(text: np.ndarray, named: tuple[str, ...]) -> np.ndarray:
+    """Cells equal to a named value as written, or as a number: a 0/1 column with an empty
+    cell is read as floats, and ``--positive 1`` means its 1.0."""
+    import pandas as pd
+
+    hits = np.isin(text, list(named))
+    wanted = pd.to_numeric(pd.Series(list(named), dtype=object), errors="coerce").dropna()
+    if len(wanted):
+        numbers = pd.to_numeric(pd.Series(text, dtype=object), errors="coerce").to_numpy()
+        hits |= np.isin(numbers, wanted.to_numpy(dtype=np.float64))
+    return hits
+
+
 def _binary_labels(values: pd.Series, options: EvalOptions) -> tuple[np.ndarray, np.ndarray]:
     """(is labelled, is positive) from the label column."""
     import pandas as pd
@@ -208,8 +221,8 @@ def _binary_labels(values: pd.Series, options: EvalOptions) -> tuple[np.ndarray,
     present = values.notna().to_numpy()
     if options.positive or options.negative:
         text = values.astype(str).str.strip().to_numpy()
-        pos = np.isin(text, list(options.positive)) & present
-        neg = (np.isin(text, list(options.negative)) if options.negative else ~pos) & present
+        pos = _named(text, options.positive) & present
+        neg = (_named(text, options.negative) if options.negative else ~pos) & present
         for flag, named, hits in (("--positive", options.positive, pos),
                                   ("--negative", options.negative, neg)):  # fmt: skip
             if named and not hits.any():  # a typo: every metric would be n/a, with exit 0
