@@ -294,6 +294,9 @@ def test_merged_and_unmerged_exports_predict_what_predict_does(
 
     adapter_config = json.loads((unmerged / "adapter" / "adapter_config.json").read_text())
     assert adapter_config["base_model_name_or_path"] == "base"
+    # peft holds the targets as a set, written in the process's hash order: sorted, the file is
+    # the same from one run to the next
+    assert adapter_config["target_modules"] == sorted(adapter_config["target_modules"])
     assert adapter_config["auto_mapping"] == {
         "base_model_class": "AutoModelForSequenceClassification",
         "parent_library": "transformers",

@@ -202,6 +202,9 @@ def _write_adapter(folder: Path, base_folder: Path, adapter: AdapterExport, base
     config_path = folder / "adapter_config.json"
     config = json.loads(config_path.read_text())
     config["auto_mapping"] = dict(ADAPTER_AUTO_MAPPING)
+    for key in ("target_modules", "feedforward_modules"):  # peft's sets, in hash order
+        if isinstance(config.get(key), list):
+            config[key] = sorted(config[key])
     _write_json(config_path, config)
 
 
