@@ -64,3 +64,19 @@ def tiny_config(**overrides: Any) -> ModelConfig:
     """The tiny decoder of most tests (one layer, d_model 32, 2 heads, 2 GOAT modes, 32-base
     context); `overrides` replace any field (e.g. ``positional="rope"``, ``train_length=64``)."""
     return ModelConfig(**{**TINY_CONFIG, **overrides})
+
+
+def randomized_decoder(config: ModelConfig) -> Any:
+    """A `DNADecoder` of ``config`` in eval mode whose GOAT prior parameters all carry seeded
+    noise (``0.3 * N(0, 1)`` added, seed 0): the zero init would hide a missing prior term."""
+    import torch
+
+    from goatdna.model import DNADecoder
+
+    torch.manual_seed(0)
+    model = DNADecoder(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".prior." in name:
+                p.add_(0.3 * torch.randn_like(p))
+    return model

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import invoke
+from helpers import invoke, randomized_decoder
 
 from goatdna import __version__
 from goatdna.analysis.generate import generate as goatdna_generate
@@ -405,14 +405,8 @@ def _assert_remote_code_reproduces(config: ModelConfig, tmp_path: Path) -> None:
     folder's code (trust_remote_code) gives its logits and its greedy continuation."""
     from goatdna.checkpoint import save_checkpoint
     from goatdna.configfile import to_dict
-    from goatdna.model import DNADecoder
 
-    torch.manual_seed(0)
-    model = DNADecoder(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if ".prior." in name:
-                p.add_(0.3 * torch.randn_like(p))
+    model = randomized_decoder(config)
     ckpt = save_checkpoint(
         tmp_path / "model.ckpt", model, {"model": to_dict(config), "data": {"seq_len": 16}}
     )

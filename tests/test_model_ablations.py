@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import randomized_decoder
 
 from goatdna.model import DNADecoder, ModelConfig
 
@@ -20,17 +21,6 @@ SWITCHES = {
     "goat_sink": (False, ("sink",)),
     "goat_key_mlp": ("none", ("mlp_w1", "mlp_b1", "mlp_w2", "mlp_b2")),
 }
-
-
-def randomized(config: ModelConfig) -> DNADecoder:
-    """A model whose every prior term is on (the zero init would hide a missing term)."""
-    torch.manual_seed(0)
-    model = DNADecoder(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if ".prior." in name:
-                p.add_(0.3 * torch.randn_like(p))
-    return model
 
 
 def test_defaults_keep_every_term_as_a_parameter() -> None:
@@ -51,7 +41,7 @@ def test_each_switch_removes_exactly_its_term(switch: str) -> None:
     and logits, inference and training paths), lacks exactly those parameters, and differs
     from the full model with the term on."""
     value, removed = SWITCHES[switch]
-    full = randomized(ModelConfig(**TINY))
+    full = randomized_decoder(ModelConfig(**TINY))
     ablated = DNADecoder(ModelConfig(**TINY, **{switch: value})).eval()
     state = {k: v for k, v in full.state_dict().items() if k.rsplit(".", 1)[-1] not in removed}
     ablated.load_state_dict(state, strict=True)  # exactly the removed tensors are missing
@@ -62,7 +52,7 @@ def test_each_switch_removes_exactly_its_term(switch: str) -> None:
     idx = torch.randint(0, 5, (2, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         on = full(idx)
-    zeroed = randomized(ModelConfig(**TINY))
+    zeroed = randomized_decoder(ModelConfig(**TINY))
     with torch.no_grad():
         for n, p in zeroed.named_parameters():
             if n.rsplit(".", 1)[-1] in removed:
@@ -101,10 +91,12 @@ def test_equal_content_grows_the_head_by_d_p() -> None:
     rope = ModelConfig(**{**TINY, "positional": "rope"}, goat_equal_content=True)
     assert config.content_dim == rope.head_dim == 16 and config.head_dim == 16 + 6
     assert rope.content_dim == 16  # no effect on other schemes
-    model = randomized(config)
+    model = randomized_decoder(config)
     attn = model.blocks[0].attn
     assert attn.q_proj.weight.shape == (4 * 16, 64) and attn.v_proj.weight.shape == (4 * 22, 64)
-    explicit = randomized(ModelConfig(**{**TINY, "attention": "explicit"}, goat_equal_content=True))
+    explicit = randomized_decoder(
+        ModelConfig(**{**TINY, "attention": "explicit"}, goat_equal_content=True)
+    )
     idx = torch.randint(0, 5, (2, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(model(idx), explicit(idx), atol=1e-5, rtol=1e-5)

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import randomized_decoder
 
 from goatdna.model import GoatPrior
 from goatdna.model.attention import attend
@@ -330,20 +331,14 @@ checks them against the package itself)."""
 
 
 def authors_decoder(attention: str = "sdpa", **overrides):
-    from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.model import ModelConfig
 
     options = {**AUTHORS_OPTIONS, **overrides}
     config = ModelConfig(
         n_layers=2, d_model=64, n_heads=4, mlp_hidden=96, train_length=16, attention=attention,
         **options,
     )  # fmt: skip
-    torch.manual_seed(0)
-    model = DNADecoder(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if ".prior." in name:
-                p.add_(0.3 * torch.randn_like(p))
-    return model
+    return randomized_decoder(config)
 
 
 def test_authors_options_shapes_and_hidden_size_rule():
