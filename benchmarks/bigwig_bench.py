@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from goatdna.inference.track_files import open_track  # noqa: E402
+from goatdna.io.bigwig import open_track  # noqa: E402
 
 BLOCK = 1 << 20  # values per add(), as Spool.read hands them to _assemble
 VARIANTS = ("pybigtools (goatdna)", "pybigtools, --zoom-levels 0", "libBigWig (before)", "bedGraph")

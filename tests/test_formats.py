@@ -42,10 +42,10 @@ def test_every_command_decides_through_it() -> None:
     from goatdna.analysis.output import output_format as generate_format
     from goatdna.inference.embed_io import OUTPUT_SUFFIXES as EMBED
     from goatdna.inference.embed_io import check_output
-    from goatdna.inference.track_files import TRACK_SUFFIXES
-    from goatdna.inference.track_files import output_kind as track_kind
     from goatdna.inference.variant_io import OUTPUT_SUFFIXES as VARIANTS
     from goatdna.inference.variant_io import output_kind
+    from goatdna.io.bigwig import TRACK_SUFFIXES
+    from goatdna.io.bigwig import output_kind as track_kind
 
     for suffixes in (TABLE_SUFFIXES, EMBED, TRACK_SUFFIXES, VARIANTS, FASTA_SUFFIXES):
         assert all(s.lower() in FORMATS for s in suffixes), suffixes

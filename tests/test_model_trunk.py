@@ -81,7 +81,7 @@ def decoder_internals_used(source: str, path: str) -> list[str]:
     """``.blocks`` of a model-like object and any ``_logits`` in ``source``, as 'path:line: what'.
 
     ``blocks`` also names score-track's spool counters; a receiver whose name says spool/run
-    (``self.blocks`` in track_files.py, ``spool.blocks``, ``run.blocks``) is not a decoder.
+    (``self.blocks`` in io/bigwig.py, ``spool.blocks``, ``run.blocks``) is not a decoder.
     """
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -92,7 +92,7 @@ def decoder_internals_used(source: str, path: str) -> list[str]:
         elif isinstance(node, ast.Attribute) and node.attr == "blocks":
             receiver = ast.unparse(node.value)
             spool = receiver in ("spool", "run") or (
-                receiver == "self" and path.endswith("track_files.py")
+                receiver == "self" and path.endswith("io/bigwig.py")
             )
             if not spool:
                 found.append(f"{path}:{node.lineno}: {receiver}.blocks")

@@ -212,6 +212,43 @@ def test_windows_are_drawn_from_the_n_free_stretches(ckpt: Path, tmp_path: Path)
         assert len(lines) == 1 and lines[0].startswith("error: ") and advice in lines[0], lines
 
 
+def test_windows_equal_a_brute_force_spread_over_every_n_free_start(tmp_path: Path) -> None:
+    """`reference_windows` against a position-by-position reference: contigs with N runs
+    (leading, trailing, inner, all-N), every N-free start in FASTA order, ``n`` of them taken at
+    ranks ``i * total // n``; and the refusal's longest N-free stretch when no window fits."""
+    from goatdna.errors import GoatDNAError
+    from goatdna.inference.precision_check import reference_windows
+    from goatdna.inference.reference import Reference
+
+    rng = random.Random(5)
+    contigs = {}
+    for name, size in (("c1", 300), ("c2", 40), ("c3", 500), ("c4", 25)):
+        seq = [rng.choice("ACGT") for _ in range(size)]
+        for _ in range(rng.randrange(1, 6)):
+            at = rng.randrange(size)
+            seq[at : at + rng.randrange(1, 30)] = "N" * len(seq[at : at + 30])
+        contigs[name] = "".join(seq)[:size]
+    contigs["c1"] = "NNNNN" + contigs["c1"][5:-3] + "NNN"
+    contigs["c4"] = "N" * 25
+    path = tmp_path / "runs.fa"
+    path.write_text("".join(f">{name}\n{seq}\n" for name, seq in contigs.items()))
+    with Reference(path) as ref:
+        for length in (2, 3, 17, 60, 131):
+            every = [(name, s) for name, seq in contigs.items()
+                     for s in range(len(seq) - length + 1) if "N" not in seq[s : s + length]]  # fmt: skip
+            for n in sorted({1, 2, 7, len(every)} - {0}):
+                if n > len(every):
+                    continue
+                want = [every[i * len(every) // n] for i in range(n)]
+                tokens, places = reference_windows(ref, n, length)
+                assert places == want, (length, n)
+                for (name, start), window in zip(places, tokens, strict=True):
+                    assert "".join("ACGT"[t] for t in window) == contigs[name][start:][:length]
+        longest = max(len(run) for seq in contigs.values() for run in seq.split("N"))
+        with pytest.raises(GoatDNAError, match=f"lower --length to {longest} or less"):
+            reference_windows(ref, 1, longest + 1)
+
+
 def test_flash_that_would_not_run_is_refused_not_passed(
     ckpt: Path, fasta: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from goatdna.data_prep.window_search import window_is_n_free
 from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import TOKEN_MASK, N
 
@@ -83,10 +84,6 @@ def parse_distances(text: str) -> list[int]:
     return values
 
 
-def _n_free(tokens: np.ndarray, start: int, length: int) -> bool:
-    return not ((np.asarray(tokens[start : start + length]) & TOKEN_MASK) == N).any()
-
-
 def draw_trials(
     genome: ShardedGenome,
     split: str = "test",
@@ -130,7 +127,7 @@ def draw_trials(
     for trial in range(n_trials):
         for _ in range(MAX_ATTEMPTS_PER_TRIAL):
             segment = draw_segment()
-            if _n_free(tokens, segment, segment_length):
+            if window_is_n_free(tokens, segment, segment_length):
                 break
         else:
             raise GoatDNAError(

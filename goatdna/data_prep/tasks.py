@@ -44,9 +44,10 @@ import numpy as np
 
 from goatdna.atomic import atomic_dir
 from goatdna.data_prep.shards import ShardedGenome
+from goatdna.data_prep.window_search import is_n
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
-from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G, N
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, UPPER_DECODE, C, G
 from goatdna.workdir import claim_output_folder, output_lock
 
 TASK_SPLITS = ("train", "val", "test")
@@ -260,7 +261,7 @@ def _windows(genome: ShardedGenome, split: str, window: int) -> tuple[np.ndarray
         block = np.asarray(tokens[record.offset : record.offset + count * window]).reshape(
             count, window
         )
-        keep = ~((block & TOKEN_MASK) == N).any(axis=1)
+        keep = ~is_n(block).any(axis=1)
         rows.append(block[keep])
         for k in np.flatnonzero(keep):
             start = record.start + int(k) * window

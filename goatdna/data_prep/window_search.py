@@ -1,9 +1,15 @@
 """Where a window of ``window`` bases fits: inside one record, with at most ``max_n`` N bases.
 
-The one N-aware window search of goatdna: training indexes every valid start of its split with
-it (`goatdna.training.windows`) and the GC study draws its N-free prompts from it
-(`goatdna.analysis.prompts`). hg38 has ~3e9 start positions, so the answer is kept as
-*intervals* of consecutive valid starts, found chunk by chunk:
+The one N-aware window search of goatdna (issue 42: one definition each). Training indexes
+every valid start of its split with it (`goatdna.training.windows`), the GC study draws its
+N-free prompts from it (`goatdna.analysis.prompts`), check-precision spreads its windows over
+the N-free starts of a FASTA (`goatdna.inference.precision_check`), the recall probe tests its
+drawn segments with `window_is_n_free` (`goatdna.analysis.recall`) and make-task keeps the
+N-free tiles of a split with `is_n` (`goatdna.data_prep.tasks`).
+``tests/test_data_window_search.py`` fails on a second N test or N-free search elsewhere.
+
+hg38 has ~3e9 start positions, so the answer is kept as *intervals* of consecutive valid
+starts, found chunk by chunk:
 
 * ``max_n == 0`` (the default everywhere): the N-free runs of the chunk come from the edges of
   its N indicator, and a run of ``r >= window`` bases holds ``r - window + 1`` valid starts;
@@ -25,6 +31,17 @@ from goatdna.io.tokens import TOKEN_MASK, N
 
 SEARCH_CHUNK = 1 << 24
 """Start positions examined per vectorised pass (bounds the search's memory)."""
+
+
+def is_n(tokens: np.ndarray) -> np.ndarray:
+    """True where a token byte is N, whatever its repeat flag: the one N test of a window."""
+    return (np.asarray(tokens) & TOKEN_MASK) == N
+
+
+def window_is_n_free(tokens: np.ndarray, start: int, window: int) -> bool:
+    """Whether bases ``[start, start + window)`` of ``tokens`` hold no N (one drawn window: the
+    recall probe redraws a segment until this holds, so its draws stay a function of the seed)."""
+    return not is_n(tokens[start : start + window]).any()
 
 
 class _Reader:
@@ -75,14 +92,14 @@ def valid_start_intervals(
             c0 = offset
             while c0 <= last_start:
                 c1 = min(c0 + chunk, last_start + 1)  # starts [c0, c1)
-                is_n = (reader.read(c0, c1 - 1 + window) & TOKEN_MASK) == N
-                if not is_n.any():  # the common case on real genomes: every start is valid
+                n_here = is_n(reader.read(c0, c1 - 1 + window))
+                if not n_here.any():  # the common case on real genomes: every start is valid
                     begin = np.array([0], dtype=np.int64)
                     end = np.array([c1 - c0], dtype=np.int64)
                 elif max_n == 0:
-                    begin, end = _n_free_starts(is_n, window)
+                    begin, end = _n_free_starts(n_here, window)
                 else:
-                    begin, end = _n_poor_starts(is_n, window, max_n, c1 - c0)
+                    begin, end = _n_poor_starts(n_here, window, max_n, c1 - c0)
                 starts.append(begin + c0)
                 counts.append(end - begin)
                 c0 = c1
@@ -91,6 +108,18 @@ def valid_start_intervals(
     if not starts:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return _merge_adjacent(np.concatenate(starts), np.concatenate(counts))
+
+
+def longest_n_free_run(
+    tokens: np.ndarray, records: Iterable[tuple[int, int]], chunk: int = SEARCH_CHUNK
+) -> int:
+    """Bases in the longest run without N inside one record (0 when every base is N): the
+    longest window `valid_start_intervals` can find there, which a refusal can name."""
+    longest = 0
+    for record in records:  # one at a time: windows of 1 base in two records would merge
+        _, counts = valid_start_intervals(tokens, [record], 1, 0, chunk)  # a start per N-free base
+        longest = max(longest, int(counts.max()) if counts.size else 0)
+    return longest
 
 
 def start_of_rank(
@@ -104,10 +133,10 @@ def start_of_rank(
     return starts[interval] + (ranks - first_rank)
 
 
-def _n_free_starts(is_n: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+def _n_free_starts(n_mask: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """Local [begin, end) runs of starts whose window holds no N, from the N-free base runs."""
-    padded = np.ones(is_n.size + 2, dtype=bool)  # an N before and after the chunk
-    padded[1:-1] = is_n
+    padded = np.ones(n_mask.size + 2, dtype=bool)  # an N before and after the chunk
+    padded[1:-1] = n_mask
     edges = np.flatnonzero(padded[1:] != padded[:-1])  # alternating N-free run begin / end
     run_begin, run_end = edges[0::2], edges[1::2] - window + 1  # last start + 1
     keep = run_end > run_begin
@@ -115,11 +144,11 @@ def _n_free_starts(is_n: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarra
 
 
 def _n_poor_starts(
-    is_n: np.ndarray, window: int, max_n: int, n_starts: int
+    n_mask: np.ndarray, window: int, max_n: int, n_starts: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Local [begin, end) runs of starts whose window holds at most ``max_n`` N bases."""
-    cum = np.zeros(is_n.size + 1, dtype=np.int32)  # chunk < 2**31: int32 is exact
-    np.cumsum(is_n, out=cum[1:], dtype=np.int32)
+    cum = np.zeros(n_mask.size + 1, dtype=np.int32)  # chunk < 2**31: int32 is exact
+    np.cumsum(n_mask, out=cum[1:], dtype=np.int32)
     n_in_window = cum[window : window + n_starts] - cum[:n_starts]  # (n_starts,)
     padded = np.zeros(n_starts + 2, dtype=np.int8)
     padded[1:-1] = n_in_window <= max_n

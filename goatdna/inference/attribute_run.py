@@ -19,7 +19,7 @@ Outputs, by suffix (`goatdna.formats.output_format`, repeatable ``--out``):
   grow with the number of records (benchmarks/attribute_bench.py).
 * ``.bw``/``.bigWig``/``.bedGraph`` (BED input only): one value per base of every region, the
   contribution of the base that is there (`observed_contribution`), in genome orientation, by
-  the bigWig writer of `goatdna.inference.track_files`. A region longer than a fine-tuned
+  the bigWig writer of `goatdna.io.bigwig`. A region longer than a fine-tuned
   model's ``max_length`` has values on the bases the model read only: the first ``max_length``
   of a '+' region, the *last* ``max_length`` (in genome order) of a '-' region, whose reverse
   complement is read from its 5' end.
@@ -417,7 +417,7 @@ def _chrom_sizes(request: AttributeRequest) -> list[tuple[str, int]]:
 
 def _write_track(out: Path, work: WorkDir, n_units: int, records: Sequence[SequenceRecord],
                  tokens: Sequence[np.ndarray], order: list[int], request: AttributeRequest) -> None:  # fmt: skip
-    from goatdna.inference.track_files import open_track
+    from goatdna.io.bigwig import open_track
 
     values: list[np.ndarray] = []
     for unit in range(n_units):

@@ -41,9 +41,9 @@ from goatdna.inference.loop import (
 )
 from goatdna.inference.mutagenesis import BASES, MutagenesisOptions, combine, scan
 from goatdna.inference.reference import Reference
-from goatdna.inference.track_files import open_track
-from goatdna.inference.track_files import output_paths as track_paths
 from goatdna.inference.variants import check_window
+from goatdna.io.bigwig import open_track
+from goatdna.io.bigwig import output_paths as track_paths
 from goatdna.io.regions import Region, parse_region
 from goatdna.io.tokens import BASES as TOKEN_LETTERS
 from goatdna.io.tokens import NUM_BASES
@@ -183,7 +183,7 @@ def _check_outputs(outs: tuple[Path, ...], region: Region, ref: np.ndarray) -> N
     """Every output must be writable from this region's values, checked before the scan: a
     bigWig needs at least one value (an all-N region has none), and one output failing after
     the others were written would leave a partial set."""
-    from goatdna.inference.track_files import output_kind as track_kind
+    from goatdna.io.bigwig import output_kind as track_kind
 
     has_value = bool((ref < 4).any())  # N positions have no alternative, so no value
     for out in outs:

@@ -32,6 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from goatdna.data_prep.window_search import (
+    longest_n_free_run,
+    start_of_rank,
+    valid_start_intervals,
+)
 from goatdna.errors import GoatDNAError
 from goatdna.inference.variants import (
     MEMORY_BOUND_BYTES,
@@ -168,20 +173,25 @@ def reference_windows(reference: Reference, n: int, length: int) -> tuple[np.nda
     """``n`` windows of ``length`` bases with no N, evenly spaced over the N-free window starts
     of the FASTA's contigs in order -> tokens (n, length) and their (contig, start) places.
 
-    The spacing counts only starts whose window is N-free, so a contig that opens with a long
-    run of N (chr1's first 10 kb, a scaffold's gap) takes no share of the windows; when fewer
-    than ``n`` such starts exist the refusal names the --windows or --length that fits."""
-    stretches: list[tuple[str, int, int]] = []  # (contig, start, end) N-free, >= length bases
-    longest = 0
+    The spacing counts only starts whose window is N-free (`goatdna.data_prep.window_search`,
+    each contig one record), so a contig that opens with a long run of N (chr1's first 10 kb, a
+    scaffold's gap) takes no share of the windows; when fewer than ``n`` such starts exist the
+    refusal names the --windows or --length that fits."""
+    names: list[str] = []  # the contig of each interval of starts
+    interval_starts = [np.zeros(0, dtype=np.int64)]
+    interval_counts = [np.zeros(0, dtype=np.int64)]
     for name, _ in reference.chrom_sizes():
-        for start, end in _n_free_stretches(reference.contig_tokens(name)):
-            longest = max(longest, end - start)
-            if end - start >= length:
-                stretches.append((name, start, end))
-    counts = np.array([end - start - length + 1 for _, start, end in stretches], dtype=np.int64)
+        tokens = reference.contig_tokens(name)
+        starts, counts = valid_start_intervals(tokens, [(0, tokens.size)], length)
+        names += [name] * starts.size
+        interval_starts.append(starts)
+        interval_counts.append(counts)
+    starts, counts = np.concatenate(interval_starts), np.concatenate(interval_counts)
     total = int(counts.sum())
     if total < n:
         if total == 0:
+            contigs = (reference.contig_tokens(name) for name, _ in reference.chrom_sizes())
+            longest = max(longest_n_free_run(tokens, [(0, tokens.size)]) for tokens in contigs)
             advice = (f"lower --length to {longest:,} or less (the longest N-free stretch)"
                       if longest >= 2 else "give a FASTA with A/C/G/T bases")  # fmt: skip
         else:
@@ -191,23 +201,16 @@ def reference_windows(reference: Reference, n: int, length: int) -> tuple[np.nda
             f"(--windows); {advice}"
         )
     ranks = np.arange(n, dtype=np.int64) * total // n  # evenly spaced, the first at rank 0
-    ends = np.cumsum(counts)
-    which = np.searchsorted(ends, ranks, side="right")
+    cum_counts = np.cumsum(counts)
+    which = np.searchsorted(cum_counts, ranks, side="right")
+    picked = start_of_rank(starts, counts, cum_counts, ranks)
     found: list[np.ndarray] = []
     places: list[tuple[str, int]] = []
-    for rank, index in zip(ranks.tolist(), which.tolist(), strict=True):
-        name, stretch_start, _ = stretches[index]
-        start = stretch_start + rank - int(ends[index] - counts[index])
+    for index, start in zip(which.tolist(), picked.tolist(), strict=True):
+        name = names[index]
         found.append(reference.read(reference.contig(name), start, start + length).astype(np.int64))
         places.append((name, start))
     return np.stack(found), places
-
-
-def _n_free_stretches(tokens: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each maximal run of A/C/G/T (tokens 0..3) in ``tokens``."""
-    clean = np.concatenate(([False], tokens <= 3, [False]))
-    edges = np.flatnonzero(clean[1:] != clean[:-1])  # alternately a run's start and its end
-    return list(zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
 def window_snvs(places: list[tuple[str, int]], windows: np.ndarray) -> list[Allele]:

@@ -21,7 +21,7 @@ Streaming: a region is processed in blocks of whole windows of the forward grid;
 strand windows that cover the same bases are scored beside them, so memory stays bounded by the
 block size whatever the region length. Each finished block is a unit of resumable work
 (`goatdna.workdir.WorkDir`); the track files are written from the blocks in coordinate order
-(`goatdna.inference.track_files` holds the bigWig/bedGraph writers).
+(`goatdna.io.bigwig` holds the bigWig/bedGraph writers).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from goatdna.inference.loop import (
     save_arrays,
 )
 from goatdna.inference.reference import Reference
-from goatdna.inference.track_files import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
+from goatdna.io.bigwig import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.io.regions import Region, read_bed_intervals
 from goatdna.io.tokens import N, reverse_complement
 from goatdna.runtime import single_process_fabric

@@ -3,5 +3,6 @@
 `goatdna.io.tokens`: the nucleotide token table, the encoder and the reverse complement.
 `goatdna.io.regions`: `Region` (0-based, half-open), the one ``--region`` parser and BED reader.
 `goatdna.io.text`: opening plain or gzipped text inputs.
+`goatdna.io.bigwig`: the per-base track writers (bigWig through pybigtools, bedGraph), atomic.
 No torch (numpy at most), below data_prep and above the shared pieces (pyproject.toml's import contracts).
 """

@@ -1,7 +1,8 @@
-"""score-track's bigWig writer: the header summary and every zoom level equal numpy's over the
-written values (all-negative tracks, NaN gaps, regions ending off a zoom boundary), read back with
-readers other than the writer (pyBigWig's libBigWig, and the header parsed here), and a failed
-write leaves no file behind."""
+"""The track writers of `goatdna.io.bigwig` (score-track, attribute and mutagenesis write through
+them): a bigWig's header summary and every zoom level equal numpy's over the written values
+(all-negative tracks, NaN gaps, regions ending off a zoom boundary), read back with readers other
+than the writer (pyBigWig's libBigWig, and the header parsed here), and a failed write leaves no
+file behind."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pyBigWig
 import pytest
 
 from goatdna.errors import GoatDNAError
-from goatdna.inference.track_files import open_track
+from goatdna.io.bigwig import open_track
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMS = [("chrA", 5000), ("chrB", 90), ("chrC", 720_000)]
@@ -163,20 +164,20 @@ def test_a_write_that_fails_midway_is_one_error_and_no_file(tmp_path: Path, disk
     """The file-size limit makes every write past 64 KiB fail (EFBIG), as a full disk would;
     with no space left beside the output (free_bytes 0) it reads as a full disk."""
     out = tmp_path / "t.bw"
-    full = "track_files.free_bytes = lambda _path: 0" if disk == "full" else ""
+    full = "bigwig.free_bytes = lambda _path: 0" if disk == "full" else ""
     script = textwrap.dedent(
         f"""
         import resource, signal
         from pathlib import Path
         import numpy as np
         from goatdna.errors import GoatDNAError
-        from goatdna.inference import track_files
+        from goatdna.io import bigwig
         {full}
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
         values = -np.random.default_rng(0).random(1 << 20).astype(np.float32)
         try:
-            with track_files.open_track(Path({str(out)!r}), [("chrA", 1 << 21)], "t") as w:
+            with bigwig.open_track(Path({str(out)!r}), [("chrA", 1 << 21)], "t") as w:
                 for lo in range(0, values.size, 1 << 16):
                     w.add("chrA", lo, values[lo : lo + (1 << 16)])
         except GoatDNAError as err:

@@ -1,8 +1,10 @@
-"""The files of `goatdna score-track`: the bigWig/bedGraph writers.
+"""Per-base track files: the bigWig writer (pybigtools) and the bedGraph writer, one home each.
 
-Tracks are written only when every block of values is scored (the blocks are units of
-`goatdna.workdir.WorkDir` work until then), through `open_track`: a temporary name renamed into
-place, so an interrupted run leaves no output file.
+Every command that writes a track (`goatdna score-track`, `attribute`, `mutagenesis`) writes it
+through `open_track`: a temporary name renamed into place, so an interrupted run or a failed
+write (a full disk included) leaves no output file. The callers write only when every block of
+values is computed (their blocks are units of `goatdna.workdir.WorkDir` work until then).
+goatdna reads no bigWig itself: the tests read these files back with pyBigWig and pybigtools.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class _BigWigStream:
     pybigtools' writer pulls ``(contig, start, end, value)`` items from an iterator until it
     ends and computes the header summary and every zoom level exactly as it goes (libBigWig,
     used before, wrote a header max of 2.2e-308 for all-negative tracks and corrupt last zoom
-    records). score-track pushes blocks (`TrackWriter.add`), so the writer runs on a thread of
+    records). The writers push blocks (`TrackWriter.add`), so the writer runs on a thread of
     its own over a bounded queue of blocks: memory stays a few blocks plus bigtools' own
     buffers (flat in the track length: benchmarks/README.md, "bigWig writer").
 
