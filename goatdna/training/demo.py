@@ -93,12 +93,14 @@ def finished_summary(
         same = run.holds_same_run(resolved_config(config, genome.manifest_sha256))
     except GoatDNAError:  # a damaged config.yaml: not this run, trained again
         return None
+    if not same:
+        return None
     summary = json.loads(run.summary_json.read_text())
     finished = (
         summary.get("steps") == config.trainer.max_steps
         and summary.get("data_manifest_sha256") == genome.manifest_sha256
     )
-    return summary if same and finished else None
+    return summary if finished else None
 
 
 def train_or_keep(
