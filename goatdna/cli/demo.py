@@ -31,8 +31,10 @@ from goatdna.cli.common import (
     default_of,
     option,
 )
-from goatdna.training.demo import DEFAULT_GENOME_LENGTH, DEFAULT_STEPS
 
+# the demo's sizes (flag defaults here: importing goatdna.training loads torch, and --help must not)
+DEFAULT_STEPS = 200
+DEFAULT_GENOME_LENGTH = 2_000_000
 DEFAULT_EVAL_TOKENS = 32_768  # the demo's cap: minutes on a CPU, not the report's default
 
 

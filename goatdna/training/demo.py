@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # the pipeline's modules load when the demo runs, not for `go
     from goatdna.data_prep import ShardedGenome
     from goatdna.training.config import RunConfig
 
-DEFAULT_STEPS = 200
-DEFAULT_GENOME_LENGTH = 2_000_000
 MODELS = ("goat", "rope")
 
 
