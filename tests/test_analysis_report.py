@@ -370,3 +370,27 @@ def test_report_markdown_reads_literally_in_html(tmp_path: Path) -> None:
     assert 'src="data:image/png;base64,iVBORyBmYWtl"' in page  # b64 of the file's bytes
     with pytest.raises(ValueError, match="not a file name"):
         html_document("![x](<../figure.png>)\n", "t", tmp_path)
+
+
+def test_report_is_current_compares_what_the_report_was_built_from(
+    tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """`report_is_current` (what `goatdna demo` keeps a report by): the report.html there and an
+    inputs.json equal to `report_inputs` now; a damaged inputs.json is said, never trusted."""
+    from goatdna.analysis.report import INPUTS_FILE, ReportOptions, report_inputs
+    from goatdna.analysis.report import report_is_current as current
+
+    runs = [tiny_runs["goat"], tiny_runs["rope"]]
+    options = ReportOptions(runs=runs, data_dir=synthetic_shards, out_dir=tmp_path / "r")
+    said: list[str] = []
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / INPUTS_FILE).write_text(json.dumps(report_inputs(options)))
+    assert not current(options, said.append)  # no report.html: nothing to keep
+    (tmp_path / "r" / "report.html").write_text("<html></html>")
+    assert current(options, said.append)
+    other = ReportOptions(runs=runs, data_dir=synthetic_shards, out_dir=tmp_path / "r", seed=1)
+    assert not current(other, said.append)
+    assert said == []
+    (tmp_path / "r" / INPUTS_FILE).write_text("{")
+    assert not current(options, said.append)
+    assert said == [f"  {tmp_path / 'r' / INPUTS_FILE}: damaged; building the report again"]

@@ -218,3 +218,26 @@ def test_force_with_bad_options_keeps_the_old_dataset(tmp_path):
     result = _run("prepare", src, "--out", out, "--force", "--val-contigs", "chrX")
     _assert_user_error(result, "'chrX'")
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--synthetic", "--force", "--resume"], "--force and --resume exclude each other"),
+        (["FASTA", "--synthetic"], "give either a FASTA file or --synthetic, not both"),
+        (["--synthetic", "--source-names", "a"], "--source-names needs FASTA files"),
+        ([], "missing FASTA argument: pass a FASTA file, or --synthetic"),
+    ],
+)
+def test_prepare_refuses_a_contradiction_before_anything_is_written(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    """`prepare_dataset`'s refusals: one line naming the flags, and no --out made."""
+    from helpers import assert_one_error_line
+
+    fasta = tmp_path / "g.fa"
+    fasta.write_bytes(GOOD)
+    out = tmp_path / "out"
+    args = [str(fasta) if arg == "FASTA" else arg for arg in args]
+    assert_one_error_line(invoke(["prepare", "--out", out, *args]), needle)
+    assert not out.exists()

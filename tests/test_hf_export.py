@@ -84,6 +84,25 @@ def test_export_folder_contents(exports: dict, tiny_runs: dict[str, Path]) -> No
     assert not list(folder.parent.glob(".*tmp*"))
 
 
+def test_export_checkpoint_is_what_the_command_writes(
+    tiny_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """`export_checkpoint` is `goatdna export`'s work: the same files, the same weights' bytes,
+    and the parameter count the command prints."""
+    from goatdna.hf.export import WEIGHTS_FILE, export_checkpoint
+
+    ckpt = tiny_runs["goat"] / "checkpoints" / "best.ckpt"
+    res = invoke(["export", "--checkpoint", ckpt, "--out", tmp_path / "cli"])
+    assert res.exit_code == 0, res.output
+    exported = export_checkpoint(ckpt, tmp_path / "lib")
+    assert exported.folder == tmp_path / "lib"
+    assert res.stderr == f"exported {exported.params:,} parameters to {tmp_path / 'cli'}\n"
+    files = sorted(p.name for p in (tmp_path / "cli").iterdir())
+    assert sorted(p.name for p in exported.folder.iterdir()) == files
+    cli_weights = (tmp_path / "cli" / WEIGHTS_FILE).read_bytes()
+    assert (exported.folder / WEIGHTS_FILE).read_bytes() == cli_weights
+
+
 def test_load_checkpoint_reads_export_folder(exports: dict, tiny_runs: dict[str, Path]) -> None:
     for scheme in SCHEMES:
         from_ckpt = load_checkpoint(tiny_runs[scheme] / "checkpoints" / "best.ckpt")

@@ -43,7 +43,7 @@ ALLOWED_JSON = {
     ("inference/calibration.py", "default_null_path"),
     # plain-type normalisation of settings for comparison (no file written from it)
     ("analysis/report.py", "report_inputs"),
-    ("cli/demo.py", "demo"),
+    ("analysis/report.py", "report_is_current"),
     # shipped verbatim with `goatdna export` as HF remote code: it cannot import goatdna; its
     # vocabulary holds no float
     ("hf/tokenization_goatdna.py", "save_vocabulary"),

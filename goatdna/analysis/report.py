@@ -71,6 +71,7 @@ __all__ = [
     "default_recall_distances",
     "load_run",
     "report_inputs",
+    "report_is_current",
     "validation_nll",
 ]
 
@@ -119,6 +120,24 @@ def report_inputs(options: ReportOptions) -> dict[str, JSONValue]:
         "manifest_sha256": ShardedGenome(options.data_dir).manifest_sha256,
         "options": json.loads(json.dumps(settings, default=str)),
     }
+
+
+def report_is_current(options: ReportOptions, say: Callable[[str], None]) -> bool:
+    """Whether the report in ``options.out_dir`` was built from these very checkpoints, data and
+    options (its `INPUTS_FILE` holds what `report_inputs` says now), so a caller may keep it
+    (``goatdna demo`` does). A damaged `INPUTS_FILE` is said, and the report is not current."""
+    if not (options.out_dir / "report.html").is_file():
+        return False
+    inputs = report_inputs(options)
+    path = options.out_dir / INPUTS_FILE
+    if not path.is_file():
+        return False
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        say(f"  {path}: damaged; building the report again")
+        return False
+    return bool(saved == json.loads(json.dumps(inputs)))
 
 
 @dataclass

@@ -10,7 +10,6 @@ import typer
 from goatdna.cli.common import default_of, option
 from goatdna.data_prep.options import DEFAULT_EXCLUDE_CONTIGS, PrepareOptions
 from goatdna.data_prep.synthetic import SyntheticGenomeConfig
-from goatdna.errors import GoatDNAError
 
 
 def _names(value: str | None) -> list[str] | None:
@@ -137,13 +136,10 @@ def prepare(
 
     Bytes: A=0 C=1 G=2 T=3 N=4 (IUPAC codes -> N); bit 0x80 marks soft-masked (lowercase) bases.
     """
-    from goatdna.data_prep.prepare import prepare_genome, prepare_synthetic
+    from goatdna.data_prep.prepare import prepare_dataset
     from goatdna.data_prep.progress import Reporter
 
-    if force and resume:
-        raise GoatDNAError("--force and --resume exclude each other: choose one")
-    if workers is not None and workers < 1:
-        raise GoatDNAError(f"--workers must be >= 1, got {workers} (omit it for the default)")
+    # --workers: its range is checked as it is parsed (`common.NUMERIC_RANGES`)
     options = PrepareOptions(
         contigs=_names(contigs),
         exclude_contigs=_names(exclude_contigs),
@@ -159,23 +155,12 @@ def prepare(
         cache_dir=cache_dir,
         source_names=_names(source_names),
     )
+    config = SyntheticGenomeConfig(
+        total_length=synthetic_length, n_contigs=synthetic_contigs, seed=seed
+    )
     reporter = Reporter()
     try:
-        if synthetic:
-            if fasta:
-                raise GoatDNAError("give either a FASTA file or --synthetic, not both")
-            if source_names is not None:
-                raise GoatDNAError(
-                    "--source-names needs FASTA files: it does not apply to --synthetic"
-                )
-            config = SyntheticGenomeConfig(
-                total_length=synthetic_length, n_contigs=synthetic_contigs, seed=seed
-            )
-            genome = prepare_synthetic(out, config, options, reporter)
-        else:
-            if not fasta:
-                raise GoatDNAError("missing FASTA argument: pass a FASTA file, or --synthetic")
-            genome = prepare_genome(fasta, out, options, reporter)
+        genome = prepare_dataset(fasta, out, options, config if synthetic else None, reporter)
     finally:
         reporter.close()
     sizes = ", ".join(f"{s} {genome.split_length(s):,} bp" for s in genome.split_names())

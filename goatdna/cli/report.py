@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -21,31 +21,7 @@ from goatdna.cli.common import (
     TopKOpt,
     default_of,
     option,
-    print_frame,
 )
-
-if TYPE_CHECKING:  # rich loads when a table is printed, not for `goatdna --help`
-    from rich.console import Console
-
-    from goatdna.analysis.report import ReportResult
-
-
-def print_summary(result: ReportResult, console: Console | None = None) -> None:
-    """The report's summary table (one row per model) as a rich table, formatted as in report.md."""
-    from goatdna.analysis.report_frames import SUMMARY_FORMATS, with_intervals
-    from goatdna.console import output_console
-
-    print_frame(
-        with_intervals(result.summary, SUMMARY_FORMATS),
-        "summary (NLL in nats/base; in brackets: 95% bootstrap intervals)",
-        SUMMARY_FORMATS,
-        console,
-    )
-    out = console or output_console()
-    for line in result.differences:  # so a difference inside the noise is not read as a result
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
-    if len(result.summary) > 1:
-        out.print("tokens_per_s: each run's own training, not measured side by side", markup=False)
 
 
 def report(
@@ -109,17 +85,15 @@ def report(
     from goatdna.analysis.recall import parse_distances
     from goatdna.analysis.report import build_report
     from goatdna.cli.common import eval_token_cap
+    from goatdna.cli.report_summary import print_summary
     from goatdna.console import output_console
-    from goatdna.errors import GoatDNAError
     from goatdna.runtime import single_device
 
+    # --recall-trials, --prompts and --num-samples: their ranges are checked as they are parsed
+    # (`common.NUMERIC_RANGES`)
     cap = eval_token_cap(max_eval_tokens)
     device = single_device(accelerator, devices)
-    if recall_trials < 0:
-        raise GoatDNAError(f"--recall-trials must be >= 0, got {recall_trials}")
     distances = parse_distances(recall_distances) if recall_distances else None
-    if prompts < 1 or num_samples < 1:
-        raise GoatDNAError("--prompts and --num-samples must be >= 1")
     SamplingOptions(temperature=temperature, top_k=top_k, num_samples=num_samples).validate()
     console = output_console(stderr=True)
     options = ReportOptions(

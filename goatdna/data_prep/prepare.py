@@ -375,6 +375,32 @@ def _check_out_dir(out_dir: Path, options: PrepareOptions, fastas: Sequence[Path
     return "new"
 
 
+def prepare_dataset(
+    fasta: Sequence[Path] | None,
+    out_dir: Path,
+    options: PrepareOptions,
+    synthetic: SyntheticGenomeConfig | None = None,
+    reporter: Reporter | None = None,
+) -> ShardedGenome:
+    """``goatdna prepare``: ``fasta`` (`prepare_genome`), or with ``synthetic`` and no FASTA the
+    embedded synthetic genome (`prepare_synthetic`), into shards in ``out_dir``.
+
+    The combinations the command refuses are refused here, before anything is read or written;
+    their messages name the command's flags.
+    """
+    if options.force and options.resume:
+        raise GoatDNAError("--force and --resume exclude each other: choose one")
+    if synthetic is not None:
+        if fasta:
+            raise GoatDNAError("give either a FASTA file or --synthetic, not both")
+        if options.source_names is not None:
+            raise GoatDNAError("--source-names needs FASTA files: it does not apply to --synthetic")
+        return prepare_synthetic(out_dir, synthetic, options, reporter)
+    if not fasta:
+        raise GoatDNAError("missing FASTA argument: pass a FASTA file, or --synthetic")
+    return prepare_genome(fasta, out_dir, options, reporter)
+
+
 def prepare_genome(
     fasta: Path | Sequence[Path],
     out_dir: Path,

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goatdna import __version__
-from goatdna.atomic import atomic_dir, check_free_space
+from goatdna.atomic import atomic_dir, check_free_space, check_output_dir
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
 
@@ -438,3 +438,69 @@ def export_model(
         print(f"note: --force kept {len(kept)} file(s) goatdna did not write: {shown}{more}",
               file=sys.stderr)  # fmt: skip
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """What `export_checkpoint` wrote: the folder, and the parameters it holds (a fine-tuned
+    model's trunk and head, no next-base head: `export_params`)."""
+
+    folder: Path
+    params: int
+
+
+def export_checkpoint(
+    checkpoint: Path, out: Path, *, force: bool = False, merge: bool = True
+) -> Exported:
+    """``goatdna export``: the model in ``checkpoint`` (a `goatdna train` or `goatdna finetune`
+    .ckpt, or an earlier export folder) as an export folder at ``out`` (`export_model`).
+
+    A fine-tuned checkpoint exports with its head (predicting what `goatdna predict` does); a
+    LoRA/IA3 one with its adapters merged, or, without ``merge``, as the unmerged layout: the
+    head on the bare backbone, the adapters beside it. Each file is read once
+    (`goatdna.checkpoint.read_checkpoint`) and passed to every loader.
+    """
+    from goatdna.checkpoint import (
+        adapter_weights,
+        checkpoint_provenance,
+        find_backbone,
+        load_checkpoint,
+        load_task_model,
+        read_checkpoint,
+    )
+    from goatdna.workdir import claim_output_folder, output_lock
+
+    check_output_dir(out, "--out")  # a folder we can write, before any work
+    # the current folder, an export read and replaced in one go, a folder holding the checkpoint:
+    # refused. Whether an existing --out may be replaced is export_model's rule (an empty folder
+    # may be used, an earlier export with --force), which carries the files goatdna did not
+    # write into the new folder instead of deleting them: every entry may stay, hence owns.
+    claim_output_folder(out, True, owns=lambda _entry: True, what="export", inputs=[checkpoint])
+    with output_lock(out, True):  # one export per --out
+        file = read_checkpoint(checkpoint)  # read once, passed to every loader below
+        spec = file.adapters
+        if not merge and spec is None:
+            raise GoatDNAError(
+                f"--no-merge: {checkpoint} has no adapters (it is not a `goatdna finetune "
+                "--mode lora/ia3` checkpoint); drop the option"
+            )
+        backbone = read_checkpoint(find_backbone(spec, checkpoint)) if spec is not None else None
+        task = None
+        adapter = None
+        if file.head is None:
+            loaded = load_checkpoint(file, device="cpu")
+            model, run_config = loaded.model, loaded.run_config
+        else:  # the head too: predicts what `predict` does
+            bare = None  # --no-merge: the head on the bare backbone, the adapters beside it
+            if not merge and backbone is not None:
+                bare = load_checkpoint(backbone, device="cpu").model
+            fine_tuned = load_task_model(file, backbone=backbone, decoder=bare)
+            task, run_config = fine_tuned.classifier, fine_tuned.config
+            model = task.model
+            if bare is not None and spec is not None:
+                adapter = AdapterExport(spec.peft_config(), adapter_weights(file))
+        provenance = checkpoint_provenance(file)
+        folder = export_model(
+            model, dict(run_config), provenance, out, force=force, task=task, adapter=adapter
+        )
+    return Exported(folder, export_params(model, task))

@@ -207,9 +207,7 @@ class RunDir:
             if self.last_ckpt.is_file():
                 resume = True
             else:
-                stored = self._stored_config()
-                same_run = stored is not None and not config_differences(stored, resolved)
-                resume, force = False, force or same_run
+                resume, force = False, force or self.holds_same_run(resolved)
         if resume:
             if not self.last_ckpt.is_file():
                 raise GoatDNAError(
@@ -221,6 +219,13 @@ class RunDir:
         if self.holds_run() and not force:
             raise GoatDNAError(self._occupied_message(resolved))
         return StartPlan(checkpoint=None, clear=self.holds_run())
+
+    def holds_same_run(self, resolved: dict[str, Any]) -> bool:
+        """Whether config.yaml here describes this very run: no key differs from ``resolved``
+        (`config_differences`, provenance aside). How ``--resume auto`` tells its own run killed
+        before its first checkpoint from another one, and `goatdna demo` a run it may keep."""
+        stored = self._stored_config()
+        return stored is not None and not config_differences(stored, resolved)
 
     def start(self, resolved: dict[str, Any], plan: StartPlan) -> None:
         """What `check` allowed (one process, rank 0): clear a previous run, write config.yaml."""
