@@ -527,7 +527,7 @@ def test_passes_hold_at_most_batch_size_rows_and_memory_bound_them(checkpoints, 
     path step of a batch in one pass: 3 x 8 rows here), fewer where the memory estimate says
     so; progress is told per position, after every pass (issue 40.6)."""
     from goatdna.checkpoint import load_checkpoint, load_task_model
-    from goatdna.inference import variants
+    from goatdna.inference import memory
     from goatdna.inference.attribute import Target, attribute_tokens, row_bytes, task_model_target
 
     target = task_model_target(load_task_model(checkpoints["cls"]), "pos")
@@ -554,7 +554,7 @@ def test_passes_hold_at_most_batch_size_rows_and_memory_bound_them(checkpoints, 
     assert told == [2] * 12, told
     assert target.config is not None
     two = 2 * row_bytes(target.config, 24, "integrated-gradients", "both")
-    monkeypatch.setattr(variants, "MEMORY_BOUND_BYTES", two + 1)
+    monkeypatch.setattr(memory, "MEMORY_BOUND_BYTES", two + 1)
     rows.clear()
     attribute_tokens(spied, tokens, AttributeOptions("integrated-gradients", steps=8),
                      advance=told.append)  # fmt: skip
@@ -565,10 +565,10 @@ def test_a_sequence_too_long_for_one_pass_is_refused_up_front(checkpoints, input
                                                                monkeypatch) -> None:  # fmt: skip
     """One `error:` line naming the sequence, the bound and what to change, before any work
     (no work folder, no output)."""
-    from goatdna.inference import variants
+    from goatdna.inference import memory
     from goatdna.workdir import work_dir_for
 
-    monkeypatch.setattr(variants, "MEMORY_BOUND_BYTES", 64 * 2**10)  # 24 bases need ~86 KiB
+    monkeypatch.setattr(memory, "MEMORY_BOUND_BYTES", 64 * 2**10)  # 24 bases need ~86 KiB
     out = tmp_path / "a.npz"
     res = invoke("attribute", "--no-progress", "--checkpoint", checkpoints["lm"], "--sequences",
                  inputs["fasta"], "--method", "saliency", "--out", out)  # fmt: skip

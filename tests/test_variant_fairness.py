@@ -18,14 +18,14 @@ from helpers import invoke, tiny_config
 from scipy.stats import spearmanr
 from torch import nn
 
-from goatdna.inference import variants
+from goatdna.inference import pair_scoring, variants
+from goatdna.inference.memory import max_window
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import (
     Allele,
     VariantOptions,
     allele_status,
     combine_strands,
-    max_window,
     score_alleles,
 )
 from goatdna.io.tokens import decode
@@ -162,9 +162,10 @@ def test_long_allele_queries_in_small_blocks_equal_one_block(markov, tmp_path, m
     alleles = _indels(np.random.default_rng(9), transition, contig, 12)
     options = VariantOptions(64, "both", batch_size=8)
     expected, _ = score_alleles(model, alleles, ["ok"] * 12, reference, options)
-    monkeypatch.setattr(variants, "ATTENTION_BLOCK_BYTES", 1)
-    monkeypatch.setattr(variants, "MEMORY_BOUND_BYTES", 1)
-    batches = variants._batches(range(5), [variants.Pair(np.zeros(9), np.zeros(9), 1)] * 5, 8, 4)
+    monkeypatch.setattr(pair_scoring, "ATTENTION_BLOCK_BYTES", 1)
+    monkeypatch.setattr(pair_scoring, "MEMORY_BOUND_BYTES", 1)
+    pairs = [pair_scoring.Pair(np.zeros(9), np.zeros(9), 1)] * 5
+    batches = pair_scoring._batches(range(5), pairs, 8, 4)
     assert batches == [[0], [1], [2], [3], [4]]
     got, _ = score_alleles(model, alleles, ["ok"] * 12, reference, options)
     np.testing.assert_allclose(got, expected, atol=1e-3)

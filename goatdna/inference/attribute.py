@@ -346,7 +346,7 @@ def row_bytes(config: ModelConfig, length: int, method: str, strands: str) -> in
     per layer and position), for both strands with ``both``. The ``explicit`` attention backend
     also holds (heads, L, L) scores per layer; SDPA's kernels do not.
     """
-    from goatdna.inference.variants import position_bytes
+    from goatdna.inference.memory import position_bytes
 
     scores = 4 * config.n_heads * length * length if config.attention == "explicit" else 0
     if method == "ism":
@@ -358,7 +358,7 @@ def row_bytes(config: ModelConfig, length: int, method: str, strands: str) -> in
 def pass_rows(target: Target, length: int, options: AttributeOptions) -> int:
     """Rows per pass for sequences of ``length``: ``batch_size``, fewer where a pass would pass
     `MEMORY_BOUND_BYTES`; at least one (`check_lengths` refuses a row that does not fit)."""
-    from goatdna.inference.variants import MEMORY_BOUND_BYTES
+    from goatdna.inference.memory import MEMORY_BOUND_BYTES
 
     if target.config is None:
         return options.batch_size
@@ -370,7 +370,7 @@ def check_lengths(target: Target, lengths: Sequence[int], names: Sequence[str],
                   options: AttributeOptions, what: str) -> None:  # fmt: skip
     """One ``error:`` line, before any work, for a sequence whose single row would not fit
     `MEMORY_BOUND_BYTES` (``what`` names the input flag)."""
-    from goatdna.inference.variants import MEMORY_BOUND_BYTES
+    from goatdna.inference.memory import MEMORY_BOUND_BYTES
 
     if target.config is None or not lengths:
         return

@@ -178,7 +178,7 @@ def _score_on_prefix(
     """s_ref in one causal pass that also fills the KV cache of the shared prefix, then the
     three alternatives' suffixes (3B rows) on copies of that prefix's cache.
 
-    As `goatdna.inference.variants` scores one allele, but the prefix and ``s_ref`` run once
+    As `goatdna.inference.pair_scoring` scores one allele pair, but the prefix and ``s_ref`` run once
     for three alleles: per position and strand one window plus three half windows.
     """
     import torch

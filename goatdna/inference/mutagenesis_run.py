@@ -39,9 +39,9 @@ from goatdna.inference.loop import (
     run_units,
     save_arrays,
 )
+from goatdna.inference.memory import check_window
 from goatdna.inference.mutagenesis import BASES, MutagenesisOptions, combine, scan
 from goatdna.inference.reference import Reference
-from goatdna.inference.variants import check_window
 from goatdna.io.bigwig import open_track
 from goatdna.io.bigwig import output_paths as track_paths
 from goatdna.io.regions import Region, parse_region

@@ -38,13 +38,8 @@ from goatdna.data_prep.window_search import (
     valid_start_intervals,
 )
 from goatdna.errors import GoatDNAError
-from goatdna.inference.variants import (
-    MEMORY_BOUND_BYTES,
-    Allele,
-    VariantOptions,
-    position_bytes,
-    score_alleles,
-)
+from goatdna.inference.memory import MEMORY_BOUND_BYTES, position_bytes
+from goatdna.inference.variants import Allele, VariantOptions, score_alleles
 
 if TYPE_CHECKING:
     import torch

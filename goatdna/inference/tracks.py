@@ -45,8 +45,8 @@ from goatdna.inference.loop import (
     run_units,
     save_arrays,
 )
+from goatdna.inference.memory import MEMORY_BOUND_BYTES, position_bytes
 from goatdna.inference.reference import Reference
-from goatdna.inference.variants import MEMORY_BOUND_BYTES, position_bytes
 from goatdna.io.bigwig import DEFAULT_ZOOM_LEVELS, open_track, output_paths
 from goatdna.io.regions import Region, read_bed_intervals
 from goatdna.io.tokens import N, reverse_complement
@@ -172,7 +172,7 @@ def for_region(options: TrackOptions, n: int) -> TrackOptions:
 
 def max_context(config: ModelConfig) -> int:
     """The largest context a window may have: one window alone must fit
-    `goatdna.inference.variants.MEMORY_BOUND_BYTES` (by its ``position_bytes``, the estimate
+    `goatdna.inference.memory.MEMORY_BOUND_BYTES` (by its ``position_bytes``, the estimate
     score-variants' ``--window`` bound uses)."""
     return int(MEMORY_BOUND_BYTES // position_bytes(config))
 

@@ -39,6 +39,7 @@ from goatdna.inference.loop import (
     rank_zero_lock,
     run_units,
 )
+from goatdna.inference.memory import check_window
 from goatdna.inference.reference import Reference
 from goatdna.inference.variant_io import (
     SCORE_COLUMNS,
@@ -57,7 +58,6 @@ from goatdna.inference.variants import (
     Allele,
     VariantOptions,
     allele_status,
-    check_window,
     combine_strands,
     score_alleles,
 )

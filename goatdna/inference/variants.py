@@ -34,14 +34,16 @@ and the output's ``scored_strands`` says which. An indel with neither (a contig 
 the window plus ``d``) has status ``no_fair_window``; a length-biased number is never ``ok``.
 
 Limits: an allele longer than ``W`` is not scored (status ``too_long``), and ``W`` may not exceed
-`max_window` of the model (a memory bound, see there); y's suffix runs in blocks of queries so
-that no attention-score block exceeds `ATTENTION_BLOCK_BYTES`.
+`goatdna.inference.memory.max_window` of the model (a memory bound, see there).
 
-Why shared prefixes: ``s_ref`` and ``s_alt`` agree on ``left`` (and on the alleles' common
-leading bases), and a causal model's log-probabilities there are identical, so the shared part is
-run once to fill the KV cache and only the two differing suffixes are run on top of it
-(`score_pairs`). The reverse strand shares ``rc(right)`` the same way. ``shared_prefix=False``
-scores two full windows instead (the reference the benchmark compares against).
+This module says which sequences an allele's score compares (statuses, windows, length-fair
+extensions, strands) and turns the log-likelihoods back into per-allele numbers; the model runs
+in `goatdna.inference.pair_scoring`. Why shared prefixes: ``s_ref`` and ``s_alt`` agree on
+``left`` (and on the alleles' common leading bases), and a causal model's log-probabilities there
+are identical, so the shared part is run once to fill the KV cache and only the two differing
+suffixes are run on top of it (`pair_scoring.score_pairs`). The reverse strand shares
+``rc(right)`` the same way. ``shared_prefix=False`` scores two full windows instead (the
+reference the benchmark compares against).
 
 Every per-position log-probability comes from `goatdna.model.scoring.target_log_probs`, the
 primitive that also defines the training and evaluation losses.
@@ -56,13 +58,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.errors import GoatDNAError
+from goatdna.inference.pair_scoring import Pair, score_pairs
 from goatdna.inference.reference import Reference
-from goatdna.io.tokens import N, encode, reverse_complement
+from goatdna.io.tokens import encode, reverse_complement
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
-    import torch
-
-    from goatdna.model.config import ModelConfig
     from goatdna.model.transformer import DNADecoder
 
 STATUSES = (
@@ -131,39 +131,6 @@ class VariantOptions:
     @property
     def flank(self) -> int:
         return self.window // 2
-
-
-MEMORY_BOUND_BYTES = 8 * 2**30
-"""What one forward pass may hold in KV cache and activations (float32, by `position_bytes`)."""
-
-ATTENTION_BLOCK_BYTES = 2**30
-"""The largest (rows, heads, queries, keys) float32 attention-score block a pass may ask for."""
-
-
-def position_bytes(config: ModelConfig) -> int:
-    """Float32 bytes one sequence position costs in a pass: its KV cache over every layer plus the
-    widest activations of one layer (SwiGLU's three hidden-width tensors, a few model-width ones).
-
-    An estimate (it ignores allocator slack), used to keep passes bounded, not to predict RSS.
-    """
-    return 4 * (2 * config.n_layers * config.d_model + 3 * config.mlp_hidden + 4 * config.d_model)
-
-
-def max_window(config: ModelConfig) -> int:
-    """The largest ``--window`` W: one allele pair (sequences of up to 2W positions: W flank
-    bases plus an allele of up to W) must fit `MEMORY_BOUND_BYTES` alone."""
-    return int(MEMORY_BOUND_BYTES // (2 * position_bytes(config)))
-
-
-def check_window(window: int, config: ModelConfig) -> None:
-    """One ``error:`` line for a window beyond `max_window` (before anything is read)."""
-    bound = max_window(config)
-    if window > bound:
-        raise GoatDNAError(
-            f"--window {window}: above this model's bound of {bound:,} bases (one allele pair "
-            f"must fit {MEMORY_BOUND_BYTES // 2**30} GiB of KV cache and activations, "
-            "see docs/variants.md); use a smaller --window, or score-track for long contexts"
-        )
 
 
 def is_symbolic(alt: str) -> bool:
@@ -346,15 +313,6 @@ def allele_window(
     )
 
 
-@dataclass(frozen=True)
-class Pair:
-    """Two sequences scored from position 0 whose first ``shared`` tokens are equal."""
-
-    x: np.ndarray
-    y: np.ndarray
-    shared: int
-
-
 def strand_pairs(window: AlleleWindow, strands: str) -> list[tuple[int, Pair]]:
     """(strand, (s_ref, s_alt)): 0 the forward strand, 1 the reverse complement, for the strands
     `AlleleWindow.strands_to_score` keeps."""
@@ -368,121 +326,6 @@ def strand_pairs(window: AlleleWindow, strands: str) -> list[tuple[int, Pair]]:
                            window.right.size + window.common_suffix)  # fmt: skip
             pairs.append((1, reverse))
     return pairs
-
-
-def score_pairs(
-    model: DNADecoder, pairs: Sequence[Pair], batch_size: int, shared_prefix: bool = True
-) -> np.ndarray:
-    """LL(x) and LL(y) of every pair -> (len(pairs), 2) float64, in the order given.
-
-    Pairs are batched in a fixed order (sorted by shared length and suffix lengths), so the
-    numbers depend only on the list of pairs and ``batch_size``, never on what else runs.
-    """
-    import torch
-
-    out = np.zeros((len(pairs), 2), dtype=np.float64)
-    order = sorted(
-        range(len(pairs)),
-        key=lambda i: (pairs[i].shared, pairs[i].x.size, pairs[i].y.size, i),
-    )
-    device = next(model.parameters()).device
-    with torch.inference_mode():
-        for rows in _batches(order, pairs, batch_size, position_bytes(model.config)):
-            batch = [pairs[i] for i in rows]
-            shared = min(p.shared for p in batch)
-            if shared_prefix and shared >= 1:
-                ll = _score_shared(model, batch, shared, device)
-            else:
-                ll = _score_full(model, batch, device)
-            out[rows] = ll
-    return out
-
-
-def _batches(
-    order: Sequence[int], pairs: Sequence[Pair], batch_size: int, per_position: int
-) -> list[list[int]]:
-    """Consecutive runs of ``order``: at most ``batch_size`` pairs, and fewer where their longest
-    sequence would take a pass past `MEMORY_BOUND_BYTES` (never fewer than one pair)."""
-    batches: list[list[int]] = []
-    rows: list[int] = []
-    longest = 0
-    for i in order:
-        length = max(pairs[i].x.size, pairs[i].y.size, longest)
-        if rows and (
-            len(rows) == batch_size or (len(rows) + 1) * length * per_position > MEMORY_BOUND_BYTES
-        ):
-            batches.append(rows)
-            rows, length = [], max(pairs[i].x.size, pairs[i].y.size)
-        rows.append(i)
-        longest = length
-    if rows:
-        batches.append(rows)
-    return batches
-
-
-def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
-    """Right-pad with N (never a target, and causal attention never looks right)."""
-    block = np.full((len(seqs), length), N, dtype=np.int64)
-    for i, s in enumerate(seqs):
-        block[i, : s.size] = s
-    return block
-
-
-def _sequence_ll(model: DNADecoder, seqs: Sequence[np.ndarray], device: torch.device) -> np.ndarray:
-    """LL of each sequence scored from position 0 (full forward pass, right-padded batch)."""
-    import torch
-
-    from goatdna.model.scoring import sequence_log_probs
-
-    length = max(s.size for s in seqs)
-    if length < 2:
-        return np.zeros(len(seqs))
-    tokens = torch.from_numpy(_padded(seqs, length)).to(device)  # (B, L)
-    return sequence_log_probs(model, tokens).double().sum(dim=1).cpu().numpy()
-
-
-def _score_full(model: DNADecoder, batch: Sequence[Pair], device: torch.device) -> np.ndarray:
-    """Two full windows per pair: LL(x) and LL(y) from one forward pass over 2B rows."""
-    ll = _sequence_ll(model, [p.x for p in batch] + [p.y for p in batch], device)
-    return np.stack([ll[: len(batch)], ll[len(batch) :]], axis=1)
-
-
-def _score_shared(
-    model: DNADecoder, batch: Sequence[Pair], shared: int, device: torch.device
-) -> np.ndarray:
-    """x in one causal pass that also fills the KV cache; then y's suffix on the shared prefix.
-
-    The first ``shared`` positions of the cache hold the prefix both sequences share; y's
-    suffix is written over x's beyond it, so only ``len(y) - shared`` positions run twice.
-    """
-    import torch
-
-    from goatdna.model.scoring import target_log_probs
-
-    x_len = max(max(p.x.size for p in batch), shared + 1)  # >= shared + 1: see ``first`` below
-    x = torch.from_numpy(_padded([p.x for p in batch], x_len)).to(device)  # (B, Lx)
-    y_suffix = [p.y[shared:] for p in batch]
-    y_len = max(s.size for s in y_suffix)
-    cache = model.new_cache(len(batch), max(x_len - 1, shared + y_len - 1))
-    x_logits = model.forward_cached(x[:, :-1], cache)  # (B, Lx-1, V)
-    x_logp = target_log_probs(x_logits, x[:, 1:]).double()  # (B, Lx-1)
-    ll_x = x_logp.sum(dim=1)
-    ll_y = x_logp[:, : shared - 1].sum(dim=1)  # the shared prefix's own log-probabilities
-    if y_len:
-        targets = torch.from_numpy(_padded(y_suffix, y_len)).to(device)  # (B, Sy)
-        first = x_logits[:, shared - 1 : shared]  # (B, 1, V): the prefix predicts y[shared]
-        pieces = [first]
-        if y_len > 1:
-            cache.length = shared  # x's keys beyond the prefix are overwritten, never read
-            # queries in blocks: a long allele never asks for a (B, H, Sy, Lk) score block
-            keys = shared + y_len - 1
-            block = max(1, ATTENTION_BLOCK_BYTES // (4 * len(batch) * model.config.n_heads * keys))
-            inputs = targets[:, :-1]
-            for b in range(0, inputs.shape[1], block):
-                pieces.append(model.forward_cached(inputs[:, b : b + block], cache))
-        logits = torch.cat(pieces, dim=1) if len(pieces) > 1 else first  # (B, Sy, V)
-        ll_y = ll_y + target_log_probs(logits, targets).double().sum(dim=1)
-    return torch.stack([ll_x, ll_y], dim=1).cpu().numpy()
 
 
 SCORE_FIELDS = ("ll_ref_fwd", "ll_alt_fwd", "ll_ref_rev", "ll_alt_rev")
