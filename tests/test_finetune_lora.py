@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import invoke, tiny_config
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna import faults
 from goatdna.adapters import ADAPTER_TARGETS
@@ -565,8 +565,6 @@ def test_a_moved_run_without_its_backbone_names_the_flag(task_dir: Path, tmp_pat
     """A moved adapter run whose backbone is not where either recorded path points: one line
     naming the missing backbone and --checkpoint; passing --checkpoint with the backbone's new
     place resumes (which backbone it is stays pinned by its sha256)."""
-    from helpers import assert_one_error_line
-
     before = tmp_path / "before"
     backbone = _backbone(before)
     _invoke(*_args(task_dir, backbone, "lora", "--epochs", "1", "--out", before / "run"))

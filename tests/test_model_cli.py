@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.model import DNADecoder, ModelConfig, flops_per_token
@@ -64,8 +64,6 @@ def test_model_info_describes_a_checkpoint_as_its_config(tmp_path):
     """A `.ckpt` (or export folder) holds its model config: model-info describes that model,
     the same lines as for the config it was built from (it used to end in a UnicodeDecodeError
     traceback, reading the .ckpt as YAML; an export folder was "config file not found")."""
-    from helpers import tiny_config
-
     from goatdna.checkpoint import save_checkpoint
     from goatdna.configfile import to_dict
 
@@ -93,8 +91,6 @@ def test_model_info_names_what_it_was_given(tmp_path):
     """A missing path, a binary file and a folder that is no export: one line naming the path
     and what to pass (a missing path: "config file not found" before, a binary file: a
     UnicodeDecodeError traceback)."""
-    from helpers import assert_one_error_line
-
     (tmp_path / "blob.bin").write_bytes(bytes(range(256)))
     (tmp_path / "folder").mkdir()
     for path in (tmp_path / "gone.ckpt", tmp_path / "blob.bin", tmp_path / "folder"):
