@@ -33,7 +33,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,15 +40,14 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_runs import train_and_score  # noqa: E402  (train, then score the test split)
 from gap_sweep import prepared_shards  # noqa: E402  (the same prepared chr20 sample)
 
-from goatdna.analysis.evaluate import bits_per_base, evaluate_model  # noqa: E402
+from goatdna.analysis.evaluate import bits_per_base  # noqa: E402
 from goatdna.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
 from goatdna.checkpoint import load_checkpoint  # noqa: E402
-from goatdna.data_prep import ShardedGenome  # noqa: E402
 from goatdna.model import DNADecoder, GoatPrior, ModelConfig  # noqa: E402
 from goatdna.training.config import RunConfig, load_run_config  # noqa: E402
-from goatdna.training.trainer import train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_LENGTH = 128
@@ -178,32 +176,15 @@ def run_arm(
             atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
         return result
     config = run_config(arm, seed, steps)
-    print(f"[{time.strftime('%H:%M:%S')}] training {key} ...", flush=True)
-    start = time.perf_counter()
-    summary = train(config, shards, run_dir, force=True)
-    train_s = time.perf_counter() - start
-    model = load_checkpoint(run_dir / "checkpoints" / "last.ckpt", "cpu").model
-    start = time.perf_counter()
-    scores = evaluate_model(
-        model,
-        ShardedGenome(shards),
-        "test",
-        [TRAIN_LENGTH * m for m in MULTIPLES],
-        TRAIN_LENGTH,
-        max_tokens=eval_tokens,
-    )
+    run = train_and_score(config, shards, run_dir, key, TRAIN_LENGTH, MULTIPLES, eval_tokens)
     result = {
         "arm": arm.name,
         "overrides": list(arm.overrides),
         "mlp_hidden": config.model.mlp_hidden,
         "seed": seed,
         "steps": steps,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "train_seconds": round(train_s, 1),
-        "eval_seconds": round(time.perf_counter() - start, 1),
-        "train_loss": summary.get("train_loss"),
-        "val_loss": summary.get("val_loss"),
-        "prior": prior_terms(model),
+        **run.timings(),
+        "prior": prior_terms(run.model),
         "scores": {
             str(r.context_length // TRAIN_LENGTH): {
                 "nll": r.nll,
@@ -212,13 +193,13 @@ def run_arm(
                 "bases": r.bases,
                 "windows": r.windows,
             }  # fmt: skip
-            for r in scores
+            for r in run.scores
         },
     }
     result_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
     nll = {m: round(s["nll"], 4) for m, s in result["scores"].items()}
-    print(f"    {train_s:.0f} s train; NLL {nll}", flush=True)
+    print(f"    {run.train_seconds:.0f} s train; NLL {nll}", flush=True)
     return result
 
 

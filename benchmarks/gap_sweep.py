@@ -26,19 +26,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from bench_runs import train_and_score
 
-from goatdna.analysis.evaluate import bits_per_base, evaluate_model
+from goatdna.analysis.evaluate import bits_per_base
 from goatdna.atomic import atomic_write_text
-from goatdna.checkpoint import load_checkpoint
-from goatdna.data_prep import PrepareOptions, ShardedGenome, prepare_genome
+from goatdna.data_prep import PrepareOptions, prepare_genome
 from goatdna.training.config import load_run_config
-from goatdna.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
 FASTA = ROOT.parent / "shared" / "data" / "grch37_chr20_1000001-2000000.fa.gz"
@@ -128,19 +126,8 @@ def run_variant(
         return None
     config = run_config(variant)
     run_dir = out / "runs" / variant.key()
-    print(f"[{time.strftime('%H:%M:%S')}] training {variant.key()} ...", flush=True)
-    start = time.perf_counter()
-    summary = train(config, shards, run_dir, force=True)
-    train_s = time.perf_counter() - start
-    model = load_checkpoint(run_dir / "checkpoints" / "last.ckpt", "cpu").model
-    start = time.perf_counter()
-    scores = evaluate_model(
-        model,
-        ShardedGenome(shards),
-        "test",
-        [TRAIN_LENGTH * m for m in MULTIPLES],
-        TRAIN_LENGTH,
-        max_tokens=eval_tokens,
+    run = train_and_score(
+        config, shards, run_dir, variant.key(), TRAIN_LENGTH, MULTIPLES, eval_tokens
     )
     result = {
         "name": variant.name,
@@ -148,17 +135,13 @@ def run_variant(
         "overrides": list(variant.overrides),
         "seed": variant.seed,
         "steps": variant.steps,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "train_seconds": round(train_s, 1),
-        "eval_seconds": round(time.perf_counter() - start, 1),
-        "train_loss": summary.get("train_loss"),
-        "val_loss": summary.get("val_loss"),
-        "nll": {str(r.context_length // TRAIN_LENGTH): r.nll for r in scores},
-        "bases": {str(r.context_length // TRAIN_LENGTH): r.bases for r in scores},
+        **run.timings(),
+        "nll": {str(r.context_length // TRAIN_LENGTH): r.nll for r in run.scores},
+        "bases": {str(r.context_length // TRAIN_LENGTH): r.bases for r in run.scores},
     }
     result_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
-    print(f"    done in {train_s:.0f} s train; NLL {result['nll']}", flush=True)
+    print(f"    done in {run.train_seconds:.0f} s train; NLL {result['nll']}", flush=True)
     return result
 
 

@@ -141,6 +141,23 @@ class CheckpointFile:
         return recorded if isinstance(recorded, Mapping) else {}
 
     @property
+    def model_fields(self) -> dict[str, Any]:
+        """The model's `ModelConfig` fields as recorded: a ``.ckpt``'s ``model`` section, or the
+        model fields of an export's config.json (a field missing there is one line)."""
+        if self.format == "ckpt":
+            return dict(self.run_config["model"])
+        from goatdna.model import ModelConfig
+
+        names = [f.name for f in dataclasses.fields(ModelConfig)]
+        missing = [name for name in names if name not in self.record]
+        if missing:
+            raise GoatDNAError(
+                f"{self.path / EXPORT_CONFIG}: lacks model field(s) {', '.join(missing)}; "
+                "re-run `goatdna export`"
+            )
+        return {name: self.record[name] for name in names}
+
+    @property
     def head(self) -> Mapping[str, Any] | None:
         """The fine-tuned model's ``head`` section (`task_head`), else None."""
         return task_head(self.run_config)
@@ -184,10 +201,11 @@ class CheckpointFile:
             raise GoatDNAError(f"{weights_path}: not a readable safetensors file ({err})") from None
 
 
-def read_checkpoint(path: str | Path) -> CheckpointFile:
+def read_checkpoint(path: str | Path, *, mmap: bool = False) -> CheckpointFile:
     """Read a checkpoint once: a ``.ckpt`` (`goatdna train` or `goatdna finetune`) or a
     `goatdna export` folder (its config.json now, its weights when first needed). A missing,
-    unreadable or foreign file is one line."""
+    unreadable or foreign file is one line. ``mmap``: map a ``.ckpt``'s tensors instead of
+    reading them (`goatdna model-info` reads only its config)."""
     path = Path(path)
     if path.is_dir():
         return CheckpointFile(path, "export", read_export_config(path))
@@ -197,7 +215,7 @@ def read_checkpoint(path: str | Path) -> CheckpointFile:
             " or a folder written by `goatdna export`"
         )
     try:
-        ckpt = read_torch_file(path)
+        ckpt = read_torch_file(path, mmap=mmap)
     except Exception as err:  # a truncated or foreign file: say which one
         raise GoatDNAError(
             f"{path}: not a readable goatdna checkpoint ({unreadable_reason(err)})"
@@ -547,24 +565,17 @@ def load_export(
     ``"model"`` entry rebuilt from the folder's own ModelConfig fields. ``lm_command``: as in
     `load_checkpoint` (a classifier's folder is refused).
     """
-    import dataclasses
-
     from goatdna.model import ModelConfig
 
     file = _as_file(folder)
     folder, data = file.path, file.record
     config_path = folder / EXPORT_CONFIG
-    names = [f.name for f in dataclasses.fields(ModelConfig)]
-    missing = [name for name in names if name not in data]
-    if missing:
-        raise GoatDNAError(
-            f"{config_path}: lacks model field(s) {', '.join(missing)}; re-run `goatdna export`"
-        )
+    fields = file.model_fields
     check_export_edits(data, config_path)
     recorded = data.get("goatdna_run_config")
     if lm_command is not None and isinstance(recorded, Mapping):
         refuse_task_model(recorded, folder, lm_command)
-    model_dict = with_rope_extension({name: data[name] for name in names}, rope_extension, folder)
+    model_dict = with_rope_extension(fields, rope_extension, folder)
     model_config = from_dict(ModelConfig, dict(model_dict), EXPORT_CONFIG)
     weights_path = folder / EXPORT_WEIGHTS
     state = file.state

@@ -60,6 +60,11 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise GoatDNAError(
             f"{path}: not valid YAML ({err.__class__.__name__}); fix the syntax"
         ) from None
+    except UnicodeDecodeError:  # a binary file (a checkpoint, an archive) given as a config
+        raise GoatDNAError(
+            f"{path}: not a YAML config (not UTF-8 text); pass a YAML file such as "
+            "configs/goat-tiny.yaml"
+        ) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

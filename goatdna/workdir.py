@@ -47,6 +47,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from goatdna import __version__
 from goatdna.atomic import atomic_write_bytes, atomic_write_text
 from goatdna.errors import GoatDNAError, Interrupted
 from goatdna.formats import json_text
@@ -212,6 +213,12 @@ class WorkDir:
     ``command`` names the command in messages and in the state (a folder of another command's
     work is not this one's); ``state`` holds the input stamps and the options, JSON values only,
     compared key by key on ``--resume``. ``unit_name(i)`` gives unit ``i``'s file name.
+
+    The state file also records the goatdna version that started the work, and ``--resume``
+    by another version is refused (`_check`): units computed by two versions' code would be
+    mixed into one output with nothing to tell them apart. This is the one rule for every
+    command that resumes from a work folder (the inference commands through
+    `goatdna.inference.loop.run_units`, and `prepare`).
     """
 
     def __init__(
@@ -228,7 +235,12 @@ class WorkDir:
 
     # -- state -----------------------------------------------------------------------------
     def _document(self) -> dict[str, JSONValue]:
-        return {"goatdna_work": self.command, "format": FORMAT, "state": self.state}
+        return {
+            "goatdna_work": self.command,
+            "format": FORMAT,
+            "goatdna_version": __version__,
+            "state": self.state,
+        }
 
     def saved_state(self) -> dict[str, JSONValue] | None:
         """The saved document if the folder holds this module's state, else None."""
@@ -307,6 +319,14 @@ class WorkDir:
             raise GoatDNAError(
                 f"{self.dir}: holds {saved.get('goatdna_work')} work of format "
                 f"{saved.get('format')}, not {self.command}'s; delete it to start over"
+            )
+        version = saved.get("goatdna_version")
+        if version != __version__:
+            then = f"goatdna {version}" if version else "an earlier goatdna (no version recorded)"
+            raise GoatDNAError(
+                f"{self.dir}: --resume: this work was started by {then}, and this is goatdna "
+                f"{__version__}; units of two versions are not mixed in one output: rerun "
+                "without --resume, with --force, to start over (or finish it with that version)"
             )
         before = saved.get("state")
         differ = changed_keys(before if isinstance(before, dict) else {}, self.state)

@@ -476,3 +476,44 @@ def test_an_all_zero_row_is_one_error_line_naming_file_motif_and_row(
     assert len(lines) == 1 and lines[0].startswith("error: --motifs zero.meme:"), lines
     assert "motif 'typo' row 2 (of 3) is all zeros" in lines[0], lines
     assert not Path("task").exists()
+
+
+def _signed_set(tmp: Path, hypothetical: np.ndarray) -> Path:
+    """An `attribute`-format .npz of random sequences with the given hypothetical contributions."""
+    n, length, _ = hypothetical.shape
+    rng = np.random.default_rng(2)
+    sequences = np.array(["".join(rng.choice(list("ACGT"), length)) for _ in range(n)])
+    path = tmp / "given.npz"
+    np.savez(path, hypothetical=hypothetical, sequences=sequences)
+    return path
+
+
+@pytest.mark.parametrize("value", [0.0, 0.5])
+def test_contributions_all_equal_give_an_empty_result(tmp_path: Path, value: float) -> None:
+    """Attributions that are all zero (or one value everywhere) hold no seqlet: modisco-lite's
+    null estimate fails on them (an IndexError traceback); `motifs` writes the empty result
+    and says why in one note."""
+    src = _signed_set(tmp_path, np.full((40, 48, 4), value))
+    out = tmp_path / "flat"
+    result = invoke(["motifs", "--attributions", src, "--out", out, *FAST])
+    assert result.exit_code == 0, (result.output, result.exception)
+    notes = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "the same" in notes[0], notes
+    assert parse_meme_minimal((out / "motifs.meme").read_text()) == {}
+    assert "No pattern was found" in (out / "motifs.html").read_text()
+    assert "0 pattern(s)" in result.stdout
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_one_signed_contributions_are_one_error_line(tmp_path: Path, sign: int) -> None:
+    """modisco-lite sets its seqlet thresholds from windows of both signs; contributions of one
+    sign only (an ISM matrix where every mutation lowers the likelihood) ended in sklearn's
+    "Sample weights must contain at least one non-zero number" traceback: one line instead,
+    and no output folder."""
+    rng = np.random.default_rng(3)
+    src = _signed_set(tmp_path, sign * np.abs(rng.normal(0, 1, (40, 48, 4))))
+    out = tmp_path / "signed"
+    result = invoke(["motifs", "--attributions", src, "--out", out, *FAST])
+    word = "negative" if sign > 0 else "positive"
+    assert_one_error_line(result, str(src), f"none is {word}", "both signs")
+    assert not out.exists()

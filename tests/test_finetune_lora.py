@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import invoke, tiny_config
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna import faults
 from goatdna.adapters import ADAPTER_TARGETS
@@ -545,3 +545,35 @@ def test_read_checkpoint_says_what_a_file_holds(
     lora = read_checkpoint(fine_tuned_models["lora"])
     assert lora.adapters is not None and lora.adapters.mode == "lora"
     assert lora.head is not None and lora.head["task"] == "classification"
+
+
+def test_a_run_moved_with_its_backbone_resumes(task_dir: Path, tmp_path: Path) -> None:
+    """`--resume` of an adapter run moved together with its backbone finds the backbone
+    through ``adapter.backbone_relative`` (config.yaml's backbone.checkpoint is gone), and
+    continues (here: a finished run, which resumes to its last step)."""
+    before = tmp_path / "before"
+    backbone = _backbone(before)
+    _invoke(*_args(task_dir, backbone, "lora", "--epochs", "1", "--out", before / "run"))
+    after = tmp_path / "after"
+    shutil.move(before, after)
+    assert not backbone.exists()
+    out = _invoke("finetune", "--out", after / "run", "--resume")
+    assert '"steps": 4' in out, out
+
+
+def test_a_moved_run_without_its_backbone_names_the_flag(task_dir: Path, tmp_path: Path) -> None:
+    """A moved adapter run whose backbone is not where either recorded path points: one line
+    naming the missing backbone and --checkpoint; passing --checkpoint with the backbone's new
+    place resumes (which backbone it is stays pinned by its sha256)."""
+    before = tmp_path / "before"
+    backbone = _backbone(before)
+    _invoke(*_args(task_dir, backbone, "lora", "--epochs", "1", "--out", before / "run"))
+    shutil.move(before / "run", tmp_path / "run")
+    shutil.move(backbone, tmp_path / "elsewhere.ckpt")
+    resumed = ["finetune", "--out", tmp_path / "run", "--resume"]
+    line = assert_one_error_line(invoke(resumed), str(backbone), "--checkpoint")
+    assert "missing" in line, line
+    other = _backbone(tmp_path / "other", seed=1)  # another backbone is refused
+    assert_one_error_line(invoke([*resumed, "--checkpoint", other]), "backbone_sha256")
+    out = _invoke(*resumed, "--checkpoint", tmp_path / "elsewhere.ckpt")
+    assert '"steps": 4' in out, out

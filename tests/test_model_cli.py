@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.model import DNADecoder, ModelConfig, flops_per_token
@@ -56,3 +58,42 @@ def test_model_info_bad_configs_exit_2(tmp_path):
     assert result.exit_code == 2 and "model.n_layer" in result.output
     missing = invoke(["model-info", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2
+
+
+def test_model_info_describes_a_checkpoint_as_its_config(tmp_path):
+    """A `.ckpt` (or export folder) holds its model config: model-info describes that model,
+    the same lines as for the config it was built from (it used to end in a UnicodeDecodeError
+    traceback, reading the .ckpt as YAML; an export folder was "config file not found")."""
+    from goatdna.checkpoint import save_checkpoint
+    from goatdna.configfile import to_dict
+
+    config = tiny_config()
+    import yaml
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump({"model": to_dict(config)}))
+    ckpt = save_checkpoint(tmp_path / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
+    from_yaml = invoke(["model-info", tmp_path / "tiny.yaml"], env={"COLUMNS": "200"})
+    from_ckpt = invoke(["model-info", ckpt], env={"COLUMNS": "200"})
+    assert from_yaml.exit_code == 0 and from_ckpt.exit_code == 0, (from_yaml, from_ckpt.output)
+    body = [line.replace(str(ckpt), "X") for line in from_ckpt.output.splitlines()]
+    assert body == [line.replace(str(tmp_path / "tiny.yaml"), "X")
+                    for line in from_yaml.output.splitlines()]  # fmt: skip
+    assert f"{DNADecoder(config).num_params():,}" in from_ckpt.output
+    if importlib.util.find_spec("transformers") is not None:  # an export folder: the same
+        folder = tmp_path / "exported"
+        assert invoke(["export", "-c", ckpt, "--out", folder]).exit_code == 0
+        from_folder = invoke(["model-info", folder], env={"COLUMNS": "200"})
+        assert from_folder.exit_code == 0, from_folder.output
+        assert [line.replace(str(folder), "X") for line in from_folder.output.splitlines()] == body
+
+
+def test_model_info_names_what_it_was_given(tmp_path):
+    """A missing path, a binary file and a folder that is no export: one line naming the path
+    and what to pass (a missing path: "config file not found" before, a binary file: a
+    UnicodeDecodeError traceback)."""
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)))
+    (tmp_path / "folder").mkdir()
+    for path in (tmp_path / "gone.ckpt", tmp_path / "blob.bin", tmp_path / "folder"):
+        line = assert_one_error_line(invoke(["model-info", path]), str(path))
+        assert "config file not found" not in line, line
+        assert "YAML" in line or "goatdna export" in line, line

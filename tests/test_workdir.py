@@ -428,3 +428,82 @@ def test_a_full_disk_while_saving_a_unit_is_one_line_that_says_resume(
     res = invoke([*_command("score-track", inputs, cut), "--resume"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert cut.read_bytes() == whole.read_bytes()
+
+
+# ------------------------------------------------------------------------------ version stamp
+def test_resume_across_goatdna_versions_is_refused(tmp_path: Path) -> None:
+    """The work folder records the goatdna version that started it; `--resume` by another
+    version (or of a folder from before the stamp) is one line naming both, whatever command."""
+    import json
+
+    from goatdna import __version__
+
+    work = WorkDir(tmp_path / ".w", "demo", {"inputs": 1})
+    work.open(resume=False)
+    work.open(resume=True)  # the same version resumes
+    document = json.loads((work.dir / "state.json").read_text())
+    assert document["goatdna_version"] == __version__
+    for stamped in ("0.0.1", None):
+        if stamped is None:
+            del document["goatdna_version"]
+        else:
+            document["goatdna_version"] = stamped
+        (work.dir / "state.json").write_text(json.dumps(document))
+        with pytest.raises(GoatDNAError) as err:
+            work.open(resume=True)
+        assert __version__ in str(err.value) and "--force" in str(err.value), err.value
+        assert (stamped or "no version recorded") in str(err.value), err.value
+    work.open(resume=False, force=True)  # starting over is allowed
+
+
+def _classifier(folder: Path) -> Path:
+    from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
+
+    torch.manual_seed(4)
+    config, task = tiny_config(), SequenceTaskConfig("classification", ("neg", "pos"))
+    state = SequenceTaskModel(DNADecoder(config), task).state_dict()
+    path = folder / "cls.ckpt"
+    run_config = {"model": to_dict(config), "head": to_dict(task)}
+    torch.save({"state_dict": state, "hyper_parameters": {"config": run_config}}, path)
+    return path
+
+
+RESUMABLE = {
+    "attribute": lambda i, out: ["attribute", "-c", i["classifier"], "--sequences", i["fasta"],
+                                 "--method", "saliency", "-o", out],
+    "mutagenesis": lambda i, out: ["mutagenesis", "-c", i["checkpoint"], "--fasta", i["fasta"],
+                                   "--region", "chr1:11-20", "--window", "12", "-o", out],
+    "predict": lambda i, out: ["predict", "-c", i["classifier"], "--sequences", i["fasta"],
+                               "-o", out],
+    "score-variants": lambda i, out: _args(i, out),
+    "score-track": lambda i, out: _command("score-track", i, out),
+    "embed": lambda i, out: _command("embed", i, out),
+}  # fmt: skip
+SUFFIX = {"attribute": ".npz", "mutagenesis": ".tsv", "predict": ".csv",
+          "score-variants": ".tsv", "score-track": ".bedGraph", "embed": ".npz"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RESUMABLE))
+def test_every_resumable_command_refuses_work_of_another_version(
+    inputs, tmp_path: Path, monkeypatch, name: str
+) -> None:
+    """A work folder left by a run (kept here by making its removal a no-op) resumes with this
+    goatdna, and is refused in one line once its stamp names another version: mutagenesis and
+    score-variants refused it before with "goatdna_version differ", the others resumed it."""
+    import json
+
+    inputs = {**inputs, "classifier": _classifier(tmp_path)}
+    out = tmp_path / f"out{SUFFIX[name]}"
+    args = [str(a) for a in RESUMABLE[name](inputs, out)]
+    monkeypatch.setattr(WorkDir, "remove", lambda self: None)
+    res = invoke(args)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    [work] = [p for p in tmp_path.iterdir() if p.name.endswith(".goatdna-work")]
+    out.unlink() if out.is_file() else None
+    res = invoke([*args, "--resume"])  # the same version: the kept work resumes
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    out.unlink() if out.is_file() else None
+    document = json.loads((work / "state.json").read_text())
+    document["goatdna_version"] = "0.0.1"
+    (work / "state.json").write_text(json.dumps(document))
+    assert_one_error_line(invoke([*args, "--resume"]), "goatdna 0.0.1", str(work))

@@ -15,6 +15,7 @@ the best Pearson correlation of aligned columns over every offset and both orien
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,6 +211,8 @@ def discover(attributions: AttributionSet, options: MotifOptions) -> list[Patter
             f"{attributions.source}: sequences of {width} bases are shorter than --window "
             f"{options.window} plus twice --flank {options.flank}; lower them"
         )
+    if not _scorable(attributions, options):
+        return []
     pos, neg = TFMoDISco(
         one_hot=attributions.one_hot,
         hypothetical_contribs=attributions.hypothetical,
@@ -240,6 +243,38 @@ def discover(attributions: AttributionSet, options: MotifOptions) -> list[Patter
                 )
             )
     return patterns
+
+
+def _scorable(attributions: AttributionSet, options: MotifOptions) -> bool:
+    """Whether modisco-lite can set seqlet thresholds on these contributions; False (with a
+    note) when every contribution is the same, as in all-zero attributions: no seqlet stands out
+    of them, and modisco-lite's null estimate fails on them (an IndexError). Contributions whose
+    ``--window`` sums are all of one sign are refused in one line: modisco-lite fits each sign's
+    threshold against that sign's windows, and with none of one sign its fit fails (sklearn's
+    "Sample weights must contain at least one non-zero number")."""
+    contributions = (attributions.one_hot * attributions.hypothetical).sum(axis=2)
+    if np.ptp(contributions) == 0:
+        value = float(contributions.flat[0])
+        print(
+            f"note: {attributions.source}: every contribution is the same ({value:g}): no "
+            "seqlet stands out, so there is no pattern",
+            file=sys.stderr,
+        )
+        return False
+    # the windows modisco-lite scores: sums of --window consecutive contributions
+    summed = np.cumsum(contributions, axis=1, dtype=np.float64)
+    windows = (
+        summed[:, options.window - 1 :] - np.pad(summed, ((0, 0), (1, 0)))[:, : -options.window]
+    )
+    for missing, has_none in (("negative", windows.min() >= 0), ("positive", windows.max() < 0)):
+        if has_none:
+            raise GoatDNAError(
+                f"{attributions.source}: none is {missing} among the contributions summed over "
+                f"--window {options.window} bases; TF-MoDISco sets its seqlet thresholds from "
+                "windows of both signs and cannot run on these: pass attributions of both signs "
+                "(e.g. `goatdna attribute --method saliency`)"
+            )
+    return True
 
 
 def best_match(ppm: np.ndarray, pwm: np.ndarray) -> tuple[float, int, str]:

@@ -1,4 +1,8 @@
-"""`goatdna model-info CONFIG`: parameters by component, d_c/d_p per head, training FLOPs/token."""
+"""`goatdna model-info CONFIG`: parameters by component, d_c/d_p per head, training FLOPs/token.
+
+CONFIG is a YAML config with a ``model:`` section or a checkpoint (a ``.ckpt``, read with its
+tensors mapped, not loaded; or a `goatdna export` folder), whose recorded model config is
+described the same way."""
 
 from __future__ import annotations
 
@@ -8,7 +12,11 @@ import typer
 
 
 def model_info(
-    config: Path = typer.Argument(..., help="YAML config with a `model:` section."),
+    config: Path = typer.Argument(
+        ...,
+        help="YAML config with a `model:` section, or a checkpoint (.ckpt or `goatdna export` "
+        "folder) to describe the model it holds.",
+    ),
     seq_len: int | None = typer.Option(
         None, "--seq-len", help="Context length for the FLOPs term (default: model.train_length)."
     ),
@@ -17,15 +25,12 @@ def model_info(
     import torch
     from rich.table import Table
 
-    from goatdna.configfile import from_dict, load_yaml
+    from goatdna.configfile import from_dict
     from goatdna.console import output_console
     from goatdna.errors import GoatDNAError
     from goatdna.model import DNADecoder, ModelConfig, flops_per_token
 
-    data = load_yaml(config)
-    section = data.get("model")
-    if not isinstance(section, dict):
-        raise GoatDNAError(f"{config}: no `model:` section; add one (see configs/goat-tiny.yaml)")
+    section = _model_section(config)
     if seq_len is not None and seq_len < 1:
         raise GoatDNAError(
             f"--seq-len must be >= 1, got {seq_len} (omit it for model.train_length)"
@@ -76,3 +81,32 @@ def model_info(
         if not c.tie_embeddings
         else f"training FLOPs per token at T = {length}: {flops:.4g} (6N + 12 n_layers d_model T)"
     )
+
+
+WHAT_TO_PASS = (
+    "pass a YAML config with a `model:` section (e.g. configs/goat-tiny.yaml) or a checkpoint "
+    "(a .ckpt or a `goatdna export` folder)"
+)
+ZIP_MAGIC = b"PK\x03\x04"
+"""How torch's checkpoint files (zip archives) start: such a file is read as a checkpoint."""
+
+
+def _model_section(path: Path) -> dict[str, object]:
+    """The ``model`` mapping to describe: a YAML config's ``model:`` section, or a checkpoint's
+    recorded model config (a folder, or a file that is a zip archive as torch writes them)."""
+    from goatdna.checkpoint import read_checkpoint
+    from goatdna.configfile import load_yaml
+    from goatdna.errors import GoatDNAError
+
+    if not path.exists():
+        raise GoatDNAError(f"{path}: no such file or folder; {WHAT_TO_PASS}")
+    if path.is_dir():
+        return read_checkpoint(path).model_fields
+    with path.open("rb") as fh:
+        start = fh.read(len(ZIP_MAGIC))
+    if start == ZIP_MAGIC:
+        return read_checkpoint(path, mmap=True).model_fields
+    section = load_yaml(path).get("model")
+    if not isinstance(section, dict):
+        raise GoatDNAError(f"{path}: no `model:` section; add one (see configs/goat-tiny.yaml)")
+    return section

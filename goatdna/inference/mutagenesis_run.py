@@ -211,7 +211,6 @@ def _write_all(result: MutagenesisResult, outs: tuple[Path, ...],
 
 def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: bool,
          draw: Callable[[MutagenesisResult, Path], object] | None) -> MutagenesisResult | None:  # fmt: skip
-    from goatdna import __version__
     from goatdna.checkpoint import load_checkpoint
 
     loaded = load_checkpoint(request.checkpoint, device="cpu", lm_command="mutagenesis")
@@ -227,7 +226,6 @@ def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: 
     size = unit_positions(options, request.chunk_size)
     n_units = -(-region.length // size)
     state: dict[str, JSONValue] = {
-        "goatdna_version": __version__,
         "checkpoint": input_stamp(request.checkpoint).as_json(),
         "fasta": input_stamp(request.fasta).as_json(),
         "region": region.label,

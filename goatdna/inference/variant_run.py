@@ -235,7 +235,6 @@ def _output_frame(vcf: VcfAlleles | TableAlleles, numbers, windows, statuses):
 def _run(
     request: ScoreVariantsRequest, fabric: Fabric, progress: bool
 ) -> ScoreVariantsSummary | None:
-    from goatdna import __version__
     from goatdna.checkpoint import load_checkpoint
 
     out = request.out
@@ -270,7 +269,6 @@ def _run(
 
     n_chunks = -(-len(vcf.alleles) // request.chunk_size)
     state: dict[str, JSONValue] = {
-        "goatdna_version": __version__,
         "checkpoint": input_stamp(request.checkpoint).as_json(),
         "fasta": input_stamp(request.fasta).as_json(),
         "variants": input_stamp(request.variants).as_json(),

@@ -27,6 +27,7 @@ copy of the backbone.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import time
@@ -298,8 +299,8 @@ def finetune(
     the summary (also written to summary.json). Raises GoatDNAError for user errors, and
     `Interrupted` after Ctrl-C/SIGTERM (last.ckpt then holds the step it stopped at)."""
     wall_start = time.perf_counter()
-    _check_backbone_options(config)
     run = RunDir(Path(run_dir))
+    config = _check_backbone_options(config, run, resume)
     run.refuse_foreign(_input_paths(config), own=(FEATURE_CACHE.parts[0],))  # before any work
     backbone, backbone_config = load_backbone(config.backbone.checkpoint)
     _check_adapter_options(config, backbone)
@@ -365,6 +366,32 @@ def finetune(
             return summary
 
 
+def resumed_backbone(config: FinetuneConfig, run: RunDir) -> FinetuneConfig:
+    """``config`` with the backbone a ``--resume`` should load, when the one config.yaml names
+    is gone (the run folder was moved or renamed): an adapter run's backbone relative to the
+    run folder (``adapter.backbone_relative``, so a run moved together with its backbone goes
+    on), else one line naming the missing backbone and ``--checkpoint``. A ``--checkpoint``
+    given on resume is taken as given; which backbone it is stays pinned either way, by
+    ``inputs.backbone_sha256`` (`RunDir.check` compares it with the stored one)."""
+    named = config.backbone.checkpoint
+    if not named or Path(named).exists() or not run.config_yaml.is_file():
+        return config
+    stored = load_yaml(run.config_yaml)
+    if (stored.get("backbone") or {}).get("checkpoint") != named:
+        return config  # a --checkpoint given now: its own "not found" line names it
+    relative = (stored.get(ADAPTER_SECTION) or {}).get("backbone_relative")
+    if relative and (run.root / relative).exists():
+        moved = str(run.root / relative)
+        return dataclasses.replace(
+            config, backbone=dataclasses.replace(config.backbone, checkpoint=moved)
+        )
+    where = f" nor at {run.root / relative}" if relative else ""
+    raise GoatDNAError(
+        f"--resume: the backbone {named} named in {run.config_yaml} is missing{where} (was "
+        "it or the run moved?); pass --checkpoint with where that backbone is now"
+    )
+
+
 def _before_work(run: RunDir, config: FinetuneConfig, task: TaskData, backbone: DNADecoder,
                  n_choices: int, resume: bool) -> None:  # fmt: skip
     """Room on the disk for the checkpoints (full fine-tuning stores every weight; a probe or
@@ -378,12 +405,14 @@ def _before_work(run: RunDir, config: FinetuneConfig, task: TaskData, backbone: 
         run.resume_cpu_threads()
 
 
-def _check_backbone_options(config: FinetuneConfig) -> None:
-    """A backbone checkpoint is given, and peft is importable when adapters are asked for."""
+def _check_backbone_options(config: FinetuneConfig, run: RunDir, resume: bool) -> FinetuneConfig:
+    """A backbone checkpoint is given, and peft is importable when adapters are asked for;
+    returns ``config`` with the backbone to load (`resumed_backbone` on ``--resume``)."""
     if not config.backbone.checkpoint:
         raise GoatDNAError("--checkpoint is required (a pretrained .ckpt)")
     if config.backbone.adapters:
         require_peft()
+    return resumed_backbone(config, run) if resume else config
 
 
 def _check_adapter_options(config: FinetuneConfig, backbone: DNADecoder) -> None:

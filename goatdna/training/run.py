@@ -54,7 +54,9 @@ SUMMARY_KEYS = (
 RESUMABLE_KEYS = frozenset(
     {
         # where an adapter run's backbone lies (a run moved with it, or one written before the
-        # relative path was recorded); which backbone it is stays pinned by its sha256
+        # relative path was recorded), and finetune's --checkpoint given again on resume (the run
+        # was moved away from it); which backbone it is stays pinned by its sha256
+        "backbone.checkpoint",
         "adapter.backbone",
         "adapter.backbone_relative",
         "trainer.max_steps",
