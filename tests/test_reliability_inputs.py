@@ -128,7 +128,7 @@ def test_long_generation_reports_progress(tiny_runs, monkeypatch, capsys):
     import goatdna.progress
     from goatdna.analysis.generate import SamplingOptions, generate_continuations
     from goatdna.checkpoint import load_checkpoint
-    from goatdna.cli.generate import LONG_JOB_STEPS, decoding_progress
+    from goatdna.analysis.generate_run import LONG_JOB_STEPS, decoding_progress
 
     model = load_checkpoint(tiny_runs["goat"] / "checkpoints" / "best.ckpt").model
     calls: list[int] = []
