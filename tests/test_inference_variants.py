@@ -570,8 +570,8 @@ def test_the_summary_the_command_prints_is_built_by_the_library() -> None:
     console.print(summary_table(missed))
     text = console.export_text()
     assert "1,234 ALT alleles of 1,000 records (window 64)" in text
-    assert "missing_contig │    1,200 │ the FASTA has no contig of that name" in text
-    assert "ref_mismatch   │       34 │ see the FASTA" in text
+    assert "│ missing_contig │   1,200 │ the FASTA has no contig of that name │" in text
+    assert "│ ref_mismatch   │      34 │ see the FASTA                        │" in text
     assert no_score_warning(missed) == (
         "warning: no allele was scored: most are missing_contig, the FASTA has no contig of "
         "that name (is the FASTA the VCF's assembly? their contig names must match)"

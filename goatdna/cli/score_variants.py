@@ -11,6 +11,7 @@ from goatdna.cli.common import (
     AcceleratorOpt,
     DevicesOpt,
     NumNodesOpt,
+    WorkResumeOpt,
     default_of,
     option,
 )
@@ -78,10 +79,7 @@ def score_variants(
     accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
     devices: DevicesOpt = str(default_of(Runtime, "devices")),
     num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
-    resume: Annotated[
-        bool,
-        option("resume", "Continue an interrupted run with the same inputs and options."),
-    ] = False,
+    resume: WorkResumeOpt = False,
     force: Annotated[
         bool,
         option(
