@@ -90,8 +90,8 @@ def check_precision(
     input).
     """
     from goatdna.inference.precision_check import report_lines
-    from goatdna.inference.precision_run import PrecisionRequest, write_report
     from goatdna.inference.precision_run import check_precision as run
+    from goatdna.inference.precision_run import write_report
 
     request = PrecisionRequest(
         checkpoint=checkpoint,
