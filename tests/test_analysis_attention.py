@@ -349,3 +349,29 @@ def test_peak_memory_estimate_bounds_the_measured_peak(positional, tmp_path) -> 
         # a sane factor: what grows with H L^2 is at most 4x the measured peak (3.4x at most
         # here: the heap slack of small maps), 1.2x-1.6x where the maps dominate
         assert estimate - FIXED_PEAK_BYTES <= 4 * case["peak"], what
+
+
+def test_the_command_is_one_library_call(checkpoints, fasta, tmp_path) -> None:
+    """`goatdna attention` only builds an `AttentionRequest`: `attention_run.attention` reads the
+    sequence (the FASTA through the reader it is given), computes the maps and writes them."""
+    from goatdna.analysis.attention_run import AttentionRequest, attention, read_sequence
+    from goatdna.errors import GoatDNAError
+    from goatdna.inference.reference import read_region
+    from goatdna.io.tokens import encode
+
+    npz = tmp_path / "a.npz"
+    request = AttentionRequest(
+        checkpoints["goat"], (npz,), fasta=fasta, region="chrA:1-40", layers=(1,)
+    )
+    result = attention(request, read_region)
+    assert (result.label, result.bases, result.positional) == ("chrA:1-40", 40, "goat")
+    assert result.written == [npz] and result.train_length == 16
+    want = attention_maps(_model("goat"), encode((SEQUENCE * 2)[:40]), [1])
+    with np.load(npz) as data:
+        np.testing.assert_allclose(data["weights"], want.weights, atol=1e-6)
+    calls: list[tuple] = []
+    inline = AttentionRequest(checkpoints["goat"], (npz,), sequence="ACGT")
+    tokens, label = read_sequence(inline, lambda *args: calls.append(args))  # type: ignore[arg-type,return-value]
+    assert label == "--sequence" and list(tokens) == [0, 1, 2, 3] and calls == []
+    with pytest.raises(GoatDNAError, match="exactly one of --sequence or --fasta"):
+        read_sequence(AttentionRequest(checkpoints["goat"], (npz,)), read_region)

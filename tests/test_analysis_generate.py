@@ -268,3 +268,22 @@ def test_cli_region_errors(checkpoint: Path, tmp_path: Path) -> None:
         assert res.exit_code == 2 and message in res.stderr, res.stderr
     res = invoke(["generate", "--checkpoint", str(tmp_path / "no.ckpt"), "--prompt", "AC"])
     assert res.exit_code == 2 and "checkpoint not found" in res.stderr
+
+
+def test_the_command_is_one_library_call(checkpoint: Path, tmp_path: Path) -> None:
+    """`goatdna generate` only builds a `GenerateRequest`: `generate_run.generate` checks it,
+    samples and renders the document the command prints (and writes it to ``out``)."""
+    from goatdna.analysis.generate_run import GenerateRequest
+    from goatdna.analysis.generate_run import generate as run
+
+    args = ["generate", "--checkpoint", str(checkpoint), "--max-new-tokens", "30", "--seed", "3"]
+    res = invoke([*args, "--prompt", "acgtACGTAC", "-n", "2"])
+    assert res.exit_code == 0, res.output
+    sampling = SamplingOptions(max_new_tokens=30, num_samples=2, seed=3)
+    result = run(GenerateRequest(checkpoint, sampling, prompt="acgtACGTAC"))
+    assert result.document == res.stdout and len(result.samples) == 2
+    out = tmp_path / "g.json"
+    written = run(GenerateRequest(checkpoint, sampling, prompt="acgtACGTAC", out=out))
+    assert out.read_text() == written.document and '"samples"' in written.document
+    with pytest.raises(GoatDNAError, match="exactly one of --prompt or --prompt-fasta"):
+        run(GenerateRequest(checkpoint, sampling))

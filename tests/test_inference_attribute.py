@@ -659,3 +659,16 @@ def test_a_class_of_a_regression_model_and_an_existing_output_are_refused(
     res = invoke("attribute", "--checkpoint", checkpoints["lm"], "--sequences", inputs["fasta"],
                  "--out", out)  # fmt: skip
     assert res.exit_code == 2 and "--force" in res.output and out.read_bytes() == b"old"
+
+
+def test_check_outputs_refuses_an_out_that_cannot_be_written(tmp_path) -> None:
+    """The library checks the files it will write, not only their formats, before any work
+    (the command makes this one call)."""
+    from goatdna.errors import GoatDNAError
+    from goatdna.inference.attribute_run import check_outputs
+
+    folder = tmp_path / "a.npz"
+    folder.mkdir()
+    with pytest.raises(GoatDNAError, match=r"--out .*a\.npz is a folder, not a file"):
+        check_outputs([folder], bed_input=False)
+    assert check_outputs([tmp_path / "b.npz"], bed_input=False) == ["npz"]

@@ -353,3 +353,38 @@ def test_cli_bed_from_plain_gzip_fasta_in_a_read_only_folder(
         os.chmod(folder, stat.S_IRWXU)
     np.testing.assert_array_equal(outs[0], outs[1])
     assert not list(folder.glob("*.fai"))
+
+
+def test_embed_is_one_library_call_writing_the_commands_bytes(
+    checkpoint: Path, reference: Path, tmp_path: Path
+) -> None:
+    """`goatdna embed` only builds an `EmbedRequest`: the library call with the same request
+    writes the same arrays, and the devices are parsed only once the inputs are checked."""
+    from goatdna.errors import GoatDNAError
+    from goatdna.inference.embed_run import EmbedRequest
+    from goatdna.inference.embed_run import embed as run
+    from goatdna.runtime import Runtime
+
+    bed = tmp_path / "regions.bed"
+    bed.write_text("chrB\t10\t60\tr1\nchrA\t0\t150\n")
+    cli_out, lib_out = tmp_path / "cli.npz", tmp_path / "lib.npz"
+    args = ["embed", "-c", str(checkpoint), "--fasta", str(reference), "--bed", str(bed)]
+    res = invoke([*args, "--out", str(cli_out), "--pool", "last"])
+    assert res.exit_code == 0, res.output
+    request = EmbedRequest(checkpoint, lib_out, reference, bed, pool="last")
+    result = run(request, Runtime)
+    assert result is not None and result.records == 2 and result.options.pool == "last"
+    assert result.max_length == 64  # 4x the training length of a GOAT model
+    with np.load(cli_out) as want, np.load(lib_out) as got:
+        assert sorted(got.files) == sorted(want.files) == ["embeddings", "names"]
+        for name in want.files:
+            np.testing.assert_array_equal(got[name], want[name])
+    parsed: list[Runtime] = []
+
+    def devices() -> Runtime:
+        parsed.append(Runtime())
+        return parsed[-1]
+
+    with pytest.raises(GoatDNAError, match="not both"):
+        run(EmbedRequest(checkpoint, tmp_path / "x.npz", reference, bed, sequences=bed), devices)
+    assert parsed == [] and not (tmp_path / "x.npz").exists()

@@ -661,3 +661,25 @@ def test_two_processes_write_the_bedgraph_of_one(tmp_path: Path, checkpoint: Pat
     assert "GLOBAL_RANK: 1, MEMBER: 2/2" in proc.stderr + proc.stdout  # two ranks really ran
     assert two.read_bytes() == one.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.bedGraph", "two.bedGraph"]
+
+
+def test_score_track_is_one_library_call_writing_the_commands_bytes(
+    tmp_path: Path, checkpoint: Path, fasta
+) -> None:
+    """`goatdna score-track` only builds a `ScoreTrackRequest`: the library call with the same
+    request checks it and writes the same file, byte for byte."""
+    from goatdna.inference.tracks import ScoreTrackRequest, score_track
+    from goatdna.runtime import Runtime
+
+    path, _ = fasta
+    cli_out, lib_out = tmp_path / "cli.bedGraph", tmp_path / "lib.bedGraph"
+    args = ["score-track", "-c", str(checkpoint), "-f", str(path), "-r", "chrA:1-100"]
+    cli = invoke([*args, "--what", "entropy", "-o", str(cli_out)])
+    assert cli.exit_code == 0, cli.output
+    request = ScoreTrackRequest(checkpoint, path, lib_out, ("chrA:1-100",), what=("entropy",))
+    result = score_track(request, Runtime())
+    assert result is not None and result.paths == {"entropy": lib_out}
+    assert lib_out.read_bytes() == cli_out.read_bytes()
+    with pytest.raises(GoatDNAError, match="--region .* or with --bed, not both"):
+        score_track(ScoreTrackRequest(checkpoint, path, tmp_path / "x.bw"), Runtime())
+    assert not (tmp_path / "x.bw").exists()

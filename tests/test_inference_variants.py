@@ -549,3 +549,33 @@ def test_bad_tables_are_one_line_errors_naming_row_and_column(checkpoints, craft
     ok = table("h.tsv", header + "chr1\t3\tG\tA\n")
     vcf_out = out.parent / "scores.vcf.gz"
     _bad(args(ok, vcf_out), "is a table; write .tsv or .parquet", vcf_out)
+
+
+def test_the_summary_the_command_prints_is_built_by_the_library() -> None:
+    """`score-variants` prints `summary_table` and `no_score_warning`: counts by status with
+    their meaning, and a warning (with the assembly hint) when no allele was scored."""
+    from rich.console import Console
+
+    from goatdna.inference.variant_run import (
+        ScoreVariantsSummary,
+        no_score_warning,
+        summary_table,
+    )
+
+    counts = {"missing_contig": 1200, "ref_mismatch": 34}
+    missed = ScoreVariantsSummary(
+        Path("o.tsv"), 1234, 1000, 64, counts, {"ref_mismatch": "see the FASTA"}
+    )
+    console = Console(record=True, width=200)
+    console.print(summary_table(missed))
+    text = console.export_text()
+    assert "1,234 ALT alleles of 1,000 records (window 64)" in text
+    assert "│ missing_contig │   1,200 │ the FASTA has no contig of that name │" in text
+    assert "│ ref_mismatch   │      34 │ see the FASTA                        │" in text
+    assert no_score_warning(missed) == (
+        "warning: no allele was scored: most are missing_contig, the FASTA has no contig of "
+        "that name (is the FASTA the VCF's assembly? their contig names must match)"
+    )
+    scored = ScoreVariantsSummary(Path("o.tsv"), 2, 2, 64, {"ok": 1, "identical": 1})
+    assert no_score_warning(scored) is None
+    assert no_score_warning(ScoreVariantsSummary(Path("o.tsv"), 0, 0, 64, {})) is None

@@ -265,3 +265,26 @@ def test_flash_that_would_not_run_is_refused_not_passed(
         assert result.exit_code == 2, (extra, result.output, result.exception)
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and "flash-attn runs only on CUDA" in lines[0], lines
+
+
+def test_the_command_is_one_library_call(
+    ckpt: Path, fasta: Path, tmp_path: Path, one_thread: None
+) -> None:
+    """`goatdna check-precision` only builds a `PrecisionRequest`: `precision_run` checks it,
+    measures, and writes the JSON report the command writes."""
+    from goatdna.errors import GoatDNAError
+    from goatdna.inference.precision_run import PrecisionRequest, check_precision, write_report
+
+    cli_out, lib_out = tmp_path / "cli.json", tmp_path / "lib.json"
+    result = check(ckpt, fasta, "--precision", "32-true", "--attention", "sdpa", "-o", str(cli_out))
+    assert result.exit_code == 0, (result.output, result.exception)
+    request = PrecisionRequest(
+        ckpt, fasta, precision="32-true", attention="sdpa", windows=4, accelerator="cpu"
+    )
+    report = check_precision(request)
+    assert report.passed and report.windows == 4
+    write_report(report, lib_out)
+    assert lib_out.read_bytes() == cli_out.read_bytes()
+    missing = tmp_path / "never-read.fa"
+    with pytest.raises(GoatDNAError, match="--max-variants 0: must be >= 1"):
+        check_precision(PrecisionRequest(ckpt, missing, variants=missing, max_variants=0))

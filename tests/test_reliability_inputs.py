@@ -127,8 +127,8 @@ def test_evaluate_footnotes_on_data_without_soft_masking(tiny_runs, tmp_path):
 def test_long_generation_reports_progress(tiny_runs, monkeypatch, capsys):
     import goatdna.progress
     from goatdna.analysis.generate import SamplingOptions, generate_continuations
+    from goatdna.analysis.generate_run import LONG_JOB_STEPS, decoding_progress
     from goatdna.checkpoint import load_checkpoint
-    from goatdna.cli.generate import LONG_JOB_STEPS, decoding_progress
 
     model = load_checkpoint(tiny_runs["goat"] / "checkpoints" / "best.ckpt").model
     calls: list[int] = []

@@ -108,25 +108,17 @@ def attribute(
     force: WorkForceOpt = False,
 ) -> None:
     """Explain which bases drive a model's output: exact ISM, gradient x input or integrated gradients."""
-    from goatdna.atomic import check_output_file
     from goatdna.inference.attribute_run import AttributeRequest, check_outputs
     from goatdna.inference.attribute_run import attribute as run
     from goatdna.workdir import stops_with_resume_hint, work_dir_for
 
     options = AttributeOptions(method, target, strands, baseline, steps, batch_size, tolerance)
-    check_outputs(out, bed is not None)  # before any work: formats we write
-    for path in out:
-        check_output_file(path, "--out")  # and files we can write
+    check_outputs(out, bed is not None)  # before any work: formats we write, files we can write
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
     request = AttributeRequest(
         checkpoint, tuple(out), options, sequences, fasta, bed, resume, force
     )
     with stops_with_resume_hint("attribute", work_dir_for(request.outs[0])):
         result = run(request, runtime.fabric(), progress=progress)
-    if result is None:  # not global rank 0: rank 0 reports
-        return
-    typer.echo(
-        f"{result.records} sequence(s) explained ({method}, target {result.target}, strands "
-        f"{strands}) -> {', '.join(map(str, result.written))}",
-        err=True,
-    )
+    if result is not None:  # global rank 0 reports
+        typer.echo(result.summary(options), err=True)

@@ -17,7 +17,6 @@ from goatdna.cli.common import (
     default_of,
     option,
 )
-from goatdna.errors import GoatDNAError
 from goatdna.inference.embed import EmbedOptions
 from goatdna.runtime import Runtime
 
@@ -80,67 +79,30 @@ def embed(
     force: WorkForceOpt = False,
 ) -> None:
     """Embed DNA with a trained model: hidden states of a layer, pooled per sequence or per base."""
-    from goatdna.checkpoint import load_checkpoint, task_head
-    from goatdna.inference.embed import default_max_length
-    from goatdna.inference.embed_io import (
-        check_output,
-        read_bed_regions,
-        read_sequence_file,
-        write_embeddings,
-        zarr_entry,
+    from functools import partial
+
+    from goatdna.inference.embed_run import EmbedRequest
+    from goatdna.inference.embed_run import embed as run
+
+    request = EmbedRequest(
+        checkpoint=checkpoint,
+        out=out,
+        fasta=fasta,
+        bed=bed,
+        sequences=sequences,
+        layer=layer,
+        pool=pool,
+        strands=strands,
+        max_length=max_length,
+        batch_size=batch_size,
+        resume=resume,
+        force=force,
     )
-
-    if sequences is not None and (fasta is not None or bed is not None):
-        raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
-    if sequences is None and (fasta is None or bed is None):
-        raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
-    # a probe's pooling is mean or last, which every output format takes: checked as mean here
-    suffix = check_output(out, pool or default_of(EmbedOptions, "pool"))  # before any work
-    from goatdna.atomic import check_output_dir, check_output_file
-
-    (check_output_dir if suffix == ".zarr" else check_output_file)(out, "--out")
-    from goatdna.workdir import claim_output, claim_output_folder
-
-    read = [sequences, fasta, bed, checkpoint]
-    if suffix == ".zarr":  # a folder, swapped in whole: never one holding more than a store
-        claim_output_folder(out, force, owns=zarr_entry, what="zarr store", inputs=read)
-    else:
-        claim_output([out], force, inputs=read)
-    runtime = Runtime.from_options(accelerator, devices, num_nodes)
-    records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
-    loaded = load_checkpoint(checkpoint, device="cpu")
-    model = loaded.model
-    head = task_head(loaded.run_config)
-    if head is not None:  # the layer and pooling the fine-tuned head reads (ckpt or export)
-        layer = head.get("layer") if layer is None else layer
-        pool = head.get("pool", default_of(EmbedOptions, "pool")) if pool is None else pool
-    pool = default_of(EmbedOptions, "pool") if pool is None else pool
-    options = EmbedOptions(layer, pool, strands, max_length, batch_size)  # type: ignore[arg-type]
-    options.validate(model.n_layers)
-    length = max_length if max_length is not None else default_max_length(dict(loaded.run_config))
-    from goatdna.inference.embed_run import embed_resumable, embed_work
-    from goatdna.inference.loop import rank_zero_lock
-    from goatdna.workdir import stops_with_resume_hint
-
-    inputs = [sequences] if sequences else [fasta, bed]
-    work = embed_work(out, checkpoint, inputs, options, length, len(records))
-    fabric = runtime.fabric()
-
-    def write(vectors: list) -> bool:
-        write_embeddings(out, records, vectors, pool, then=work.then)
-        return True
-
-    with (
-        rank_zero_lock(fabric, out),  # the writing process holds --out for the whole run
-        stops_with_resume_hint("embed", work.dir),
-    ):
-        wrote = embed_resumable(
-            model, records, options, length, work, write, resume=resume, force=force, fabric=fabric
+    result = run(request, partial(Runtime.from_options, accelerator, devices, num_nodes))
+    if result is not None:  # global rank 0 wrote it
+        options = result.options
+        typer.echo(
+            f"wrote {result.records} embedding(s) (layer {options.layer or 'final norm'}, pool "
+            f"{options.pool}, M={result.max_length}) to {out}",
+            err=True,
         )
-        if wrote is not None:  # global rank 0 wrote it
-            typer.echo(
-                f"wrote {len(records)} embedding(s) (layer {options.layer or 'final norm'}, pool "
-                f"{options.pool}, "
-                f"M={length}) to {out}",
-                err=True,
-            )

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -22,26 +20,8 @@ from goatdna.cli.common import (
     TopKOpt,
     option,
 )
-from goatdna.errors import GoatDNAError
 
 _SAMPLING = SamplingOptions()  # the library's sampling defaults
-
-LONG_JOB_STEPS = 20_000
-"""Decoding steps (or prompt bases) above which generate shows a progress bar on stderr."""
-
-
-@contextlib.contextmanager
-def decoding_progress(prompt_length: int, total_steps: int) -> Iterator[Any]:
-    """Progress on stderr for long jobs (`goatdna.progress.progress_bar`: a bar on a terminal,
-    timed lines in a log): the prompt's prefill first, then one tick per base."""
-    if max(prompt_length, total_steps) < LONG_JOB_STEPS:
-        yield None
-        return
-    from goatdna.progress import progress_bar
-
-    label = f"generate after a {prompt_length:,}-base prompt"
-    with progress_bar(label, total_steps, "bases") as advance:
-        yield advance
 
 
 def generate(
@@ -93,51 +73,32 @@ def generate(
     threads: ThreadsOpt = None,
 ) -> None:
     """Continue a DNA prompt with a trained model (KV-cached sampling; never emits N)."""
-    from goatdna.analysis.generate import (
-        generate_continuations,
-        parse_prompt,
-        read_prompt_fasta,
-    )
-    from goatdna.analysis.output import format_generation, output_format
-    from goatdna.atomic import atomic_write_text, check_output_file
-    from goatdna.checkpoint import load_checkpoint
-    from goatdna.runtime import single_device
+    from goatdna.analysis.generate_run import GenerateRequest
+    from goatdna.analysis.generate_run import generate as run
 
-    if (prompt is None) == (prompt_fasta is None):
-        raise GoatDNAError("give exactly one of --prompt or --prompt-fasta")
-    if region is not None and prompt_fasta is None:
-        raise GoatDNAError("--region needs --prompt-fasta")
-    if prompt_fasta is not None:
-        text, label = read_prompt_fasta(prompt_fasta, region)
-    else:
-        text, label = prompt or "", "prompt"
-    parse_prompt(text)  # fail on a bad prompt before loading the checkpoint
-    device = single_device(accelerator, devices)
-    fmt = output_format(out)
-    if out is not None:  # before the checkpoint is loaded and decoding starts
-        from goatdna.workdir import claim_output
-
-        check_output_file(out, "--out")
-        claim_output([out], force, inputs=[checkpoint, prompt_fasta])
-    options = SamplingOptions(
+    sampling = SamplingOptions(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         top_k=top_k,
         num_samples=num_samples,
         seed=seed,
     )
-    options.validate()
-    model = load_checkpoint(
-        checkpoint, device=device, rope_extension=rope_extension, lm_command="generate"
-    ).model
-    batches = -(-num_samples // options.batch_size)
-    with decoding_progress(len(text.strip()), max_new_tokens * batches) as on_step:
-        samples = generate_continuations(model, [text], options, on_step, threads)[0]
-    document = format_generation(
-        fmt, str(checkpoint), label, text.strip(), samples, options, with_prompt
+    request = GenerateRequest(
+        checkpoint=checkpoint,
+        sampling=sampling,
+        prompt=prompt,
+        prompt_fasta=prompt_fasta,
+        region=region,
+        out=out,
+        with_prompt=with_prompt,
+        force=force,
+        accelerator=accelerator,
+        devices=devices,
+        rope_extension=rope_extension,
+        threads=threads,
     )
+    result = run(request)
     if out is None:
-        typer.echo(document, nl=False)
+        typer.echo(result.document, nl=False)
     else:
-        atomic_write_text(out, document)
-        typer.echo(f"wrote {len(samples)} sample(s) to {out}", err=True)
+        typer.echo(f"wrote {len(result.samples)} sample(s) to {out}", err=True)

@@ -23,14 +23,12 @@ from goatdna.runtime import Runtime
 def _draw(result: MutagenesisResult, path: Path) -> object:
     from goatdna.analysis.plots import plot_ism
 
-    method = "exact LLR" if result.options.method == "full" else "local approximation"
     return plot_ism(
         result.scores,
         result.ref,
         path,
         start=result.region.start,
-        title=f"In-silico mutagenesis of {result.region.label} ({method}, window "
-        f"{result.options.window})",
+        title=result.title,
         score_label=f"{result.score_name} (nats)",
     )
 
@@ -96,11 +94,10 @@ def mutagenesis(
     ] = None,
 ) -> None:
     """Score every position of a region x its 3 alternative bases: exact LLRs or a fast local one."""
-    import numpy as np
-
     from goatdna.atomic import check_output_file
     from goatdna.console import output_console
     from goatdna.inference.mutagenesis_run import mutagenesis as run
+    from goatdna.workdir import stops_with_resume_hint, work_dir_for
 
     for path in out:
         check_output_file(path, "--out")  # before any work: files we can write
@@ -119,21 +116,12 @@ def mutagenesis(
         force=force,
         cache_dir=cache_dir,
     )
-    from goatdna.workdir import stops_with_resume_hint, work_dir_for
-
     with stops_with_resume_hint("mutagenesis", work_dir_for(request.outs[0])):
         result = run(request, runtime.fabric(), draw=_draw)
     if result is None:  # not global rank 0: rank 0 reports
         return
     console = output_console()
-    alternatives = result.alternative_values()
-    scored = int(np.isfinite(alternatives).sum())
-    console.print(
-        f"{result.region.label}: {len(result.ref):,} positions, {scored:,} alternatives scored "
-        f"({result.options.method}, window {result.options.window}, strands "
-        f"{result.options.strands})",
-        markup=False,
-    )
+    console.print(result.summary(), markup=False)
     if result.resumed_units:
         console.print(f"resumed: {result.resumed_units} unit(s) were already scored")
     for path in result.written:

@@ -11,6 +11,7 @@ from goatdna.cli.common import (
     AcceleratorOpt,
     DevicesOpt,
     NumNodesOpt,
+    WorkResumeOpt,
     default_of,
     option,
 )
@@ -78,10 +79,7 @@ def score_variants(
     accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
     devices: DevicesOpt = str(default_of(Runtime, "devices")),
     num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
-    resume: Annotated[
-        bool,
-        option("resume", "Continue an interrupted run with the same inputs and options."),
-    ] = False,
+    resume: WorkResumeOpt = False,
     force: Annotated[
         bool,
         option(
@@ -120,15 +118,15 @@ def score_variants(
     ] = default_of(CalibrationRequest, "per_context"),
 ) -> None:
     """Score each ALT allele of a VCF or table: LL(alt window) - LL(ref window), strands averaged."""
-    from rich.table import Table
-
     from goatdna.atomic import check_output_file
     from goatdna.console import output_console
+    from goatdna.inference.variant_run import no_score_warning, summary_table
     from goatdna.inference.variant_run import score_variants as run
-    from goatdna.inference.variants import STATUS_MEANING
+    from goatdna.workdir import stops_with_resume_hint, work_dir_for
 
     check_output_file(out, "--out")  # before any work: a file we can write (and its cache)
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
+    calibration = CalibrationRequest(null, seed, null_size) if calibrate or null else None
     request = ScoreVariantsRequest(
         checkpoint=checkpoint,
         fasta=fasta,
@@ -142,35 +140,18 @@ def score_variants(
         force=force,
         cache_dir=cache_dir,
         length_fair=length_fair,
-        calibration=CalibrationRequest(null, seed, null_size) if calibrate or null else None,
+        calibration=calibration,
     )
-    from goatdna.workdir import stops_with_resume_hint, work_dir_for
-
     with stops_with_resume_hint("score-variants", work_dir_for(out)):
         summary = run(request, runtime.fabric())
     if summary is None:  # not global rank 0: rank 0 reports
         return
     console = output_console()
-    table = Table(
-        title=f"{summary.alleles:,} ALT alleles of {summary.records:,} records "
-        f"(window {summary.window})"
-    )
-    for name in ("status", "alleles", "meaning"):
-        table.add_column(name, justify="right" if name == "alleles" else "left")
-    for status, count in summary.counts.items():
-        note = summary.notes.get(status, STATUS_MEANING[status])
-        table.add_row(status, f"{count:,}", note)
-    console.print(table)
+    console.print(summary_table(summary))
     if summary.resumed_chunks:
         console.print(f"resumed: {summary.resumed_chunks} chunk(s) were already scored")
-    console.print(
-        f"wrote {summary.out}" + (" (+ .tbi)" if str(out).endswith(".vcf.gz") else ""), markup=False
-    )
-    if summary.alleles and not summary.counts.get("ok"):
-        worst = max(summary.counts, key=lambda status: summary.counts[status])
-        hint = " (is the FASTA the VCF's assembly? their contig names must match)"
-        typer.echo(
-            f"warning: no allele was scored: most are {worst}, "
-            f"{STATUS_MEANING[worst]}{hint if worst == 'missing_contig' else ''}",
-            err=True,
-        )
+    tbi = " (+ .tbi)" if str(out).endswith(".vcf.gz") else ""
+    console.print(f"wrote {summary.out}{tbi}", markup=False)
+    warning = no_score_warning(summary)
+    if warning is not None:
+        typer.echo(warning, err=True)

@@ -98,9 +98,19 @@ class AttributeResult:
     written: list[Path]
     resumed_units: int = 0
 
+    def summary(self, options: AttributeOptions) -> str:
+        """One line: how many sequences were explained, how, and the files written."""
+        return (
+            f"{self.records} sequence(s) explained ({options.method}, target {self.target}, "
+            f"strands {options.strands}) -> {', '.join(map(str, self.written))}"
+        )
+
 
 def check_outputs(outs: Sequence[Path], bed_input: bool) -> list[str]:
-    """Each ``--out``'s kind (``npz`` or a track), checked before any work."""
+    """Each ``--out``'s kind (``npz`` or a track), checked before any work: formats we write,
+    then files we can write."""
+    from goatdna.atomic import check_output_file
+
     if not outs:
         raise GoatDNAError("--out: give at least one output (.npz, or .bw/.bedGraph for --bed)")
     kinds = [output_format(out, OUTPUT_SUFFIXES).kind for out in outs]
@@ -116,6 +126,8 @@ def check_outputs(outs: Sequence[Path], bed_input: bool) -> list[str]:
             )
     if len({Path(p).resolve() for p in outs}) != len(outs):
         raise GoatDNAError(f"--out: the same file is named twice ({', '.join(map(str, outs))})")
+    for out in outs:
+        check_output_file(out, "--out")
     return kinds
 
 

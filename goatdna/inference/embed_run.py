@@ -11,7 +11,7 @@ or of restarts and the vectors are the same to the byte. Global rank 0 writes th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from lightning_fabric import Fabric
 
     from goatdna.model import DNADecoder
+    from goatdna.runtime import Runtime
 
 from .embed import EmbedOptions, SequenceRecord, embed_records
 from .loop import Arrays, FinishedUnits, load_arrays, model_on_device, run_units, save_arrays
@@ -102,3 +103,107 @@ def embed_resumable(
 
 def _quiet(_text: str) -> None:
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the `embed` command
+
+
+@dataclass(frozen=True)
+class EmbedRequest:
+    """Everything one `embed` run needs (the CLI's options): ``sequences``, or ``fasta`` with
+    ``bed``; ``layer`` and ``pool`` None: a probe checkpoint's own, else `EmbedOptions`'."""
+
+    checkpoint: Path
+    out: Path
+    fasta: Path | None = None
+    bed: Path | None = None
+    sequences: Path | None = None
+    layer: int | None = None
+    pool: str | None = None
+    strands: str = EmbedOptions.strands
+    max_length: int | None = None
+    batch_size: int = EmbedOptions.batch_size
+    resume: bool = False
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    """What global rank 0 wrote: how many records, with which options and chunk length."""
+
+    records: int
+    options: EmbedOptions
+    max_length: int
+
+
+def embed(request: EmbedRequest, runtime: Callable[[], Runtime]) -> EmbedResult | None:
+    """Check ``request`` (before any work), read the records, load the model and embed them
+    resumably into ``request.out`` (`embed_resumable`); the result on global rank 0, None on the
+    others. ``runtime()`` builds the devices' `goatdna.runtime.Runtime` once the outputs are
+    claimed. A probe checkpoint's head gives the layer and pooling it reads when not asked."""
+    from goatdna.atomic import check_output_dir, check_output_file
+    from goatdna.checkpoint import load_checkpoint, task_head
+    from goatdna.errors import GoatDNAError
+    from goatdna.workdir import claim_output, claim_output_folder, stops_with_resume_hint
+
+    from .embed import default_max_length
+    from .embed_io import (
+        check_output,
+        read_bed_regions,
+        read_sequence_file,
+        write_embeddings,
+        zarr_entry,
+    )
+    from .loop import rank_zero_lock
+
+    out, sequences, fasta, bed = request.out, request.sequences, request.fasta, request.bed
+    if sequences is not None and (fasta is not None or bed is not None):
+        raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
+    if sequences is None and (fasta is None or bed is None):
+        raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
+    # a probe's pooling is mean or last, which every output format takes: checked as mean here
+    suffix = check_output(out, request.pool or EmbedOptions.pool)  # before any work
+    (check_output_dir if suffix == ".zarr" else check_output_file)(out, "--out")
+    read = [sequences, fasta, bed, request.checkpoint]
+    if suffix == ".zarr":  # a folder, swapped in whole: never one holding more than a store
+        claim_output_folder(out, request.force, owns=zarr_entry, what="zarr store", inputs=read)
+    else:
+        claim_output([out], request.force, inputs=read)
+    devices = runtime()
+    records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
+    loaded = load_checkpoint(request.checkpoint, device="cpu")
+    layer, pool = request.layer, request.pool
+    head = task_head(loaded.run_config)
+    if head is not None:  # the layer and pooling the fine-tuned head reads (ckpt or export)
+        layer = head.get("layer") if layer is None else layer
+        pool = head.get("pool", EmbedOptions.pool) if pool is None else pool
+    pool = EmbedOptions.pool if pool is None else pool
+    options = EmbedOptions(layer, pool, request.strands, request.max_length, request.batch_size)  # type: ignore[arg-type]
+    options.validate(loaded.model.n_layers)
+    length = request.max_length
+    length = length if length is not None else default_max_length(dict(loaded.run_config))
+    inputs = [sequences] if sequences else [fasta, bed]
+    work = embed_work(out, request.checkpoint, inputs, options, length, len(records))
+    fabric = devices.fabric()
+
+    def write(vectors: list) -> bool:
+        write_embeddings(out, records, vectors, pool, then=work.then)
+        return True
+
+    with (
+        rank_zero_lock(fabric, out),  # the writing process holds --out for the whole run
+        stops_with_resume_hint("embed", work.dir),
+    ):
+        wrote = embed_resumable(
+            loaded.model,
+            records,
+            options,
+            length,
+            work,
+            write,
+            resume=request.resume,
+            force=request.force,
+            fabric=fabric,
+        )
+    return None if wrote is None else EmbedResult(len(records), options, length)

@@ -117,6 +117,23 @@ class MutagenesisResult:
         """``llr`` for the exact method, ``llr_local`` for the approximation."""
         return "llr" if self.options.method == "full" else "llr_local"
 
+    @property
+    def title(self) -> str:
+        """The heatmap's title: the region, how the values were computed, the window."""
+        method = "exact LLR" if self.options.method == "full" else "local approximation"
+        return (
+            f"In-silico mutagenesis of {self.region.label} ({method}, window {self.options.window})"
+        )
+
+    def summary(self) -> str:
+        """One line: the region, its positions, the alternatives that got a value, the options."""
+        scored = int(np.isfinite(self.alternative_values()).sum())
+        return (
+            f"{self.region.label}: {len(self.ref):,} positions, {scored:,} alternatives scored "
+            f"({self.options.method}, window {self.options.window}, strands "
+            f"{self.options.strands})"
+        )
+
     def alternative_values(self) -> np.ndarray:
         """(L, 3): the three alternative bases' values per position (NaN rows at N)."""
         known = self.ref < NUM_BASES

@@ -154,3 +154,20 @@ class Reference:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def read_region(fasta: Path, region: str, cache_dir: Path | None = None) -> tuple[np.ndarray, str]:
+    """The tokens of ``--region`` (``contig:start-end``, 1-based inclusive) of ``--fasta`` and
+    the region's label; a region past its contig's end is refused."""
+    from goatdna.io.regions import parse_region
+
+    where = parse_region(region)
+    if not fasta.is_file():
+        raise GoatDNAError(f"--fasta {fasta}: not found")
+    with Reference(fasta, cache_dir) as reference:
+        info = reference.contig(where.contig, where=f"--region {where.label}")
+        if where.end > info.length:
+            raise GoatDNAError(
+                f"--region {where.label}: ends beyond contig {info.name!r} ({info.length:,} bases)"
+            )
+        return reference.read(info, where.start, where.end), where.label

@@ -56,6 +56,7 @@ from goatdna.workdir import (
     WorkDir,
     claim_output,
     input_stamp,
+    stops_with_resume_hint,
     work_dir_for,
 )
 
@@ -64,10 +65,12 @@ if TYPE_CHECKING:
     from lightning_fabric import Fabric
 
     from goatdna.model import DNADecoder, ModelConfig
+    from goatdna.runtime import Runtime
 
 ArrayT = TypeVar("ArrayT", np.ndarray, "torch.Tensor")
 
 WHATS = ("logp", "entropy")
+DEFAULT_WHAT = ("logp",)
 STRANDS = ("both", "forward")
 DEFAULT_BATCH_TOKENS = 16384
 DEFAULT_BLOCK_BASES = 1 << 16
@@ -127,7 +130,7 @@ class TrackOptions:
 
     context: int
     stride: int
-    what: tuple[str, ...] = ("logp",)
+    what: tuple[str, ...] = DEFAULT_WHAT
     strands: str = "both"
     batch_size: int = 0  # windows per forward pass; 0: DEFAULT_BATCH_TOKENS // context
     block_bases: int = DEFAULT_BLOCK_BASES  # bases per streamed block (memory bound)
@@ -561,3 +564,113 @@ def _write_tracks(model: torch.nn.Module, reference: Reference, regions: Sequenc
     if scored is None:  # not global rank 0: rank 0 writes
         return None
     return TrackResult(paths, list(regions), sum(r.length for r in regions), scored)
+
+
+# ---------------------------------------------------------------------------------------------
+# the `score-track` command
+
+
+@dataclass(frozen=True)
+class ScoreTrackRequest:
+    """Everything one `score-track` run needs (the CLI's options): the regions as ``--region``
+    texts or a ``--bed`` file (exactly one), ``context`` (None: the training length), ``stride``
+    (None: C // 2) and ``what`` (empty: `TrackOptions`' default)."""
+
+    checkpoint: Path
+    fasta: Path
+    out: Path
+    regions: tuple[str, ...] = ()
+    bed: Path | None = None
+    context: int | None = None
+    stride: int | None = None
+    what: tuple[str, ...] = ()
+    strands: str = "both"
+    batch_size: int = 0
+    zoom_levels: int = DEFAULT_ZOOM_LEVELS
+    resume: bool = False
+    force: bool = False
+
+
+def score_track(request: ScoreTrackRequest, runtime: Runtime) -> TrackResult | None:
+    """Check ``request`` (before any work), load the model, score the regions and write the
+    tracks (`write_tracks`); the result on global rank 0, None on the other ranks.
+
+    Rank 0 says what runs (the model, C, S, the bases) once the work folder is open, and shows
+    a progress bar over the bases on stderr. ``runtime``'s Fabric is launched only once the
+    inputs are checked.
+    """
+    from goatdna.atomic import check_output_file
+    from goatdna.checkpoint import load_checkpoint
+    from goatdna.console import output_console
+    from goatdna.io.regions import parse_region
+
+    what = request.what or DEFAULT_WHAT
+    if bool(request.regions) == (request.bed is not None):
+        raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
+    paths = output_paths(request.out, what)
+    for path in paths.values():  # bad extension or folder: before any work
+        check_output_file(path, "--out")
+    inputs = [request.fasta, request.checkpoint, request.bed]
+    claim_output(paths.values(), request.force, inputs=inputs)
+    if not 0 <= request.zoom_levels <= 10:
+        raise GoatDNAError(f"--zoom-levels {request.zoom_levels}: must be between 0 and 10")
+    if request.context is not None and request.context < 2:
+        raise GoatDNAError(f"--context {request.context}: must be >= 2")
+    if request.regions:
+        requested = [parse_region(text) for text in request.regions]
+    else:
+        assert request.bed is not None  # exactly one of the two, checked above
+        requested = read_bed(request.bed)
+    fabric = runtime.fabric()
+    rank_zero = fabric.global_rank == 0  # rank 0 reports and writes; the others only score
+    console = output_console(stderr=True, quiet=not rank_zero)
+
+    def say(text: str) -> None:
+        console.print(text, markup=False)
+
+    with (
+        rank_zero_lock(fabric, request.out),  # before anything is said: a refusal is the only line
+        Reference(request.fasta, message=say) as reference,
+    ):
+        regions = resolve_regions(requested, reference)
+        loaded = load_checkpoint(request.checkpoint, "cpu", lm_command="score-track")
+        model, train_length = loaded.model, loaded.train_length
+        C = request.context if request.context is not None else train_length
+        stride = request.stride if request.stride is not None else max(1, C // 2)
+        options = TrackOptions(C, stride, tuple(what), request.strands, request.batch_size)
+        positional = model.config.positional
+        note = " (longer than training: extrapolation)" if train_length < C else ""
+        total = sum(r.length for r in regions)
+        display = ExitStack()
+        bars: list[Callable[[int], None]] = []  # the bar's advance, once the run starts
+
+        def advance(bases: int) -> None:
+            for bar in bars:
+                bar(bases)
+
+        def started() -> None:  # rank 0, once the work folder is open: the run really starts
+            from goatdna.progress import progress_bar
+
+            console.print(
+                f"{positional} model, training length {train_length}; context {C}{note}, "
+                f"stride {options.stride}, strands {request.strands}; {len(regions)} region(s), "
+                f"{total:,} bases"
+            )
+            bar = progress_bar("score-track", total, "bases", rank_zero, console)
+            bars.append(display.enter_context(bar))
+
+        track = TrackRequest(
+            request.out,
+            options,
+            track_name=f"goatdna {positional} C={C}",
+            model_id=str(input_stamp(request.checkpoint)),
+            zoom_levels=request.zoom_levels,
+            resume=request.resume,
+            force=request.force,
+            locked=True,
+        )
+        progress = advance if rank_zero else None
+        with display, stops_with_resume_hint("score-track", work_dir_for(request.out)):
+            return write_tracks(
+                model, reference, regions, track, fabric, progress, message=say, started=started
+            )

@@ -54,6 +54,7 @@ from goatdna.inference.variant_io import (
     write_vcf,
 )
 from goatdna.inference.variants import (
+    STATUS_MEANING,
     STATUSES,
     Allele,
     VariantOptions,
@@ -72,6 +73,7 @@ from goatdna.workdir import (
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
+    from rich.table import Table
 
     from goatdna.model.transformer import DNADecoder
 
@@ -109,6 +111,33 @@ class ScoreVariantsSummary:
     counts: dict[str, int]
     notes: dict[str, str] = field(default_factory=dict)
     resumed_chunks: int = 0
+
+
+def summary_table(summary: ScoreVariantsSummary) -> Table:
+    """The run's allele counts by status, with what each status means (the command prints it)."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"{summary.alleles:,} ALT alleles of {summary.records:,} records "
+        f"(window {summary.window})"
+    )
+    for name in ("status", "alleles", "meaning"):
+        table.add_column(name, justify="right" if name == "alleles" else "left")
+    for status, count in summary.counts.items():
+        table.add_row(status, f"{count:,}", summary.notes.get(status, STATUS_MEANING[status]))
+    return table
+
+
+def no_score_warning(summary: ScoreVariantsSummary) -> str | None:
+    """The warning when alleles were read but none was scored: what most of them were."""
+    if not summary.alleles or summary.counts.get("ok"):
+        return None
+    worst = max(summary.counts, key=lambda status: summary.counts[status])
+    hint = " (is the FASTA the VCF's assembly? their contig names must match)"
+    return (
+        f"warning: no allele was scored: most are {worst}, "
+        f"{STATUS_MEANING[worst]}{hint if worst == 'missing_contig' else ''}"
+    )
 
 
 def _chunk_name(chunk: int) -> str:
