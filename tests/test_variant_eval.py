@@ -238,14 +238,14 @@ def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shar
         assert res.exit_code == 0, res.output + str(res.exception)
     assert outs[0].read_bytes() == outs[1].read_bytes()
     task = pd.read_csv(outs[0], sep="\t")
-    from goatdna.data_prep.variant_task import read_fasta_text
+    from goatdna.io.fasta import read_fasta_text
 
     contigs = dict(read_fasta_text(fasta))
     assert set(task.element) == {"homopolymer", "new_cpg", "background"}
     assert (task.label == (task.element != "background")).all()
     assert task.label.sum() == 80 and (task.label == 0).sum() == 240
     for row in task.itertuples():
-        seq = contigs[row.chrom].decode()
+        seq = contigs[row.chrom]
         i = row.pos - 1
         assert i >= int(len(seq) * 0.9)  # held out of training
         assert seq[i].upper() == row.ref != row.alt

@@ -17,7 +17,6 @@ from goatdna.cli.common import (
     default_of,
     option,
 )
-from goatdna.errors import GoatDNAError
 from goatdna.inference.embed import EmbedOptions
 from goatdna.runtime import Runtime
 
@@ -84,16 +83,12 @@ def embed(
     from goatdna.inference.embed import default_max_length
     from goatdna.inference.embed_io import (
         check_output,
-        read_bed_regions,
-        read_sequence_file,
         write_embeddings,
         zarr_entry,
     )
+    from goatdna.io.records import check_record_sources, read_records
 
-    if sequences is not None and (fasta is not None or bed is not None):
-        raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
-    if sequences is None and (fasta is None or bed is None):
-        raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
+    check_record_sources(sequences, fasta, bed)
     # a probe's pooling is mean or last, which every output format takes: checked as mean here
     suffix = check_output(out, pool or default_of(EmbedOptions, "pool"))  # before any work
     from goatdna.atomic import check_output_dir, check_output_file
@@ -107,7 +102,7 @@ def embed(
     else:
         claim_output([out], force, inputs=read)
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
-    records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
+    records = read_records(sequences, fasta, bed)
     loaded = load_checkpoint(checkpoint, device="cpu")
     model = loaded.model
     head = task_head(loaded.run_config)
