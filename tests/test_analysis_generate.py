@@ -268,3 +268,21 @@ def test_cli_region_errors(checkpoint: Path, tmp_path: Path) -> None:
         assert res.exit_code == 2 and message in res.stderr, res.stderr
     res = invoke(["generate", "--checkpoint", str(tmp_path / "no.ckpt"), "--prompt", "AC"])
     assert res.exit_code == 2 and "checkpoint not found" in res.stderr
+
+
+def test_prompt_fasta_is_read_by_the_one_fasta_reader(tmp_path: Path, monkeypatch) -> None:
+    """--prompt-fasta went through pyfaidx.Fasta, which cannot read plain gzip (every other
+    command decompresses it once to a cache); the prompt comes back as written (case, IUPAC)."""
+    import gzip
+
+    from goatdna.analysis.generate import read_prompt_fasta
+
+    monkeypatch.setenv("GOATDNA_CACHE", str(tmp_path / "cache"))
+    fasta = tmp_path / "in.fa.gz"
+    fasta.write_bytes(gzip.compress(b">chrA desc\nTTTTTTTTTT\nacgtRYGTAC\nGGGG\n"))
+    assert read_prompt_fasta(fasta, "chrA:9-16") == ("TTacgtRY", "chrA:9-16")
+    assert read_prompt_fasta(fasta) == ("TTTTTTTTTTacgtRYGTACGGGG", "chrA:1-24")
+    bad = tmp_path / "bad.fa"
+    bad.write_text(">chrA\nACGX\n")
+    with pytest.raises(GoatDNAError, match="invalid character 'X' in contig 'chrA' at position 4"):
+        read_prompt_fasta(bad)
