@@ -467,37 +467,3 @@ def plot_paths(evaluation_kind: str, folder: Path) -> list[Path]:
         if evaluation_kind == "binary"
         else [folder / "scatter.png"]
     )
-
-
-def print_evaluation(evaluation: VariantEvaluation) -> None:
-    """The counts line and the metrics table on the output console (eval-variants' stdout)."""
-    from rich.table import Table
-
-    from goatdna.console import output_console
-
-    console = output_console()
-    unscored = ", ".join(f"{k} {v:,}" for k, v in evaluation.unscored.items()) or "none"
-    console.print(
-        f"{evaluation.rows:,} rows: {evaluation.evaluated:,} evaluated, "
-        f"{sum(evaluation.unscored.values()):,} unscored ({unscored}), "
-        f"{evaluation.unlabelled:,} unlabelled"
-    )
-    intervals = (
-        f"{evaluation.level:.0%} bootstrap intervals, {evaluation.resamples} resamples"
-        if evaluation.resamples
-        else "no intervals"
-    )
-    table = Table(
-        title=f"score {evaluation.score} against the {evaluation.kind} label "
-        f"{evaluation.label!r} ({intervals})"
-    )
-    for name in ("subset", "metric", "value", "interval", "n", "positives"):
-        table.add_column(name, justify="left" if name in ("subset", "metric") else "right",
-                         no_wrap=name == "metric")  # fmt: skip
-    for row in evaluation.metrics:
-        subset = "all" if row.subset_column == "all" else f"{row.subset_column}={row.subset}"
-        interval = "" if math.isnan(row.low) else f"[{row.low:.3f}, {row.high:.3f}]"
-        value = "n/a" if math.isnan(row.value) else f"{row.value:.3f}"
-        positives = "" if row.n_positive is None else f"{row.n_positive:,}"
-        table.add_row(subset, row.metric, value, interval, f"{row.n:,}", positives)
-    console.print(table)

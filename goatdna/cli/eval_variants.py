@@ -106,72 +106,23 @@ def eval_variants(
 ) -> None:
     """AUROC/AUPRC (binary labels) or Spearman/Pearson (continuous) of variant scores, with
     bootstrap intervals, per subset and within match groups."""
-    from contextlib import ExitStack
+    from goatdna.analysis.variant_eval import join_labels
+    from goatdna.analysis.variant_eval_run import check_eval_outputs, run_eval
+    from goatdna.inference.variant_io import read_labels, read_scores
 
-    from goatdna.atomic import check_output_file
-    from goatdna.errors import GoatDNAError
-    from goatdna.formats import output_format
-    from goatdna.workdir import output_lock
-
-    if out is not None:  # the one suffix rule, and a file we can write, before any work
-        output_format(out, (".tsv", ".json"))
-        check_output_file(out, "--out")
-    if plots is not None:  # a folder we can write into, before any work
-        if plots.exists() and not plots.is_dir():
-            raise GoatDNAError(f"--plots {plots} is a file; give a folder for the plots")
-        check_output_file(plots / "roc.png", "--plots")
+    check_eval_outputs(out, plots)  # before any work
     options = EvalOptions(
         label=label, score=score, kind=kind, positive=_csv(positive), negative=_csv(negative),
         subsets=tuple(subset or ()), match_group=match_group, resamples=bootstrap, seed=seed,
         level=level,
     )  # fmt: skip
-    with ExitStack() as locks:  # one writer per output, held from before the first read
-        if out is not None:
-            locks.enter_context(output_lock(out, True))
-        if plots is not None:
-            locks.enter_context(output_lock(plots, True, "--plots"))
-        _evaluate_and_write(scores, labels, label, options, out, plots, force)
 
-
-def _evaluate_and_write(
-    scores: Path,
-    labels: Path | None,
-    label: str,
-    options: EvalOptions,
-    out: Path | None,
-    plots: Path | None,
-    force: bool,
-) -> None:
-    from goatdna.analysis.variant_eval import (
-        evaluate_variants,
-        join_labels,
-        plot_paths,
-        print_evaluation,
-    )
-    from goatdna.inference.variant_io import read_labels, read_scores
-    from goatdna.workdir import claim_output
-
-    inputs = [scores, labels]
-    match_group = options.match_group
-    if out is not None:
-        claim_output([out], force, inputs=inputs)
-    frame = read_scores(scores)
-    if labels is not None:
+    def read():
+        frame = read_scores(scores)
+        if labels is None:
+            return frame
         extra = [*options.subsets, *([match_group] if match_group else [])]
-        frame = join_labels(frame, read_labels(labels, label), label, f"--labels {labels}", extra)
-    evaluation = evaluate_variants(frame, options, ProgressLine("bootstrap", "resamples"))
-    for note in evaluation.notes:
-        typer.echo(f"note: {note}", err=True)
-    if plots is not None:
-        claim_output(plot_paths(evaluation.kind, plots), force, option="--plots", inputs=inputs)
-    print_evaluation(evaluation)
-    if out is not None:
-        from goatdna.analysis.variant_eval import write_metrics
+        return join_labels(frame, read_labels(labels, label), label, f"--labels {labels}", extra)
 
-        write_metrics(evaluation, out)
-        typer.echo(f"wrote {out}")
-    if plots is not None:
-        from goatdna.analysis.variant_plots import plot_evaluation
-
-        for path in plot_evaluation(evaluation, plots):
-            typer.echo(f"wrote {path}")
+    run_eval(read, options, out, plots, force, [scores, labels],
+             ProgressLine("bootstrap", "resamples"), lambda text, err: typer.echo(text, err=err))  # fmt: skip
