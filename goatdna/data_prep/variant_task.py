@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from goatdna.io.fasta import fasta_titles, read_fasta_text
-from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, encode_bytes
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, encode
 
 MIN_RUN = 16
 MAX_UNIT = 6
@@ -143,7 +143,7 @@ class _Contig:
 def _contigs(fasta: Path, options: VariantTaskOptions, rng: np.random.Generator) -> list[_Contig]:
     contigs = []
     for index, (name, text) in enumerate(read_fasta_text(fasta)):
-        stored = encode_bytes(text.encode("ascii"))
+        stored = encode(text)
         tokens, masked = stored & TOKEN_MASK, (stored & REPEAT_FLAG) != 0
         first = int(tokens.size * (1 - options.held_out))
         unit = periodic_positions(tokens, masked, max_unit=1)

@@ -84,15 +84,12 @@ class VcfAlleles:
 def _plain_gzip(path: Path) -> bool:
     """True for a gzip file that is not BGZF (bgzip's blocked gzip, which htslib needs to read
     a .vcf.gz): BGZF is gzip whose header carries the extra subfield ``BC``."""
+    from goatdna.io.text import detect_compression
+
     try:
-        with path.open("rb") as handle:
-            head = handle.read(18)
+        return detect_compression(path) == "gzip"
     except OSError:
         return False
-    if head[:2] != b"\x1f\x8b":
-        return False
-    has_extra = len(head) > 3 and head[3] & 0x04
-    return not (has_extra and head[12:14] == b"BC")
 
 
 def open_vcf(path: Path, option: str = "--variants"):

@@ -39,10 +39,10 @@ from typing import TextIO
 from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
+from goatdna.io.text import detect_compression
 from goatdna.io.tokens import BYTE_LUT, INVALID
 from goatdna.workdir import input_stamp
 
-GZIP_MAGIC = b"\x1f\x8b"
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 TRANSLATE_TABLE = BYTE_LUT.tobytes()
 LINE_BREAKS = b"\r\n"
@@ -91,18 +91,6 @@ class FastaSource:
 
 def _print(message: str) -> None:
     print(message)
-
-
-def detect_compression(path: Path) -> str:
-    """'none', 'gzip' or 'bgzip', from the magic bytes (file names lie)."""
-    with open(path, "rb") as handle:
-        head = handle.read(18)
-    if not head.startswith(GZIP_MAGIC):
-        return "none"
-    # BGZF: gzip with FEXTRA (flag bit 2) holding a 'BC' subfield.
-    if len(head) >= 14 and head[3] & 4 and head[12:14] == b"BC":
-        return "bgzip"
-    return "gzip"
 
 
 def default_cache_dir() -> Path:

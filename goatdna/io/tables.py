@@ -32,7 +32,7 @@ import numpy as np
 from goatdna.errors import GoatDNAError
 from goatdna.io.fasta import default_cache_dir, open_fasta, read_fasta_text
 from goatdna.io.regions import read_bed_intervals
-from goatdna.io.text import open_text
+from goatdna.io.text import detect_compression, open_text
 from goatdna.io.tokens import (
     TOKEN_MASK,
     InvalidNucleotide,
@@ -294,8 +294,7 @@ def read_frame(path: Path, option: str, text_columns: Sequence[str] = ()) -> pd.
 
 def _check_encoding(path: Path, name: str, option: str) -> None:
     """A gzip file named .tsv/.csv would give a codec error: say it is gzip (and the reverse)."""
-    with path.open("rb") as handle:
-        gzipped = handle.read(2) == b"\x1f\x8b"
+    gzipped = detect_compression(path) != "none"
     if gzipped and not name.endswith(".gz"):
         raise GoatDNAError(
             f"{option} {path}: the file is gzip-compressed but its name does not end in .gz; "
