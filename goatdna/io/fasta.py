@@ -9,8 +9,6 @@ bgzip told apart by the magic bytes, not the name):
 - `read_fasta_text` / `fasta_titles`: the records of a small FASTA read whole, in order (sequence
   files of `embed`/`predict`/`finetune`, `make-variant-task`'s synthetic genome).
 
-Reference FASTA files, plain, gzip or bgzip, indexed with pyfaidx, validated per base:
-
 Why not pyfaidx's ``fetch`` for the bases themselves: it decodes every chunk to a Python string and
 strips newlines twice, which caps throughput near the speed of a numpy lookup. We use pyfaidx for
 what it does well (building and reading the ``.fai``/``.gzi`` index, BGZF random access) and read
