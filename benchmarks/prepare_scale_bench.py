@@ -33,8 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from goatdna.io.fasta import TRANSLATE_TABLE
 from goatdna.data_prep.synthetic import SyntheticGenomeConfig, synthetic_fasta_bytes
+from goatdna.io.fasta import TRANSLATE_TABLE
 
 H200_TOKENS_PER_S = 400_000
 READ_BLOCK = 1 << 24
