@@ -40,7 +40,7 @@ import pyfaidx
 
 from goatdna.data_prep import PrepareOptions, prepare_genome
 from goatdna.data_prep import prepare as prepare_module
-from goatdna.data_prep.fasta import LINE_BREAKS, TRANSLATE_TABLE
+from goatdna.io.fasta import LINE_BREAKS, TRANSLATE_TABLE
 from goatdna.io.tokens import BYTE_LUT
 
 HG38_BASES = 3.1e9

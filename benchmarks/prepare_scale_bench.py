@@ -33,8 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from goatdna.data_prep.fasta import TRANSLATE_TABLE
 from goatdna.data_prep.synthetic import SyntheticGenomeConfig, synthetic_fasta_bytes
+from goatdna.io.fasta import TRANSLATE_TABLE
 
 H200_TOKENS_PER_S = 400_000
 READ_BLOCK = 1 << 24
@@ -55,7 +55,7 @@ _PREPARE_CHILD = (
 import json, resource, sys, time
 from pathlib import Path
 from goatdna.data_prep import PrepareOptions, prepare_genome
-from goatdna.data_prep.fasta import open_fasta
+from goatdna.io.fasta import open_fasta
 fasta, out = Path(sys.argv[1]), Path(sys.argv[2])
 t0 = time.perf_counter()
 open_fasta(fasta, out / "cache", lambda m: None)

@@ -287,3 +287,21 @@ def test_the_command_is_one_library_call(checkpoint: Path, tmp_path: Path) -> No
     assert out.read_text() == written.document and '"samples"' in written.document
     with pytest.raises(GoatDNAError, match="exactly one of --prompt or --prompt-fasta"):
         run(GenerateRequest(checkpoint, sampling))
+
+
+def test_prompt_fasta_is_read_by_the_one_fasta_reader(tmp_path: Path, monkeypatch) -> None:
+    """--prompt-fasta went through pyfaidx.Fasta, which cannot read plain gzip (every other
+    command decompresses it once to a cache); the prompt comes back as written (case, IUPAC)."""
+    import gzip
+
+    from goatdna.analysis.generate import read_prompt_fasta
+
+    monkeypatch.setenv("GOATDNA_CACHE", str(tmp_path / "cache"))
+    fasta = tmp_path / "in.fa.gz"
+    fasta.write_bytes(gzip.compress(b">chrA desc\nTTTTTTTTTT\nacgtRYGTAC\nGGGG\n"))
+    assert read_prompt_fasta(fasta, "chrA:9-16") == ("TTacgtRY", "chrA:9-16")
+    assert read_prompt_fasta(fasta) == ("TTTTTTTTTTacgtRYGTACGGGG", "chrA:1-24")
+    bad = tmp_path / "bad.fa"
+    bad.write_text(">chrA\nACGX\n")
+    with pytest.raises(GoatDNAError, match="invalid character 'X' in contig 'chrA' at position 4"):
+        read_prompt_fasta(bad)

@@ -11,7 +11,7 @@ import pytest
 from Bio import bgzf
 
 from goatdna.data_prep import PrepareOptions, ShardedGenome, decode, encode, prepare_genome
-from goatdna.data_prep.fasta import detect_compression
+from goatdna.io.text import detect_compression
 
 WHOLE = PrepareOptions(workers=1, progress=False, val_fraction=0.0, test_fraction=0.0)
 

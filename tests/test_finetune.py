@@ -188,7 +188,7 @@ def test_predict_keeps_row_order_and_carries_columns(
     assert [r[:3] for r in got] == given
     # each row's probabilities are that sequence's own, computed alone
     loaded = load_task_model(ckpt)
-    from goatdna.data_prep.tables import encode_sequences, read_table
+    from goatdna.io.tables import encode_sequences, read_table
 
     tokens = encode_sequences(read_table(src), "sequence", "--sequence-column")
     for k in (0, 13, 39):
@@ -277,8 +277,8 @@ def test_predict_refuses_an_unknown_suffix_before_any_work(tmp_path: Path, name:
 
 def test_rc_average_gives_identical_predictions_for_both_strands(probe_run: Path) -> None:
     from goatdna.checkpoint import load_task_model
-    from goatdna.data_prep.tables import SequenceTable, encode_sequences
     from goatdna.inference.predict import predict_tokens
+    from goatdna.io.tables import SequenceTable, encode_sequences
 
     loaded = load_task_model(probe_run / "checkpoints" / "best.ckpt")
     rng = np.random.default_rng(3)

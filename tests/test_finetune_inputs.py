@@ -98,7 +98,7 @@ def test_bed_intervals_over_a_fasta_train_and_predict(
 ) -> None:
     """`--fasta REF` with BED files: the label comes from a BED column, '-' rows are reverse
     complemented, and predict carries the BED columns through."""
-    from goatdna.data_prep.tables import read_table
+    from goatdna.io.tables import read_table
     from goatdna.io.tokens import reverse_complement_text
 
     fasta = synthetic_shards / "synthetic.fa"

@@ -235,8 +235,8 @@ def test_the_chosen_rows_metrics_recompute_from_predictions(
 ) -> None:
     """The checkpoint's predictions (through the chosen layer) give the table row's metrics."""
     from goatdna.checkpoint import load_task_model
-    from goatdna.data_prep.tables import encode_sequences, read_table
     from goatdna.inference.predict import predict_tokens
+    from goatdna.io.tables import encode_sequences, read_table
     from goatdna.training.heads import evaluate_predictions
 
     best = chosen_row(sweep_run)
@@ -270,7 +270,7 @@ def test_another_row_recomputes_as_a_run_of_that_pair_alone(
 def test_embed_of_a_probe_checkpoint_reads_the_chosen_layer(
     sweep_run: Path, small_task: Path, tiny_runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    from goatdna.data_prep.tables import read_table
+    from goatdna.io.tables import read_table
 
     best = chosen_row(sweep_run)
     backbone = tiny_runs["goat"] / "checkpoints" / "best.ckpt"

@@ -1,9 +1,14 @@
-"""One definition each (issue 42): the token table, the reverse complement and the region parser
-live in `goatdna.io`; a second copy anywhere else in goatdna fails here.
+"""One definition each (issue 42): the token table, the reverse complement, the region parser,
+the FASTA reader and the table reader live in `goatdna.io`; a second copy anywhere else in goatdna
+fails here.
 
 Issue 42 found two token tables (one raising on non-DNA, one mapping it silently to N), three
 reverse complements and two ``parse_region`` with different conventions. They drifted because
-nothing stopped a module from writing its own; this scan does.
+nothing stopped a module from writing its own; this scan does. The same issue found four ways
+into a FASTA (pyfaidx.Faidx in data_prep, pyfaidx.Fasta in generate, Biopython for sequence
+tables, a hand-written ``startswith(b">")`` loop in make-variant-task) and three CSV/Parquet
+readers (the sequence tables, score-variants' tables, eval-variants' own); `READERS` below fails
+on a fifth or a fourth.
 
 The package scanned is the imported ``goatdna`` (``goatdna.__file__``), so running this file with
 another checkout first on ``PYTHONPATH`` checks that tree.
@@ -182,3 +187,100 @@ def test_region_forms_each_command_accepted_are_kept() -> None:
     assert parse_region("c,hr2:1-3", whole_contig=True) == Region("chr2", 0, 3)
     with pytest.raises(GoatDNAError, match="integer start and end"):
         parse_region("20:5", whole_contig=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# file readers: FASTA only in io/fasta.py, CSV/TSV/Parquet only in io/tables.py
+
+READER_HOMES = {"fasta": "io/fasta.py", "table": "io/tables.py"}
+
+READER_ALLOWED = {
+    # a run's own metrics.csv (written by goatdna's logger), not a user table
+    ("training/loop.py", "table", "DictReader"),
+    ("analysis/report_runs.py", "table", "read_csv"),
+}
+
+_TABLE_CALLS = {"read_csv", "read_parquet", "read_feather", "read_excel", "DictReader"}
+
+
+def _reader_uses(tree: ast.Module) -> list[tuple[str, str, int]]:
+    """(kind, what, line) for each way of opening a FASTA or a table: pyfaidx or Biopython's
+    FASTA parser imported, ``Fasta(``/``Faidx(`` called, a ``startswith(">")`` header test;
+    pandas' and csv's table readers called."""
+    found: list[tuple[str, str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "pyfaidx" or alias.name.startswith("Bio.SeqIO"):
+                    found.append(("fasta", alias.name, node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] == "pyfaidx" or node.module.startswith("Bio.SeqIO"):
+                found.append(("fasta", node.module, node.lineno))
+            if node.module.split(".")[0] in ("pandas", "pyarrow") and any(
+                a.name.startswith("read_") for a in node.names
+            ):
+                found.append(("table", node.module, node.lineno))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = getattr(getattr(func, "value", None), "id", "")
+            if name in ("Fasta", "Faidx"):
+                found.append(("fasta", name, node.lineno))
+            if (
+                name == "startswith"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in (">", b">")
+            ):
+                found.append(("fasta", "startswith('>')", node.lineno))
+            if name in _TABLE_CALLS or (name == "reader" and owner == "csv"):
+                found.append(("table", name, node.lineno))
+            if name == "read_table" and owner in ("pd", "pandas", "pq", "parquet"):
+                found.append(("table", name, node.lineno))
+    return found
+
+
+def reader_scan(package: Path) -> tuple[list[str], set[tuple[str, str, str]]]:
+    """(reads outside their io home, allowed reads seen)."""
+    offenders: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for kind, what, line in _reader_uses(tree):
+            if rel == READER_HOMES[kind]:
+                continue
+            if (rel, kind, what) in READER_ALLOWED:
+                seen.add((rel, kind, what))
+            else:
+                offenders.append(f"goatdna/{rel}:{line}: {what} ({kind} reader)")
+    return offenders, seen
+
+
+def test_fasta_and_tables_are_read_only_in_goatdna_io() -> None:
+    offenders, _ = reader_scan(PACKAGE)
+    assert not offenders, (
+        "reads a FASTA or a table outside goatdna/io/fasta.py and goatdna/io/tables.py "
+        "(use those):\n" + "\n".join(offenders)
+    )
+
+
+def test_the_allowed_readers_still_exist() -> None:
+    _, seen = reader_scan(PACKAGE)
+    assert seen == READER_ALLOWED
+
+
+def test_the_reader_scan_finds_each_kind_of_second_reader() -> None:
+    """The scan itself: each way a second reader was written before issue 42 is caught."""
+    samples = {
+        "from pyfaidx import Fasta\nf = Fasta(path)": {"pyfaidx", "Fasta"},
+        "import pyfaidx\npyfaidx.Faidx(p)": {"pyfaidx", "Faidx"},
+        "from Bio.SeqIO.FastaIO import SimpleFastaParser": {"Bio.SeqIO.FastaIO"},
+        "if line.startswith(b'>'):\n    pass": {"startswith('>')"},
+        "pd.read_csv(p, sep='\\t')": {"read_csv"},
+        "pd.read_parquet(p)": {"read_parquet"},
+        "rows = list(csv.reader(fh))": {"reader"},
+        "from pandas import read_csv": {"pandas"},
+    }
+    for source, expected in samples.items():
+        assert {what for _k, what, _l in _reader_uses(ast.parse(source))} == expected, source

@@ -576,7 +576,7 @@ def test_a_garbage_checkpoint_message_gives_no_unsafe_advice(tmp_path: Path) -> 
 
 
 def test_a_sequence_longer_than_the_csv_field_limit_is_read(tmp_path: Path) -> None:
-    from goatdna.data_prep.tables import encode_sequences, read_table
+    from goatdna.io.tables import encode_sequences, read_table
 
     long = "ACGT" * 50_000  # 200,000 bases: past the csv module's default 131,072
     table = read_table(_table(tmp_path / "t.csv", [(long, "1"), (GOOD, "0")]))

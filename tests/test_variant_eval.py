@@ -3,6 +3,7 @@ joins of scores with labels; the synthetic truth set that the demo's models sepa
 
 from __future__ import annotations
 
+import gzip
 import math
 
 import numpy as np
@@ -238,14 +239,14 @@ def test_variant_task_is_deterministic_and_true_to_its_definition(synthetic_shar
         assert res.exit_code == 0, res.output + str(res.exception)
     assert outs[0].read_bytes() == outs[1].read_bytes()
     task = pd.read_csv(outs[0], sep="\t")
-    from goatdna.data_prep.variant_task import read_fasta_text
+    from goatdna.io.fasta import read_fasta_text
 
     contigs = dict(read_fasta_text(fasta))
     assert set(task.element) == {"homopolymer", "new_cpg", "background"}
     assert (task.label == (task.element != "background")).all()
     assert task.label.sum() == 80 and (task.label == 0).sum() == 240
     for row in task.itertuples():
-        seq = contigs[row.chrom].decode()
+        seq = contigs[row.chrom]
         i = row.pos - 1
         assert i >= int(len(seq) * 0.9)  # held out of training
         assert seq[i].upper() == row.ref != row.alt
@@ -507,3 +508,25 @@ def test_positive_names_a_number_of_a_label_column_read_as_floats(tmp_path: Path
     as_numbers, as_named = json.loads(numbers.read_text()), json.loads(named.read_text())
     assert as_named["metrics"] == as_numbers["metrics"]
     assert as_named["unlabelled"] == as_numbers["unlabelled"] == 1
+
+
+def test_eval_tables_are_read_as_score_variants_reads_them(tmp_path: Path) -> None:
+    """eval-variants had its own table reader: a comma-separated --labels named .tsv said
+    "no column 'chrom' to join on", a gzipped one named .tsv a codec error, and a padded
+    header (" chrom") did not name chrom. It reads with score-variants' reader now
+    (`goatdna.io.tables.read_frame`), so each says what is wrong, and a padded header works."""
+    scores = str(_scores(tmp_path))
+    commas = tmp_path / "labels.tsv"
+    commas.write_text("chrom,pos,ref,alt,truth\n20,1,A,G,1\n")
+    _bad(["--scores", scores, "--labels", str(commas), "--label", "truth"],
+         f"--labels {commas}: the separator looks wrong")  # fmt: skip
+    zipped = tmp_path / "zipped.tsv"
+    zipped.write_bytes(gzip.compress(b"chrom\tpos\tref\talt\ttruth\n20\t1\tA\tG\t1\n"))
+    _bad(["--scores", scores, "--labels", str(zipped), "--label", "truth"],
+         f"--labels {zipped}: the file is gzip-compressed")  # fmt: skip
+    padded = tmp_path / "padded.tsv"
+    rows = "".join(f"20\t{i * 10 + 1}\tA\tG\t{i % 2}\n" for i in range(40))
+    padded.write_text(" chrom\t pos \tref\talt\ttruth\n" + rows)
+    res = _invoke("--scores", scores, "--labels", str(padded), "--label", "truth",
+                  "--bootstrap", "0")  # fmt: skip
+    assert "40 rows: 36 evaluated" in res.stdout

@@ -18,7 +18,7 @@ from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.inference import variant_run
 from goatdna.inference.calibration import CALIBRATION_COLUMNS
-from goatdna.inference.variant_io import SCORE_COLUMNS, read_table
+from goatdna.inference.variant_io import SCORE_COLUMNS, read_allele_table
 from goatdna.model import DNADecoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -101,7 +101,7 @@ def _table(path: Path, pos: list[object], extra: str = "") -> Path:
 def test_positions_must_be_whole_numbers_on_a_contig(tmp_path, bad, shown) -> None:
     """Before: inf/1e20/past int64 became -9223372036854775808; an empty cell said np.float64(nan)."""
     with pytest.raises(GoatDNAError) as err:
-        read_table(_table(tmp_path / "p.tsv", [1, bad]))
+        read_allele_table(_table(tmp_path / "p.tsv", [1, bad]))
     message = str(err.value)
     assert "row 2, column pos" in message and shown in message and "np." not in message, message
 
@@ -113,7 +113,7 @@ def test_a_boolean_pos_column_is_refused_and_past_the_end_is_its_own_status(
                           "alt": ["C"] * 2})  # fmt: skip
     frame.to_parquet(tmp_path / "b.parquet", index=False)
     with pytest.raises(GoatDNAError, match="row 1, column pos: True is not a position"):
-        read_table(tmp_path / "b.parquet")
+        read_allele_table(tmp_path / "b.parquet")
     past = tmp_path / "past.tsv"
     past.write_text(
         f"chrom\tpos\tref\talt\nchr1\t{len(CONTIG) + 5}\tA\tC\nchr1\t{len(CONTIG)}\t{CONTIG[-1]}\t{'C' if CONTIG[-1] != 'C' else 'G'}\n"
@@ -135,7 +135,7 @@ def test_table_cells_are_read_as_written(tmp_path) -> None:
     """REF 'NA' is text (not missing), padded cells are stripped, other columns keep NA."""
     path = tmp_path / "t.tsv"
     path.write_text("chrom\t pos \tref\talt\tscore\n chr1 \t 5 \tNA\t A \tNA\nchr1\t7\tC\tG\t0.5\n")
-    table = read_table(path)
+    table = read_allele_table(path)
     first = table.alleles[0]
     assert (first.chrom, first.pos, first.ref, first.alt) == ("chr1", 5, "NA", "A")
     assert np.isnan(table.carried.score[0]) and table.carried.score[1] == 0.5
@@ -145,11 +145,11 @@ def test_a_misnamed_table_says_what_it_is(tmp_path) -> None:
     commas = tmp_path / "c.tsv"
     commas.write_text("chrom,pos,ref,alt\nchr1,5,A,C\n")
     with pytest.raises(GoatDNAError, match="separator looks wrong.*rename it to .csv"):
-        read_table(commas)
+        read_allele_table(commas)
     zipped = tmp_path / "z.tsv"
     zipped.write_bytes(gzip.compress(b"chrom\tpos\tref\talt\nchr1\t5\tA\tC\n"))
     with pytest.raises(GoatDNAError, match="gzip-compressed.*rename it z.tsv.gz"):
-        read_table(zipped)
+        read_allele_table(zipped)
 
 
 def test_resume_with_another_option_names_it(inputs, tmp_path, monkeypatch) -> None:

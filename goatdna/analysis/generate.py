@@ -266,47 +266,42 @@ def generate(
 
 
 def read_prompt_fasta(path: str | Path, region: str | None = None) -> tuple[str, str]:
-    """Read a prompt from a FASTA file with pyfaidx: (sequence, region label).
+    """Read a prompt from a FASTA file with the one FASTA reader: (sequence, region label).
 
-    Without ``region`` the file must hold exactly one record, which is used whole.
+    Without ``region`` the file must hold exactly one record, which is used whole. The bases
+    come back as written (case and IUPAC codes kept): the prompt is shown in the output.
     """
-    from pyfaidx import Fasta, FastaIndexingError
+    from goatdna.io.fasta import default_cache_dir, open_fasta
 
     path = Path(path)
     if not path.is_file():
         raise GoatDNAError(f"{path}: prompt FASTA not found")
-    try:
-        fasta = Fasta(str(path), rebuild=True, as_raw=True, sequence_always_upper=False)
-    except (FastaIndexingError, ValueError, OSError) as err:
-        raise GoatDNAError(f"{path}: cannot index as FASTA ({err})") from None
-    try:
-        names = list(fasta.keys())
-        if not names:
-            raise GoatDNAError(f"{path}: no FASTA records")
-        if region is None:
-            if len(names) != 1:
-                raise GoatDNAError(
-                    f"{path}: holds {len(names)} records; choose one with --region chr:start-end"
-                )
-            name, first, last = names[0], None, None
+    source = open_fasta(path, default_cache_dir(), lambda _text: None)
+    names = [info.name for info in source.contigs]
+    if region is None:
+        if len(names) != 1:
+            raise GoatDNAError(
+                f"{path}: holds {len(names)} records; choose one with --region chr:start-end"
+            )
+        name, first, last = names[0], None, None
+    else:
+        where = parse_region(region, whole_contig=True)
+        if isinstance(where, str):
+            name, first, last = where, None, None
         else:
-            where = parse_region(region, whole_contig=True)
-            if isinstance(where, str):
-                name, first, last = where, None, None
-            else:
-                name, first, last = where.contig, where.start + 1, where.end
-        if name not in fasta:
-            raise GoatDNAError(
-                f"{path}: no record named {name!r} (records: {', '.join(names[:5])})"
-            )
-        length = len(fasta[name])
-        if first is None or last is None:
-            first, last = 1, length
-        if last > length:
-            raise GoatDNAError(
-                f"--region {region!r}: end {last} is past the end of {name} ({length} bases)"
-            )
-        seq = str(fasta[name][first - 1 : last])
+            name, first, last = where.contig, where.start + 1, where.end
+    if name not in names:
+        raise GoatDNAError(f"{path}: no record named {name!r} (records: {', '.join(names[:5])})")
+    info = source.contig(name)
+    if first is None or last is None:
+        first, last = 1, info.length
+    if last > info.length:
+        raise GoatDNAError(
+            f"--region {region!r}: end {last} is past the end of {name} ({info.length} bases)"
+        )
+    reader = source.open_reader()
+    try:
+        seq = reader.read_text(info, first - 1, last)
     finally:
-        fasta.close()
+        reader.close()
     return seq, f"{name}:{first}-{last}"

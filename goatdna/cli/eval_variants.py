@@ -9,44 +9,10 @@ import typer
 
 from goatdna.analysis.variant_eval import EvalOptions
 from goatdna.cli.common import ProgressLine, SeedOpt, default_of, option
-from goatdna.inference.variant_io import TABLE_SUFFIXES  # the same table names score-variants reads
 
 
 def _csv(values: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in values.split(",") if v.strip()) if values else ()
-
-
-def _read_table(path: Path, option_name: str):
-    """A .tsv/.csv/.parquet table (chrom kept as text), or one error line naming the file."""
-    import pandas as pd
-
-    from goatdna.errors import GoatDNAError
-
-    if not path.is_file():
-        raise GoatDNAError(f"{option_name} {path}: file not found")
-    name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
-            return pd.read_parquet(path)
-        sep = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
-        return pd.read_csv(path, sep=sep, dtype={"chrom": str, "ref": str, "alt": str})
-    except (ValueError, OSError, UnicodeDecodeError) as err:
-        first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
-        raise GoatDNAError(f"{option_name} {path}: not a readable table ({first})") from None
-
-
-def _read_scores(path: Path):
-    """score-variants output: .tsv/.parquet, or a .vcf.gz whose INFO/GOATDNA_LLR is ``llr``."""
-    import numpy as np
-
-    from goatdna.inference.variant_io import INFO_ID, read_info_labels
-
-    if path.name.lower().endswith(TABLE_SUFFIXES):
-        return _read_table(path, "--scores")
-    frame = read_info_labels(path, INFO_ID, option="--scores").rename(columns={INFO_ID: "llr"})
-    frame["llr"] = frame["llr"].astype(float)
-    frame["status"] = np.where(frame["llr"].notna(), "ok", "not_scored")
-    return frame
 
 
 def eval_variants(
@@ -140,108 +106,23 @@ def eval_variants(
 ) -> None:
     """AUROC/AUPRC (binary labels) or Spearman/Pearson (continuous) of variant scores, with
     bootstrap intervals, per subset and within match groups."""
-    from contextlib import ExitStack
+    from goatdna.analysis.variant_eval import join_labels
+    from goatdna.analysis.variant_eval_run import check_eval_outputs, run_eval
+    from goatdna.inference.variant_io import read_labels, read_scores
 
-    from goatdna.atomic import check_output_file
-    from goatdna.errors import GoatDNAError
-    from goatdna.formats import output_format
-    from goatdna.workdir import output_lock
-
-    if out is not None:  # the one suffix rule, and a file we can write, before any work
-        output_format(out, (".tsv", ".json"))
-        check_output_file(out, "--out")
-    if plots is not None:  # a folder we can write into, before any work
-        if plots.exists() and not plots.is_dir():
-            raise GoatDNAError(f"--plots {plots} is a file; give a folder for the plots")
-        check_output_file(plots / "roc.png", "--plots")
+    check_eval_outputs(out, plots)  # before any work
     options = EvalOptions(
         label=label, score=score, kind=kind, positive=_csv(positive), negative=_csv(negative),
         subsets=tuple(subset or ()), match_group=match_group, resamples=bootstrap, seed=seed,
         level=level,
     )  # fmt: skip
-    with ExitStack() as locks:  # one writer per output, held from before the first read
-        if out is not None:
-            locks.enter_context(output_lock(out, True))
-        if plots is not None:
-            locks.enter_context(output_lock(plots, True, "--plots"))
-        _evaluate_and_write(scores, labels, label, options, out, plots, force)
 
-
-def _evaluate_and_write(
-    scores: Path,
-    labels: Path | None,
-    label: str,
-    options: EvalOptions,
-    out: Path | None,
-    plots: Path | None,
-    force: bool,
-) -> None:
-    from goatdna.analysis.variant_eval import evaluate_variants, join_labels, plot_paths
-    from goatdna.workdir import claim_output
-
-    inputs = [scores, labels]
-    match_group = options.match_group
-    if out is not None:
-        claim_output([out], force, inputs=inputs)
-    frame = _read_scores(scores)
-    if labels is not None:
-        from goatdna.inference.variant_io import read_info_labels
-
-        source = f"--labels {labels}"
-        if labels.name.lower().endswith(TABLE_SUFFIXES):
-            table = _read_table(labels, "--labels")
-        else:
-            table = read_info_labels(labels, label)
+    def read():
+        frame = read_scores(scores)
+        if labels is None:
+            return frame
         extra = [*options.subsets, *([match_group] if match_group else [])]
-        frame = join_labels(frame, table, label, source, extra)
-    evaluation = evaluate_variants(frame, options, ProgressLine("bootstrap", "resamples"))
-    for note in evaluation.notes:
-        typer.echo(f"note: {note}", err=True)
-    if plots is not None:
-        claim_output(plot_paths(evaluation.kind, plots), force, option="--plots", inputs=inputs)
-    _print(evaluation)
-    if out is not None:
-        from goatdna.analysis.variant_eval import write_metrics
+        return join_labels(frame, read_labels(labels, label), label, f"--labels {labels}", extra)
 
-        write_metrics(evaluation, out)
-        typer.echo(f"wrote {out}")
-    if plots is not None:
-        from goatdna.analysis.variant_plots import plot_evaluation
-
-        for path in plot_evaluation(evaluation, plots):
-            typer.echo(f"wrote {path}")
-
-
-def _print(evaluation) -> None:
-    import math
-
-    from rich.table import Table
-
-    from goatdna.console import output_console
-
-    console = output_console()
-    unscored = ", ".join(f"{k} {v:,}" for k, v in evaluation.unscored.items()) or "none"
-    console.print(
-        f"{evaluation.rows:,} rows: {evaluation.evaluated:,} evaluated, "
-        f"{sum(evaluation.unscored.values()):,} unscored ({unscored}), "
-        f"{evaluation.unlabelled:,} unlabelled"
-    )
-    intervals = (
-        f"{evaluation.level:.0%} bootstrap intervals, {evaluation.resamples} resamples"
-        if evaluation.resamples
-        else "no intervals"
-    )
-    table = Table(
-        title=f"score {evaluation.score} against the {evaluation.kind} label "
-        f"{evaluation.label!r} ({intervals})"
-    )
-    for name in ("subset", "metric", "value", "interval", "n", "positives"):
-        table.add_column(name, justify="left" if name in ("subset", "metric") else "right",
-                         no_wrap=name == "metric")  # fmt: skip
-    for row in evaluation.metrics:
-        subset = "all" if row.subset_column == "all" else f"{row.subset_column}={row.subset}"
-        interval = "" if math.isnan(row.low) else f"[{row.low:.3f}, {row.high:.3f}]"
-        value = "n/a" if math.isnan(row.value) else f"{row.value:.3f}"
-        positives = "" if row.n_positive is None else f"{row.n_positive:,}"
-        table.add_row(subset, row.metric, value, interval, f"{row.n:,}", positives)
-    console.print(table)
+    run_eval(read, options, out, plots, force, [scores, labels],
+             ProgressLine("bootstrap", "resamples"), lambda text, err: typer.echo(text, err=err))  # fmt: skip

@@ -43,7 +43,6 @@ from goatdna.atomic import (
     disk_full_error,
     is_disk_full,
 )
-from goatdna.data_prep.fasta import FastaSource, open_fasta
 from goatdna.data_prep.options import PrepareOptions
 from goatdna.data_prep.progress import Reporter
 from goatdna.data_prep.record_digest import PIPELINE_STEP, RecordDigest
@@ -73,6 +72,7 @@ from goatdna.data_prep.synthetic import (
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point, crash_point_add
 from goatdna.formats import json_text
+from goatdna.io.fasta import FastaSource, open_fasta
 from goatdna.locking import folder_lock
 from goatdna.runtime import die_with_parent
 from goatdna.workdir import SETUP_SUFFIX, WorkDir, input_stamp

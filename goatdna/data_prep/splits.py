@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from goatdna.data_prep.fasta import ContigInfo
 from goatdna.data_prep.options import (
     DEFAULT_EXCLUDE_CONTIGS,
     DEFAULT_TEST_CONTIGS,
@@ -19,6 +18,7 @@ from goatdna.data_prep.options import (
     PrepareOptions,
 )
 from goatdna.errors import GoatDNAError
+from goatdna.io.fasta import ContigInfo
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 BED_SPLIT_NAMES = {

@@ -24,13 +24,13 @@ models never trained on them. The same FASTA and seed give the same table on eve
 
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, encode_bytes
+from goatdna.io.fasta import fasta_titles, read_fasta_text
+from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, encode
 
 MIN_RUN = 16
 MAX_UNIT = 6
@@ -49,41 +49,18 @@ class VariantTaskOptions:
     seed: int = 0
 
 
-def read_fasta_text(path: Path) -> list[tuple[str, bytes]]:
-    """(name, sequence bytes with case kept) of each record of a plain or gzipped FASTA."""
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
-    records: list[tuple[str, bytes]] = []
-    name: str | None = None
-    parts: list[bytes] = []
-    with opener(path, "rb") as handle:
-        for line in handle:
-            line = line.rstrip(b"\r\n")
-            if line.startswith(b">"):
-                if name is not None:
-                    records.append((name, b"".join(parts)))
-                name, parts = line[1:].split()[0].decode(), []
-            elif name is not None:
-                parts.append(line)
-    if name is not None:
-        records.append((name, b"".join(parts)))
-    return records
-
-
-SYNTHETIC_HEADER = b" synthetic seed="
+SYNTHETIC_HEADER = " synthetic seed="
 """What `goatdna.data_prep.synthetic` writes in every record header (``>syn1 synthetic seed=0 ...``)."""
 
 
 def has_planted_truth(path: Path) -> bool:
     """Whether every record of the FASTA was written by the synthetic generator: only there do
     soft-masked runs mark planted structure, so only there are the labels a known truth."""
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
     headers = 0
-    with opener(path, "rb") as handle:
-        for line in handle:
-            if line.startswith(b">"):
-                headers += 1
-                if SYNTHETIC_HEADER not in line:
-                    return False
+    for title in fasta_titles(path):
+        headers += 1
+        if SYNTHETIC_HEADER not in title:
+            return False
     return headers > 0
 
 
@@ -165,8 +142,8 @@ class _Contig:
 
 def _contigs(fasta: Path, options: VariantTaskOptions, rng: np.random.Generator) -> list[_Contig]:
     contigs = []
-    for index, (name, raw) in enumerate(read_fasta_text(fasta)):
-        stored = encode_bytes(raw)
+    for index, (name, text) in enumerate(read_fasta_text(fasta)):
+        stored = encode(text)
         tokens, masked = stored & TOKEN_MASK, (stored & REPEAT_FLAG) != 0
         first = int(tokens.size * (1 - options.held_out))
         unit = periodic_positions(tokens, masked, max_unit=1)

@@ -51,7 +51,6 @@ from goatdna.inference.attribute import (
     one_hot,
     work_positions,
 )
-from goatdna.inference.embed import SequenceRecord
 from goatdna.inference.loop import (
     Arrays,
     FinishedUnits,
@@ -61,6 +60,7 @@ from goatdna.inference.loop import (
     rank_zero_progress,
     run_units,
 )
+from goatdna.io.records import SequenceRecord
 from goatdna.io.tokens import NUM_BASES, decode
 from goatdna.runtime import is_first_process, single_process_fabric
 from goatdna.workdir import JSONValue, WorkDir, claim_output, input_stamp, work_dir_for
@@ -132,16 +132,10 @@ def check_outputs(outs: Sequence[Path], bed_input: bool) -> list[str]:
 
 
 def read_records(request: AttributeRequest) -> list[SequenceRecord]:
-    """The records `embed` would read from the same options."""
-    from goatdna.inference.embed_io import read_bed_regions, read_sequence_file
+    """The records `embed` would read from the same options (`goatdna.io.records`)."""
+    from goatdna.io.records import read_records as read_inputs
 
-    if request.sequences is not None and (request.fasta is not None or request.bed is not None):
-        raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
-    if request.sequences is not None:
-        return read_sequence_file(request.sequences)
-    if request.fasta is None or request.bed is None:
-        raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
-    return read_bed_regions(request.fasta, request.bed)
+    return read_inputs(request.sequences, request.fasta, request.bed)
 
 
 def load_target(checkpoint: Path, target: str | None) -> tuple[Target, nn.Module, int | None]:

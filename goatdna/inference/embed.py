@@ -19,12 +19,13 @@ final norm's output, the vector the head reads.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from goatdna.errors import GoatDNAError
+from goatdna.io.records import SequenceRecord
 from goatdna.io.tokens import TOKEN_MASK, encode, reverse_complement
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
@@ -37,15 +38,6 @@ Strands = Literal["forward", "both"]
 POOLS = ("mean", "last", "none")
 STRANDS = ("forward", "both")
 GOAT_LENGTH_FACTOR = 4  # GOAT extrapolates: default M = 4x the training length
-
-
-@dataclass
-class SequenceRecord:
-    """One input sequence: its name, its plain tokens (0..4) and columns carried to the output."""
-
-    name: str
-    tokens: np.ndarray
-    columns: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
-"""What `goatdna embed` reads (BED regions of a FASTA, or a FASTA/CSV/TSV/Parquet of sequences)
-and writes (.npz, .parquet, .zarr).
+"""What `goatdna embed` writes (.npz, .parquet, .zarr).
 
-The inputs are read by `goatdna.data_prep.tables`, the one table reader (`predict` and
-`finetune` read theirs there too). Every record is validated before any model runs, and errors
-name the file and the record, so a bad input fails at once with nothing written. Outputs are
+Its inputs are read by `goatdna.io.records.read_records` (BED regions of a FASTA, or a
+FASTA/CSV/TSV/Parquet of sequences), every record validated before any model runs. Outputs are
 written under a temporary name in the target's folder and renamed when complete.
 """
 
@@ -16,65 +14,11 @@ from typing import Any
 import numpy as np
 
 from goatdna.atomic import atomic_dir, atomic_path
-from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_bed_table, read_table
 from goatdna.errors import GoatDNAError
 from goatdna.formats import output_format
-
-from .embed import SequenceRecord
+from goatdna.io.records import SequenceRecord
 
 OUTPUT_SUFFIXES = (".npz", ".parquet", ".zarr")
-
-
-# ---------------------------------------------------------------------------- inputs
-def read_sequence_file(path: str | Path) -> list[SequenceRecord]:
-    """FASTA records, or table rows (CSV/TSV/Parquet) with a ``sequence`` column (the other
-    columns are carried; a ``name`` column names the rows)."""
-    table = read_table(path)
-    if "sequence" not in table.columns:
-        raise GoatDNAError(
-            f"{path}: no 'sequence' column (columns: {', '.join(table.columns) or 'none'})"
-        )
-    if len(table) == 0:
-        raise GoatDNAError(f"{path}: no rows")
-    names = table.columns.get("name") or [str(i + 1) for i in range(len(table))]
-    if table.row_labels is None and "name" in table.columns:
-        table.row_labels = [f"row {i + 1} (name {name!r})" for i, name in enumerate(names)]
-    return _records(table, names, [c for c in table.columns if c != "sequence"])
-
-
-def read_bed_regions(fasta: str | Path, bed: str | Path) -> list[SequenceRecord]:
-    """BED regions (0-based, end-exclusive) cut from an indexed FASTA, in file order.
-
-    The name is column 4 when present, else ``chrom:start+1-end``; a ``-`` in column 6 reads the
-    region's reverse complement. chrom/start/end (and strand) are carried to the output.
-    """
-    table = read_bed_table(bed, fasta)
-    columns = table.columns
-    n = len(table)
-    starts = [int(x) for x in columns["start"]]
-    ends = [int(x) for x in columns["end"]]
-    given = columns.get("name", [""] * n)
-    names = [
-        name if name not in ("", ".") else f"{chrom}:{start + 1}-{end}"
-        for name, chrom, start, end in zip(given, columns["chrom"], starts, ends, strict=True)
-    ]
-    records = _records(table, names, [])
-    strands = columns.get("strand", [""] * n)
-    for record, chrom, start, end, strand in zip(
-        records, columns["chrom"], starts, ends, strands, strict=True
-    ):
-        record.columns = {"chrom": chrom, "start": start, "end": end}
-        if strand in ("+", "-"):
-            record.columns["strand"] = strand
-    return records
-
-
-def _records(table: SequenceTable, names: list[str], carried: list[str]) -> list[SequenceRecord]:
-    tokens = encode_sequences(table, "sequence", "--sequences")
-    return [
-        SequenceRecord(name, row_tokens, {c: table.columns[c][i] for c in carried})
-        for i, (name, row_tokens) in enumerate(zip(names, tokens, strict=True))
-    ]
 
 
 # ---------------------------------------------------------------------------- outputs

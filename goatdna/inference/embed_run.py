@@ -144,24 +144,15 @@ def embed(request: EmbedRequest, runtime: Callable[[], Runtime]) -> EmbedResult 
     claimed. A probe checkpoint's head gives the layer and pooling it reads when not asked."""
     from goatdna.atomic import check_output_dir, check_output_file
     from goatdna.checkpoint import load_checkpoint, task_head
-    from goatdna.errors import GoatDNAError
+    from goatdna.io.records import check_record_sources, read_records
     from goatdna.workdir import claim_output, claim_output_folder, stops_with_resume_hint
 
     from .embed import default_max_length
-    from .embed_io import (
-        check_output,
-        read_bed_regions,
-        read_sequence_file,
-        write_embeddings,
-        zarr_entry,
-    )
+    from .embed_io import check_output, write_embeddings, zarr_entry
     from .loop import rank_zero_lock
 
     out, sequences, fasta, bed = request.out, request.sequences, request.fasta, request.bed
-    if sequences is not None and (fasta is not None or bed is not None):
-        raise GoatDNAError("give either --sequences, or --fasta with --bed, not both")
-    if sequences is None and (fasta is None or bed is None):
-        raise GoatDNAError("give --sequences FILE, or --fasta REF together with --bed REGIONS.bed")
+    check_record_sources(sequences, fasta, bed)
     # a probe's pooling is mean or last, which every output format takes: checked as mean here
     suffix = check_output(out, request.pool or EmbedOptions.pool)  # before any work
     (check_output_dir if suffix == ".zarr" else check_output_file)(out, "--out")
@@ -171,7 +162,7 @@ def embed(request: EmbedRequest, runtime: Callable[[], Runtime]) -> EmbedResult 
     else:
         claim_output([out], request.force, inputs=read)
     devices = runtime()
-    records = read_sequence_file(sequences) if sequences else read_bed_regions(fasta, bed)  # type: ignore[arg-type]
+    records = read_records(sequences, fasta, bed)
     loaded = load_checkpoint(request.checkpoint, device="cpu")
     layer, pool = request.layer, request.pool
     head = task_head(loaded.run_config)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.atomic import atomic_path, atomic_write_bytes
-from goatdna.data_prep.tables import SequenceTable, encode_sequences, read_table, typed_cells
 from goatdna.errors import GoatDNAError
 from goatdna.formats import TABLE_SUFFIXES, OutputFormat, output_format
 from goatdna.inference.embed_run import UNIT_GROUPS
@@ -34,6 +33,7 @@ from goatdna.inference.loop import (
     rank_zero_progress,
     run_units,
 )
+from goatdna.io.tables import SequenceTable, encode_sequences, read_table, typed_cells
 from goatdna.runtime import (
     gather_blocks,
     is_first_process,

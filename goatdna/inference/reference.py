@@ -1,6 +1,6 @@
 """The reference genome for inference: contig sizes, token reads of any range, naming hints.
 
-Built on `goatdna.data_prep.fasta` (plain, gzip or bgzip FASTA, indexed with pyfaidx, validated
+Built on `goatdna.io.fasta` (plain, gzip or bgzip FASTA, indexed with pyfaidx, validated
 per base), so inference reads a FASTA exactly as `goatdna prepare` does. A plain-gzip FASTA cannot
 be read at random offsets; it is decompressed once into a cache folder (``$GOATDNA_CACHE``, else
 ``$XDG_CACHE_HOME/goatdna``, else ``~/.cache/goatdna``, or the folder the caller names) and reused
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from goatdna.data_prep.fasta import (
+from goatdna.errors import GoatDNAError
+from goatdna.io.fasta import (
     ContigInfo,
     ContigReader,
     FastaSource,
     default_cache_dir,
     open_fasta,
 )
-from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import TOKEN_MASK
 
 

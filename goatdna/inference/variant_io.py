@@ -22,6 +22,7 @@ import numpy as np
 from goatdna.atomic import atomic_path
 from goatdna.errors import GoatDNAError
 from goatdna.inference.variants import Allele
+from goatdna.io.tables import read_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,15 +84,12 @@ class VcfAlleles:
 def _plain_gzip(path: Path) -> bool:
     """True for a gzip file that is not BGZF (bgzip's blocked gzip, which htslib needs to read
     a .vcf.gz): BGZF is gzip whose header carries the extra subfield ``BC``."""
+    from goatdna.io.text import detect_compression
+
     try:
-        with path.open("rb") as handle:
-            head = handle.read(18)
+        return detect_compression(path) == "gzip"
     except OSError:
         return False
-    if head[:2] != b"\x1f\x8b":
-        return False
-    has_extra = len(head) > 3 and head[3] & 0x04
-    return not (has_extra and head[12:14] == b"BC")
 
 
 def open_vcf(path: Path, option: str = "--variants"):
@@ -320,70 +318,12 @@ def read_variants(path: Path, reserved: Sequence[str] = SCORE_COLUMNS) -> VcfAll
 
     ``reserved``: the columns this run adds after a table's own (`SCORE_COLUMNS`, and the
     calibration columns with --calibrate); a table that holds one of them is refused."""
-    return read_table(path, reserved) if is_table(path) else read_alleles(path)
+    return read_allele_table(path, reserved) if is_table(path) else read_alleles(path)
 
 
 TEXT_KEYS = ("chrom", "ref", "alt")
 MAX_POSITION = 2**53
 """Above every contig (and the largest integer a float holds exactly): a larger pos is an error."""
-
-
-def _check_encoding(path: Path, name: str) -> None:
-    """A gzip file named .tsv/.csv would give a codec error: say it is gzip (and the reverse)."""
-    with path.open("rb") as handle:
-        gzipped = handle.read(2) == b"\x1f\x8b"
-    if gzipped and not name.endswith(".gz"):
-        raise GoatDNAError(
-            f"--variants {path}: the file is gzip-compressed but its name does not end in .gz; "
-            f"rename it {path.name}.gz (or decompress it)"
-        )
-    if name.endswith(".gz") and not gzipped:
-        raise GoatDNAError(
-            f"--variants {path}: named .gz but not gzip-compressed; drop the .gz from its name"
-        )
-
-
-def _check_separator(path: Path, columns, sep: str) -> None:
-    """One header column holding the other separator: the suffix names the wrong format."""
-    if len(columns) != 1 or any(c in columns for c in KEY_COLUMNS):
-        return
-    other, named, real = (",", "tab", "comma") if sep == "\t" else ("\t", "comma", "tab")
-    if other in str(columns[0]):
-        suffix = ".csv" if other == "," else ".tsv"
-        raise GoatDNAError(
-            f"--variants {path}: the separator looks wrong: the name says {named}-separated but "
-            f"the header is {real}-separated; rename it to {suffix} (or convert it)"
-        )
-
-
-def _table_frame(path: Path):
-    """The table as pandas reads it, or one user error naming the file.
-
-    chrom, ref and alt are read as text with no NA strings (``REF`` ``NA`` is two bases, not a
-    missing value); every other column gets pandas' usual NA strings, so carried columns keep
-    their types."""
-    import pandas as pd
-    from pandas._libs.parsers import STR_NA_VALUES  # type: ignore[import-untyped]  # its NA strings
-
-    if not path.is_file():
-        raise GoatDNAError(f"--variants {path}: file not found")
-    name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
-            return pd.read_parquet(path)
-        _check_encoding(path, name)
-        sep = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
-        columns = list(pd.read_csv(path, sep=sep, nrows=0).columns)
-        _check_separator(path, columns, sep)
-        keys = [c for c in columns if str(c).strip() in TEXT_KEYS]
-        na_values = {c: sorted(STR_NA_VALUES) for c in columns if c not in keys}
-        frame = pd.read_csv(path, sep=sep, dtype={c: str for c in keys}, keep_default_na=False,
-                            na_values=na_values)  # fmt: skip
-    except (ValueError, OSError, UnicodeDecodeError) as err:
-        first = str(err).splitlines()[0] if str(err) else err.__class__.__name__
-        raise GoatDNAError(f"--variants {path}: not a readable table ({first})") from None
-    # header cells padded with spaces (" chrom") name the same columns
-    return frame.rename(columns=lambda c: c.strip() if isinstance(c, str) else c)
 
 
 def _bad_cell(path: Path, frame, column: str, bad, what: str) -> GoatDNAError:
@@ -463,9 +403,10 @@ def _key_columns(
     return texts["chrom"], _positions(path, frame), texts["ref"], texts["alt"]
 
 
-def read_table(path: Path, reserved: Sequence[str] = SCORE_COLUMNS) -> TableAlleles:
-    """One `Allele` per row of a chrom/pos/ref/alt table (1-based pos, as GPN and TraitGym use)."""
-    frame = _table_frame(path)
+def read_allele_table(path: Path, reserved: Sequence[str] = SCORE_COLUMNS) -> TableAlleles:
+    """One `Allele` per row of a chrom/pos/ref/alt table (1-based pos, as GPN and TraitGym use),
+    read by the one table reader (`goatdna.io.tables.read_frame`)."""
+    frame = read_frame(path, "--variants", TEXT_KEYS)
     chrom, pos, ref, alt = _key_columns(path, frame, reserved)
     alleles = [
         Allele(row, c, int(p), ".", r, a)
@@ -518,3 +459,23 @@ def read_info_labels(path: Path, field: str, option: str = "--labels"):
                     cell = _info_text(value)
                 rows.append((record.chrom, record.pos, record.ref or "", alt, cell))
     return pd.DataFrame(rows, columns=[*KEY_COLUMNS, field])
+
+
+def read_scores(path: Path):
+    """eval-variants' ``--scores``: a score-variants table (.tsv/.csv[.gz]/.parquet, or any table
+    with chrom, pos, ref, alt and the score column), or a .vcf.gz whose INFO/GOATDNA_LLR becomes
+    ``llr`` (``status`` ``ok`` where it is set, ``not_scored`` where it is missing)."""
+    if is_table(path):
+        return read_frame(path, "--scores", TEXT_KEYS)
+    frame = read_info_labels(path, INFO_ID, option="--scores").rename(columns={INFO_ID: "llr"})
+    frame["llr"] = frame["llr"].astype(float)
+    frame["status"] = np.where(frame["llr"].notna(), "ok", "not_scored")
+    return frame
+
+
+def read_labels(path: Path, label: str):
+    """eval-variants' ``--labels``: a table read like the scores, or a VCF whose INFO/``label``
+    gives each ALT allele its label (`read_info_labels`)."""
+    if is_table(path):
+        return read_frame(path, "--labels", TEXT_KEYS)
+    return read_info_labels(path, label)

@@ -62,6 +62,20 @@ Unknown = Literal["raise", "N"]
 store it as N (VCF alleles, which are checked to be A/C/G/T before they are encoded)."""
 
 
+class InvalidNucleotide(GoatDNAError):
+    """A byte that is not a nucleotide: ``char`` at 1-based ``position`` of the encoded text.
+
+    Callers that know where the text came from (a table's row and column) catch it and say so;
+    the table and the check stay here."""
+
+    def __init__(self, char: str, position: int) -> None:
+        super().__init__(
+            f"invalid nucleotide {char!r} at position {position} (1-based): "
+            "only A C G T N, IUPAC ambiguity codes and their lowercase forms are allowed"
+        )
+        self.char, self.position = char, position
+
+
 def encode_bytes(raw: bytes | np.ndarray, unknown: Unknown = "raise") -> np.ndarray:
     """Map ASCII sequence bytes to token bytes; a non-nucleotide raises, or is N if ``unknown="N"``."""
     ascii_bytes = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, bytes) else raw
@@ -71,11 +85,7 @@ def encode_bytes(raw: bytes | np.ndarray, unknown: Unknown = "raise") -> np.ndar
     bad = np.flatnonzero(tokens == INVALID)
     if bad.size:
         pos = int(bad[0])
-        char = chr(int(ascii_bytes[pos]))
-        raise GoatDNAError(
-            f"invalid nucleotide {char!r} at position {pos + 1} (1-based): "
-            "only A C G T N, IUPAC ambiguity codes and their lowercase forms are allowed"
-        )
+        raise InvalidNucleotide(chr(int(ascii_bytes[pos])), pos + 1)
     return tokens
 
 

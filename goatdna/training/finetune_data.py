@@ -18,16 +18,9 @@ import numpy as np
 import torch
 
 from goatdna.adapters import file_sha256
-from goatdna.data_prep.tables import (
-    SequenceTable,
-    check_labels_present,
-    class_names,
-    encode_labels,
-    encode_sequences,
-    infer_task,
-    read_table,
-)
+from goatdna.data_prep.tables import check_labels_present, class_names, encode_labels, infer_task
 from goatdna.errors import GoatDNAError
+from goatdna.io.tables import SequenceTable, encode_sequences, read_table
 from goatdna.io.tokens import reverse_complement
 from goatdna.model.classifier import pad_sequences
 from goatdna.runtime import is_first_process, rank_block

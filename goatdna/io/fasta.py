@@ -1,4 +1,13 @@
-"""Reading reference FASTA files: plain, gzip or bgzip, indexed with pyfaidx, validated per base.
+"""Reading FASTA files: the one home of FASTA in goatdna (issue 42).
+
+Two ways in, one convention (a record's name is the first word of its ``>`` line; plain, gzip or
+bgzip told apart by the magic bytes, not the name):
+
+- `open_fasta` / `ContigReader`: a reference opened for random access (`prepare`, the inference
+  `Reference`, BED regions, `generate`'s ``--prompt-fasta``), indexed with pyfaidx, validated per
+  base;
+- `read_fasta_text` / `fasta_titles`: the records of a small FASTA read whole, in order (sequence
+  files of `embed`/`predict`/`finetune`, `make-variant-task`'s synthetic genome).
 
 Why not pyfaidx's ``fetch`` for the bases themselves: it decodes every chunk to a Python string and
 strips newlines twice, which caps throughput near the speed of a numpy lookup. We use pyfaidx for
@@ -15,21 +24,23 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import io
 import json
 import os
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from goatdna.atomic import atomic_path, atomic_write_text
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
+from goatdna.io.text import detect_compression
 from goatdna.io.tokens import BYTE_LUT, INVALID
 from goatdna.workdir import input_stamp
 
-GZIP_MAGIC = b"\x1f\x8b"
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 TRANSLATE_TABLE = BYTE_LUT.tobytes()
 LINE_BREAKS = b"\r\n"
@@ -78,18 +89,6 @@ class FastaSource:
 
 def _print(message: str) -> None:
     print(message)
-
-
-def detect_compression(path: Path) -> str:
-    """'none', 'gzip' or 'bgzip', from the magic bytes (file names lie)."""
-    with open(path, "rb") as handle:
-        head = handle.read(18)
-    if not head.startswith(GZIP_MAGIC):
-        return "none"
-    # BGZF: gzip with FEXTRA (flag bit 2) holding a 'BC' subfield.
-    if len(head) >= 14 and head[3] & 4 and head[12:14] == b"BC":
-        return "bgzip"
-    return "gzip"
 
 
 def default_cache_dir() -> Path:
@@ -461,8 +460,17 @@ class ContigReader:
 
         Raises GoatDNAError naming the contig and the 1-based position of the first bad base.
         """
+        return self._read(contig, start, end)[1]
+
+    def read_text(self, contig: ContigInfo, start: int, end: int) -> str:
+        """Bases [start, end) as the file writes them (case and IUPAC codes kept), validated
+        as `read_tokens` validates them: a prompt is shown back to the user as they wrote it."""
+        return self._read(contig, start, end)[0].translate(None, LINE_BREAKS).decode("ascii")
+
+    def _read(self, contig: ContigInfo, start: int, end: int) -> tuple[bytes, bytes]:
+        """(raw line-wrapped bytes, token bytes) of bases [start, end), checked."""
         if end <= start:
-            return b""
+            return b"", b""
         lo, hi = contig.byte_range(start, end)
         raw = self._raw.read(lo, hi)
         tokens = raw.translate(TRANSLATE_TABLE, LINE_BREAKS)
@@ -480,7 +488,7 @@ class ContigReader:
                 f"(1-based) of {self.source.source.name}: only A C G T N, IUPAC codes and "
                 "their lowercase forms are allowed"
             )
-        return tokens
+        return raw, tokens
 
     @staticmethod
     def _char_at(raw: bytes, base_index: int) -> str:
@@ -497,3 +505,50 @@ class ContigReader:
     def close(self) -> None:
         self._raw.close()
         self._faidx.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# small FASTA files read whole
+
+
+def _open_text(path: Path) -> TextIO:
+    """The FASTA as text, gunzipped when its magic bytes say gzip (bgzip too), whatever its name."""
+    if detect_compression(path) == "none":
+        return open(path, encoding="utf-8")
+    return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+
+
+def read_fasta_text(path: str | Path) -> list[tuple[str, str]]:
+    """(name, sequence as written) of each record, in file order: a sequence file or a small
+    genome read whole. The name is the first word of the ``>`` line (``record<n>`` when the line
+    is blank); line breaks, spaces and ``\r`` inside the sequence are dropped (Biopython's
+    `SimpleFastaParser`, which also skips anything before the first ``>``)."""
+    from Bio.SeqIO.FastaIO import SimpleFastaParser
+
+    path = Path(path)
+    if not path.is_file():
+        raise GoatDNAError(f"{path}: file not found")
+    records: list[tuple[str, str]] = []
+    try:
+        with _open_text(path) as handle:
+            for title, seq in SimpleFastaParser(handle):
+                name = title.split(None, 1)[0] if title.strip() else f"record{len(records) + 1}"
+                records.append((name, seq))
+    except (OSError, UnicodeDecodeError, ValueError, EOFError, zlib.error) as err:
+        raise GoatDNAError(f"{path}: cannot read as FASTA ({err})") from None
+    if not records:
+        raise GoatDNAError(f"{path}: no FASTA records (a record starts with a '>' line)")
+    return records
+
+
+def fasta_titles(path: str | Path) -> Iterator[str]:
+    """The ``>`` lines of a FASTA (without the ``>``), lazily: a header check stops at the first
+    line it refuses without reading a human chromosome into memory."""
+    path = Path(path)
+    try:
+        with _open_text(path) as handle:
+            for line in handle:
+                if line.startswith(">"):
+                    yield line[1:].rstrip("\r\n")
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as err:
+        raise GoatDNAError(f"{path}: cannot read as FASTA ({err})") from None
