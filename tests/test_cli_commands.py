@@ -18,7 +18,6 @@ docstring): the module's docstring and imports, the request, the call, the print
 
 NOT_YET_THIN = {
     "demo",
-    "eval_variants",
     "evaluate",
     "finetune",
     "info",
