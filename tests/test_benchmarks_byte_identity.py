@@ -62,8 +62,10 @@ def test_only_the_volatile_values_are_ignored(
 def test_a_checkpoint_is_compared_by_its_tensors_less_the_clock(tmp_path: Path) -> None:
     def ckpt(weight: float, seconds: float) -> bytes:
         path = tmp_path / "x.ckpt"
-        torch.save({"state_dict": {"w": torch.full((2,), weight)},
-                    "loop": {"elapsed_seconds": seconds}}, path)  # fmt: skip
+        torch.save(
+            {"state_dict": {"w": torch.full((2,), weight)}, "loop": {"elapsed_seconds": seconds}},
+            path,
+        )
         return path.read_bytes()
 
     _pair(tmp_path / "clock", "best.ckpt", ckpt(1.0, 0.5), ckpt(1.0, 0.7))

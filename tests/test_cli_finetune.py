@@ -111,8 +111,9 @@ def test_bed_names_in_column_4_are_not_classes(backbone: Path, tmp_path: Path) -
     res = _finetune(backbone, bed, tmp_path / "run", "--fasta", str(fasta))
     assert_one_error_line(res, "40 distinct labels over 40 rows", "--bed-label-column")
     # the label is in column 5: that trains (7 classes)
-    res = _finetune(backbone, bed, tmp_path / "run", "--fasta", str(fasta),
-                    "--bed-label-column", "5")  # fmt: skip
+    res = _finetune(
+        backbone, bed, tmp_path / "run", "--fasta", str(fasta), "--bed-label-column", "5"
+    )
     assert_ok(res)
 
 
@@ -170,8 +171,7 @@ def test_validation_rows_that_are_training_rows_are_warned_about(
     res = _finetune(backbone, train, tmp_path / "a", "--val", str(train))
     assert_ok(res)
     assert "warning: --val is the same data as --train" in res.stderr, res.stderr
-    doubled = _table(tmp_path / "doubled.csv",
-                     [(s, str(i % 2)) for i, s in enumerate(seqs + seqs)])  # fmt: skip
+    doubled = _table(tmp_path / "doubled.csv", [(s, str(i % 2)) for i, s in enumerate(seqs + seqs)])
     res = _finetune(backbone, doubled, tmp_path / "b")
     assert_ok(res)
     assert "of 4 val rows have a sequence that is also a training row" in res.stderr, res.stderr

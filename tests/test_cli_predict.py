@@ -41,7 +41,7 @@ def test_predict_says_how_many_sequences_it_cut_to_the_models_max_length(
         )
     )
     table = tmp_path / "x.csv"
-    table.write_text("sequence,name\nACGTACGT,a\nACGTACGTACGT,b\nACG,c\n")  # fmt: skip
+    table.write_text("sequence,name\nACGTACGT,a\nACGTACGTACGT,b\nACG,c\n")
     out = tmp_path / "p.csv"
     res = invoke(["predict", "-c", str(run / "checkpoints" / "best.ckpt"),
                               "--sequences", str(table), "--out", str(out), "--no-progress",

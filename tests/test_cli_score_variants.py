@@ -28,8 +28,10 @@ def vcf_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     rng = random.Random(0)
     seq = "".join(rng.choice("ACGT") for _ in range(200))
     (folder / "ref.fa").write_text(f">chr1\n{seq}\n")
-    rows = [f"chr1\t{p}\tv{p}\t{seq[p - 1]}\t{'A' if seq[p - 1] != 'A' else 'C'}\t.\t.\t."
-            for p in range(20, 180, 10)]  # fmt: skip
+    rows = [
+        f"chr1\t{p}\tv{p}\t{seq[p - 1]}\t{'A' if seq[p - 1] != 'A' else 'C'}\t.\t.\t."
+        for p in range(20, 180, 10)
+    ]
     header = "##fileformat=VCFv4.2\n##contig=<ID=chr1,length=200>\n"
     header += "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
     (folder / "v.vcf").write_text(header + "\n".join(rows) + "\n")
