@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.model import DNADecoder, ModelConfig, flops_per_token
@@ -56,3 +57,11 @@ def test_model_info_bad_configs_exit_2(tmp_path):
     assert result.exit_code == 2 and "model.n_layer" in result.output
     missing = invoke(["model-info", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2
+
+
+@pytest.mark.parametrize("seq_len", ["0", "-5"])
+def test_zero_lengths_are_rejected_not_taken_as_unset(seq_len: str) -> None:
+    line = assert_one_error_line(
+        invoke(["model-info", "configs/goat-tiny.yaml", "--seq-len", seq_len])
+    )
+    assert "--seq-len" in line and "must be >= 1" in line
