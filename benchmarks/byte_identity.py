@@ -24,7 +24,7 @@ vacuous). ``--keep DIR`` keeps both trees' outputs for a closer look (``diff -r`
 Each command runs in a child forked from one Python that has imported torch and Lightning
 once (about 6 s a process otherwise); ``--fresh-process`` runs each in a new interpreter
 instead, slower but with nothing shared. Either way a child starts from the same state in both
-trees. Runtime: about 3-4 minutes per tree on 2 CPU cores.
+trees. Runtime: about 100 s per tree on 2 idle CPU cores (3-6 minutes for both when busy).
 """
 
 from __future__ import annotations
