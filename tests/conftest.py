@@ -134,3 +134,20 @@ def kgp_vcf(chr20_sample: Path) -> Path:
     if not KGP_VCF.is_file():
         pytest.fail(f"{KGP_VCF} is missing although {chr20_sample} is there")
     return KGP_VCF
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A seeded tiny language-model checkpoint with a 64-base context (one per test module):
+    the input of export, finetune, embed and predict tests that need no trained weights."""
+    import torch
+    from helpers import tiny_config
+
+    from goatdna.checkpoint import save_checkpoint
+    from goatdna.configfile import to_dict
+    from goatdna.model import DNADecoder
+
+    config = tiny_config(train_length=64)
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("backbone") / "lm.ckpt"
+    return save_checkpoint(path, DNADecoder(config), {"model": to_dict(config)})

@@ -2,9 +2,11 @@
 
 - `invoke`: run the `goatdna` CLI in-process (a subprocess would pay seconds of imports).
 - `assert_one_error_line`: the house rule for bad input (one `error: ...` line, exit 2, no traceback).
+- `assert_ok`: the command succeeded (exit 0; its output and exception in the message if not).
 - `tiny_config`: the tiny decoder most tests build (~30 k parameters, instant on CPU).
+- `random_sequences`: seeded random 12-base ACGT sequences, the rows of small sequence tables.
 
-tests/test_helpers_one_home.py fails when a test module grows its own copy of these again.
+tests/test_helpers.py fails when a test module grows its own copy of these again.
 Test modules import them as ``from helpers import ...`` (pytest puts tests/ on sys.path).
 """
 
@@ -47,6 +49,20 @@ def assert_one_error_line(result: Result, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+def assert_ok(result: Result) -> None:
+    """The command exited 0; otherwise the assertion shows what it printed and raised."""
+    assert result.exit_code == 0, result.output + repr(result.exception)
+
+
+def random_sequences(n: int, seed: int = 0, length: int = 12) -> list[str]:
+    """``n`` seeded random ACGT sequences of ``length`` bases (Python's `random`, so a seed
+    gives the same sequences everywhere)."""
+    import random
+
+    rng = random.Random(seed)
+    return ["".join(rng.choice("ACGT") for _ in range(length)) for _ in range(n)]
 
 
 TINY_CONFIG: dict[str, Any] = {

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from Bio import bgzf
+from helpers import assert_one_error_line, invoke
 
 from goatdna.data_prep import PrepareOptions, ShardedGenome, decode, encode, prepare_genome
 from goatdna.io.text import detect_compression
@@ -148,3 +149,15 @@ def test_file_names_that_lie_about_compression(tmp_path):
     for src in (plain_named_gz, bgz_named_fa):
         genome = _prepare(src, tmp_path / f"o_{src.name}")
         assert decode(genome.tokens("train")) == expected
+
+
+def test_a_rejected_fasta_leaves_no_fresh_index(backbone: Path, tmp_path: Path) -> None:
+    fasta = tmp_path / "dup.fa"
+    fasta.write_text(">a\nACGTACGTAC\n>a\nACGTACGTAC\n")  # a name twice: pyfaidx refuses it
+    bed = tmp_path / "r.bed"
+    bed.write_text("a\t0\t8\n")
+    res = invoke(["embed", "-c", str(backbone), "--fasta", str(fasta), "--bed",
+                              str(bed), "--out", str(tmp_path / "e.npz")])  # fmt: skip
+    line = assert_one_error_line(res, "duplicate contig name 'a'")  # the shared reader's check
+    assert "bgzip" not in line  # the file is not compressed: no gzip advice
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dup.fa", "r.bed"]

@@ -1,5 +1,6 @@
 """`goatdna.inference.loop.run_units`, the one resumable unit loop, on its own: ranks share the
-pending units, a stopped run resumes with only the missing units computed, and rank 0 writes.
+pending units, a stopped run resumes with only the missing units computed, and rank 0 writes;
+and a scan that keeps that loop in `goatdna/inference/loop.py` alone (the end of this file).
 
 The commands' own tests (test_inference_*.py, test_workdir.py) hold their outputs to the bytes of
 an uninterrupted run; these pin the loop's contract with a compute that records what it did.
@@ -7,6 +8,7 @@ an uninterrupted run; these pin the loop's contract with a compute that records 
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import goatdna
 from goatdna.inference.loop import Arrays, FinishedUnits, run_units, save_arrays
 from goatdna.workdir import WorkDir
 
@@ -169,3 +172,65 @@ def test_the_computes_own_context_ends_before_the_error_leaves(tmp_path: Path) -
     except _Stop:
         events.append("raised")
     assert events == ["open", "closed", "raised"]
+
+
+# ------------------------------------------------------------------------------ one home
+# Issue 42.1 found the resumable loop (stamps -> WorkDir -> rank-0 lock -> pending -> rank_block
+# -> progress -> save unit -> crash point -> barrier -> rank-0 write -> cleanup) written six
+# times, in attribute_run, mutagenesis_run, predict, variant_run, tracks and embed_run (+
+# cli/embed.py). A command now gives run_units its work folder, its per-unit compute and its
+# writer, nothing else; a command that opens a work folder, lists its pending units, shares them
+# out or waits at the barrier itself fails here. The package scanned is the imported
+# ``goatdna``, so running this file with another checkout first on PYTHONPATH checks that tree.
+PACKAGE = Path(goatdna.__file__).resolve().parent
+HOME = "inference/loop.py"
+SCANNED = ("inference", "cli")
+
+LOOP_CALLS = {
+    "pending": "lists a work folder's unfinished units (WorkDir.pending)",
+    "barrier": "waits for the ranks before rank 0 writes",
+    "on_rank_zero": "shares rank 0's unit listing with the other ranks",
+}
+"""Calls (functions or methods, by name) that only the unit loop makes."""
+
+ALLOWED: dict[str, str] = {}
+"""Modules still holding a loop of their own, with the reason (none left)."""
+
+
+def offenders(package: Path) -> list[str]:
+    """``module:line: call`` for each loop call outside `HOME`, or a work folder opened there
+    (``.open(..., force=...)``, as `WorkDir.open` is called)."""
+    found = []
+    for folder in SCANNED:
+        for path in sorted((package / folder).rglob("*.py")):
+            name = path.relative_to(package).as_posix()
+            if name == HOME or name in ALLOWED:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), name)):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                opens_work = called == "open" and any(k.arg == "force" for k in node.keywords)
+                if called in LOOP_CALLS or opens_work:
+                    found.append(f"{name}:{node.lineno}: {called}()")
+    return found
+
+
+def test_the_resumable_unit_loop_has_one_home() -> None:
+    found = offenders(PACKAGE)
+    assert not found, (
+        "the resumable unit loop belongs in goatdna/inference/loop.py (run_units); pass it your "
+        "compute and writer instead:\n" + "\n".join(found)
+    )
+
+
+def test_the_home_holds_the_loop() -> None:
+    """The scan looks for the right calls: the home module makes each of them."""
+    tree = ast.parse((PACKAGE / HOME).read_text())
+    made = {
+        n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+    }
+    assert set(LOOP_CALLS) | {"open", "rank_block", "remove"} <= made

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
 import torch
 from helpers import assert_one_error_line, invoke, tiny_config
 
@@ -97,3 +98,11 @@ def test_model_info_names_what_it_was_given(tmp_path):
         line = assert_one_error_line(invoke(["model-info", path]), str(path))
         assert "config file not found" not in line, line
         assert "YAML" in line or "goatdna export" in line, line
+
+
+@pytest.mark.parametrize("seq_len", ["0", "-5"])
+def test_zero_lengths_are_rejected_not_taken_as_unset(seq_len: str) -> None:
+    line = assert_one_error_line(
+        invoke(["model-info", "configs/goat-tiny.yaml", "--seq-len", seq_len])
+    )
+    assert "--seq-len" in line and "must be >= 1" in line

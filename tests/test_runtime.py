@@ -1,13 +1,30 @@
-"""Device parsing, the accelerator check, the per-rank split of inference inputs and the
-collectives that put the ranks' blocks back together."""
+"""Device parsing, the accelerator check, the per-rank split of inference inputs, the
+collectives that put the ranks' blocks back together, and the multi-device launcher: its ranks
+die with it and get its SIGINT/SIGTERM, and the CPU thread count every command picks from
+--threads, the environment and the load."""
 
+import os
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
+from helpers import invoke
 
+from goatdna.checkpoint import save_checkpoint
+from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
-from goatdna.runtime import Runtime, gather_blocks, on_rank_zero, parse_devices, rank_block
+from goatdna.model import DNADecoder, ModelConfig
+from goatdna.runtime import (
+    Runtime,
+    choose_cpu_threads,
+    gather_blocks,
+    on_rank_zero,
+    parse_devices,
+    rank_block,
+    using_cpu_threads,
+)
 
 
 def test_parse_devices_accepts_counts_lists_and_auto() -> None:
@@ -151,3 +168,144 @@ def test_a_closing_line_is_printed_by_the_first_process_only(
     say_once("warning: z", err=True)
     captured = capsys.readouterr()
     assert captured.out == "wrote x\n" and captured.err == ""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+def test_multi_device_ranks_die_with_their_launcher(tmp_path: Path) -> None:
+    """kill -9 of ``score-variants --devices 2``'s launcher: rank 1 used to go on scoring into
+    the work folder for half a minute (a --resume then shared it with an orphan)."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(0)
+    seq = "".join(rng.choice("ACGT") for _ in range(20_000))
+    (tmp_path / "ref.fa").write_text(">chr1\n" + seq + "\n")
+    rows = [f"chr1\t{p}\t.\t{seq[p - 1]}\t{'A' if seq[p - 1] != 'A' else 'C'}\t.\t.\t."
+            for p in range(300, 19_700, 5)]  # fmt: skip
+    header = "##fileformat=VCFv4.2\n##contig=<ID=chr1,length=20000>\n"
+    header += "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+    (tmp_path / "v.vcf").write_text(header + "\n".join(rows) + "\n")
+    config = ModelConfig(n_layers=2, d_model=64, n_heads=2, mlp_hidden=128, train_length=256,
+                         goat_modes=2)  # fmt: skip
+    ckpt = save_checkpoint(tmp_path / "m.ckpt", DNADecoder(config), {"model": to_dict(config)})
+    out = tmp_path / "s.tsv"
+    cmd = [sys.executable, "-m", "goatdna.cli.app", "score-variants", "-c", str(ckpt),
+           "--fasta", str(tmp_path / "ref.fa"), "--vcf", str(tmp_path / "v.vcf"),
+           "--out", str(out), "--window", "256", "--chunk-size", "64",
+           "--accelerator", "cpu", "--devices", "2"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    launcher = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    work = tmp_path / ".s.tsv.goatdna-work"
+    try:
+        deadline = time.monotonic() + 120
+        while not list(work.glob("chunk-*")) and launcher.poll() is None:
+            assert time.monotonic() < deadline, "score-variants never started scoring"
+            time.sleep(0.1)
+        ranks = _children(launcher.pid)
+        assert launcher.poll() is None and ranks, launcher.stderr.read().decode()[-2000:]
+        launcher.kill()  # kill -9: no handler runs in the launcher
+        launcher.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in ranks) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in ranks), "rank 1 outlived its launcher"
+    finally:
+        for pid in _children(launcher.pid) if launcher.poll() is None else []:
+            os.kill(pid, signal.SIGKILL)
+        if launcher.poll() is None:
+            launcher.kill()
+        launcher.wait()
+
+
+def test_the_launcher_forwards_sigint_and_sigterm_to_its_ranks() -> None:
+    import signal
+    import subprocess
+
+    from goatdna.runtime import forward_stop_signals
+
+    received: list[int] = []
+    rank = subprocess.Popen(["sleep", "60"])
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
+        forward_stop_signals([rank])
+        os.kill(os.getpid(), signal.SIGTERM)  # a `kill PID` of the launcher only
+        assert rank.wait(timeout=10) == -signal.SIGTERM
+        assert received == [signal.SIGTERM]  # then handled here as before
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        if rank.poll() is None:
+            rank.kill()
+
+
+def test_thread_choice_respects_the_option_then_the_environment_then_the_load() -> None:
+    assert choose_cpu_threads(3, {}).threads == 3
+    with pytest.raises(Exception, match="--threads must be >= 1"):
+        choose_cpu_threads(0, {})
+    env = choose_cpu_threads(None, {"OMP_NUM_THREADS": "2"}, cores=8, load=7.0)
+    assert env.threads is None and "OMP_NUM_THREADS=2" in env.reason
+    assert choose_cpu_threads(None, {"MKL_NUM_THREADS": "4"}).threads is None
+    assert choose_cpu_threads(None, {}, cores=2, load=5.0).threads == 1  # busy: one thread
+    assert choose_cpu_threads(None, {}, cores=2, load=0.1).threads == 2  # idle: every core
+    assert choose_cpu_threads(None, {}, cores=16, load=6.2).threads == 10
+    assert choose_cpu_threads(None, {"OMP_NUM_THREADS": " "}, cores=4, load=0.0).threads == 4
+
+
+@pytest.fixture
+def no_thread_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_every_command_runs_on_the_threads_the_load_leaves(
+    monkeypatch: pytest.MonkeyPatch, no_thread_env: None, tmp_path
+) -> None:
+    import torch
+
+    torch.set_num_threads(2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    result = invoke(["model-info", str(tmp_path / "nope.ckpt")])
+    assert result.exit_code == 2  # the command itself: a missing checkpoint
+    assert os.environ["OMP_NUM_THREADS"] == "1" and torch.get_num_threads() == 1
+    # a command asking later (the demo, to say it) gets the CLI's reason, not "OMP_NUM_THREADS=1"
+    assert choose_cpu_threads().reason.startswith("1 (load 5.0 on 2 cores")
+
+
+def test_using_cpu_threads_restores_the_callers_setting(no_thread_env: None) -> None:
+    import torch
+
+    torch.set_num_threads(2)
+    with using_cpu_threads(choose_cpu_threads(1, {})):
+        assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+    assert torch.get_num_threads() == 2 and "OMP_NUM_THREADS" not in os.environ

@@ -1,19 +1,15 @@
-"""Long work says how far it is and how long is left in a log too, and the CLI picks a torch
-thread count that a busy machine can carry."""
+"""`goatdna.progress`: long work says how far it is and how long is left, in a log too (the
+thread count the CLI picks is tested in test_runtime.py)."""
 
 from __future__ import annotations
 
 import io
-import os
-from collections.abc import Iterator
 
 import pytest
-from helpers import invoke
 from rich.console import Console
 
 import goatdna.progress
 from goatdna.progress import ProgressLines, duration, progress_bar
-from goatdna.runtime import choose_cpu_threads, using_cpu_threads
 
 
 class Clock:
@@ -98,51 +94,3 @@ def test_training_and_inference_loops_print_lines_in_a_log(
     with rank_zero_progress(Rank(0), 3, "score", "variants") as advance:  # type: ignore[arg-type]
         advance(2)
     assert "score: 2/3 variants (67%)" in text.getvalue() and "left" in text.getvalue()
-
-
-def test_thread_choice_respects_the_option_then_the_environment_then_the_load() -> None:
-    assert choose_cpu_threads(3, {}).threads == 3
-    with pytest.raises(Exception, match="--threads must be >= 1"):
-        choose_cpu_threads(0, {})
-    env = choose_cpu_threads(None, {"OMP_NUM_THREADS": "2"}, cores=8, load=7.0)
-    assert env.threads is None and "OMP_NUM_THREADS=2" in env.reason
-    assert choose_cpu_threads(None, {"MKL_NUM_THREADS": "4"}).threads is None
-    assert choose_cpu_threads(None, {}, cores=2, load=5.0).threads == 1  # busy: one thread
-    assert choose_cpu_threads(None, {}, cores=2, load=0.1).threads == 2  # idle: every core
-    assert choose_cpu_threads(None, {}, cores=16, load=6.2).threads == 10
-    assert choose_cpu_threads(None, {"OMP_NUM_THREADS": " "}, cores=4, load=0.0).threads == 4
-
-
-@pytest.fixture
-def no_thread_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_every_command_runs_on_the_threads_the_load_leaves(
-    monkeypatch: pytest.MonkeyPatch, no_thread_env: None, tmp_path
-) -> None:
-    import torch
-
-    torch.set_num_threads(2)
-    monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0))
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
-    result = invoke(["model-info", str(tmp_path / "nope.ckpt")])
-    assert result.exit_code == 2  # the command itself: a missing checkpoint
-    assert os.environ["OMP_NUM_THREADS"] == "1" and torch.get_num_threads() == 1
-    # a command asking later (the demo, to say it) gets the CLI's reason, not "OMP_NUM_THREADS=1"
-    assert choose_cpu_threads().reason.startswith("1 (load 5.0 on 2 cores")
-
-
-def test_using_cpu_threads_restores_the_callers_setting(no_thread_env: None) -> None:
-    import torch
-
-    torch.set_num_threads(2)
-    with using_cpu_threads(choose_cpu_threads(1, {})):
-        assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
-    assert torch.get_num_threads() == 2 and "OMP_NUM_THREADS" not in os.environ

@@ -150,3 +150,34 @@ def test_probe_and_export_without_room_stop_before_work(
     line = _refused_for_room(["export", "-c", best, "--out", tmp_path / "exp"])
     assert "the export" in line
     assert not (tmp_path / "exp").exists()
+
+
+def test_atomic_writes_keep_the_usual_file_mode_and_leave_no_temp_files(tmp_path):
+    from goatdna.atomic import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        target = atomic_write_text(tmp_path / "x" / "out.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "{}\n"
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in target.parent.iterdir()] == ["out.json"]
+
+
+def test_atomic_dir_swaps_a_whole_folder_or_keeps_the_old_one(tmp_path):
+    from goatdna.atomic import atomic_dir
+
+    out = tmp_path / "store"
+    with atomic_dir(out) as folder:
+        assert folder.parent == tmp_path and folder != out and not out.exists()
+        (folder / "a.txt").write_text("first")
+    assert (out / "a.txt").read_text() == "first"
+    with pytest.raises(RuntimeError), atomic_dir(out) as folder:
+        (folder / "a.txt").write_text("half")
+        raise RuntimeError("killed mid-write")
+    assert (out / "a.txt").read_text() == "first"  # the old folder, untouched
+    with atomic_dir(out) as folder:
+        (folder / "b.txt").write_text("second")
+    assert sorted(p.name for p in out.iterdir()) == ["b.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # no temporary or old folder left

@@ -23,17 +23,18 @@ ERROR_CHECK_NAMES = {
     "assert_one_error_line",
 }
 """Names the one-line-error check had in the modules it was copied into (consolidated from
-test_reliability_{newer,inputs,report}.py, test_variant_tables.py, test_workdir.py,
+the audit files test_reliability_{newer,inputs,report}.py (since split into test_cli_*.py),
+test_variant_tables.py, test_workdir.py,
 test_finetune_inputs.py and test_train_errors.py)."""
 
 ALLOWED_ERROR_CHECKS = {
     # also checks the `interrupted: ` line and exit 130 of a killed run, not only bad input
-    ("test_reliability_train.py", "_one_line"),
+    ("test_cli_train.py", "_one_line"),
     # runs the command itself and pins `error: disk full while writing` at the line's start
-    ("test_write_errors.py", "_one_line"),
+    ("test_atomic.py", "_one_line"),
     # prepare prints notices (e.g. the hold-out contigs) before its error line, on purpose
     ("test_data_bad_input.py", "_assert_user_error"),
-    ("test_reliability_prepare.py", "_one_error"),
+    ("test_cli_prepare.py", "_one_error"),
 }
 
 ALLOWED_RUNNERS = {

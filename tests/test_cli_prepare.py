@@ -225,19 +225,6 @@ def test_disk_full_while_indexing_is_one_line_and_leaves_nothing(source, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
-def test_atomic_writes_keep_the_usual_file_mode_and_leave_no_temp_files(tmp_path):
-    from goatdna.atomic import atomic_write_text
-
-    old = os.umask(0o022)
-    try:
-        target = atomic_write_text(tmp_path / "x" / "out.json", "{}\n")
-    finally:
-        os.umask(old)
-    assert target.read_text() == "{}\n"
-    assert target.stat().st_mode & 0o777 == 0o644
-    assert [p.name for p in target.parent.iterdir()] == ["out.json"]
-
-
 @pytest.mark.slow
 def test_two_prepares_into_one_out_at_once_leave_one_valid_dataset(tmp_path):
     inputs = [
@@ -261,21 +248,3 @@ def test_two_prepares_into_one_out_at_once_leave_one_valid_dataset(tmp_path):
     # whichever came second: refused while the first held the lock, or after it had finished
     assert "in use by another goatdna process" in loser or "different dataset" in loser, loser
     assert _cli("info", out, "--verify").exit_code == 0
-
-
-def test_atomic_dir_swaps_a_whole_folder_or_keeps_the_old_one(tmp_path):
-    from goatdna.atomic import atomic_dir
-
-    out = tmp_path / "store"
-    with atomic_dir(out) as folder:
-        assert folder.parent == tmp_path and folder != out and not out.exists()
-        (folder / "a.txt").write_text("first")
-    assert (out / "a.txt").read_text() == "first"
-    with pytest.raises(RuntimeError), atomic_dir(out) as folder:
-        (folder / "a.txt").write_text("half")
-        raise RuntimeError("killed mid-write")
-    assert (out / "a.txt").read_text() == "first"  # the old folder, untouched
-    with atomic_dir(out) as folder:
-        (folder / "b.txt").write_text("second")
-    assert sorted(p.name for p in out.iterdir()) == ["b.txt"]
-    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # no temporary or old folder left

@@ -191,9 +191,8 @@ def test_disk_full_at_a_checkpoint_is_one_line_and_resume_matches(
     run = tmp_path / "run"
     sets = [x for item in OVERRIDES for x in ("--set", item)]
     result = invoke(
-        ["train", "--config", CONFIG, *sets, "--data", str(synthetic_shards), "--out",
-         str(run)],
-    )  # fmt: skip
+        ["train", "--config", CONFIG, *sets, "--data", str(synthetic_shards), "--out", str(run)],
+    )
     line = _one_line(result)
     assert "disk full while writing" in line and ".ckpt" in line and "--resume" in line
     assert "it needs about" in line and "keeps step 4" in line
@@ -358,6 +357,7 @@ def test_disk_full_anywhere_in_training_is_one_line(synthetic_shards, tmp_path, 
     assert "--resume" not in line and "nothing of this run was kept" in line
     assert not (tmp_path / "run").exists()
     monkeypatch.undo()
-    again = _cli_train("--data", synthetic_shards, "--out", tmp_path / "run",
-                       "--set", "trainer.max_steps=2")  # fmt: skip
+    again = _cli_train(
+        "--data", synthetic_shards, "--out", tmp_path / "run", "--set", "trainer.max_steps=2"
+    )
     assert again.exit_code == 0, again.output
