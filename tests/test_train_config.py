@@ -36,7 +36,7 @@ def test_125m_configs_carry_the_gpu_settings() -> None:
 
 
 def test_tiny_configs_train_on_cpu_in_fp32() -> None:
-    from goatdna.training.loop import resolve_precision
+    from goatdna.runtime import resolve_precision
 
     config = load_run_config(CONFIGS / "goat-tiny.yaml", ["trainer.accelerator=cpu"])
     assert resolve_precision(config.trainer.precision, config.trainer.accelerator) == "32-true"

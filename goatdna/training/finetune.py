@@ -54,7 +54,7 @@ from goatdna.configfile import from_dict, load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
-from goatdna.runtime import Runtime, gather_blocks, rank_block
+from goatdna.runtime import Runtime, gather_blocks, rank_block, resolve_precision
 from goatdna.training import preflight
 from goatdna.training.checkpoints import training_checkpoint_bytes
 from goatdna.training.finetune_config import FinetuneConfig
@@ -79,7 +79,6 @@ from goatdna.training.loop import (
     Trainable,
     claimed_run_dir,
     fit,
-    resolve_precision,
     run_dir_lock,
 )
 from goatdna.training.metrics import (
