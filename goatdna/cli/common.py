@@ -121,7 +121,7 @@ OPTION_HELP: dict[str, str] = {
 
 class OptionExtras(TypedDict, total=False):
     """What a command may add to a shared option (forwarded to `typer.Option`). Not a range:
-    ranges are declared once, in NUMERIC_RANGES below."""
+    ranges are declared once, in NUMERIC_RANGES below (or on a config field, `config_flags`)."""
 
     show_default: bool
 

@@ -197,8 +197,9 @@ class FinetuneConfig:
         check_bounds(self)
 
 
-SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
-"""What a resumed run's config.yaml gives back (the rest is resolved from the inputs)."""
+FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
+"""The sections of a run's config.yaml that are `FinetuneConfig` (the rest is resolved from the
+inputs: ``model``, ``head``, ``inputs``)."""
 
 FINETUNE_FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag(
@@ -291,7 +292,7 @@ def load_finetune_config(
         base = to_dict(FinetuneConfig())
     else:
         saved = load_yaml(stored)
-        base = {k: saved[k] for k in SECTIONS if k in saved}
+        base = {k: saved[k] for k in FINETUNE_SECTIONS if k in saved}
     config = config_with_flags(FinetuneConfig, base, FINETUNE_FLAGS, flags, overrides)
     parse_devices(config.trainer.devices)
     if not config.task.train:
