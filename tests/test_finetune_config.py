@@ -82,6 +82,9 @@ def test_a_wrong_flag_value_names_the_flag(tmp_path: Path) -> None:
     with pytest.raises(GoatDNAError, match=r"^--devices 'abc': expected a count"):
         load_finetune_config(tmp_path, resume=False, overrides=[],
                              flags={"train": "t.csv", "devices": "abc"})  # fmt: skip
+    with pytest.raises(GoatDNAError, match=r"^--devices '0': must be >= 1"):
+        load_finetune_config(tmp_path, resume=False, overrides=[],
+                             flags={"train": "t.csv", "devices": "0"})  # fmt: skip
     with pytest.raises(GoatDNAError, match=r"^--train is required"):
         load_finetune_config(tmp_path, resume=False, overrides=[], flags={})
 

@@ -294,7 +294,8 @@ def load_finetune_config(
         saved = load_yaml(stored)
         base = {k: saved[k] for k in FINETUNE_SECTIONS if k in saved}
     config = config_with_flags(FinetuneConfig, base, FINETUNE_FLAGS, flags, overrides)
-    parse_devices(config.trainer.devices)
+    typed = flags.get("devices")  # the flag's value as typed, for its message (it is the config's)
+    parse_devices(typed if isinstance(typed, str) else config.trainer.devices)
     if not config.task.train:
         raise GoatDNAError("--train is required (a CSV/TSV/Parquet file with sequence,label)")
     return config
