@@ -97,7 +97,7 @@ class Holder:
 
 
 HOLDER_FLAGS = (
-    ConfigFlag("steps", "part.steps", "Steps", True),
+    ConfigFlag("steps", "part.steps", "Steps", names_key=True),
     ConfigFlag("size", "part.size"),
     ConfigFlag("seed", "seed"),
 )

@@ -216,10 +216,13 @@ FINETUNE_FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("test", "task.test", "Test table, evaluated with the best checkpoint."),
     ConfigFlag("fasta", "task.fasta", "Reference FASTA for BED inputs."),
     ConfigFlag(
-        "bed_label_column", "task.bed_label_column", "1-based BED column with the label", True
+        "bed_label_column",
+        "task.bed_label_column",
+        "1-based BED column with the label",
+        names_key=True,
     ),
-    ConfigFlag("sequence_column", "task.sequence_column", "Column", True),
-    ConfigFlag("label_column", "task.label_column", "Column", True),
+    ConfigFlag("sequence_column", "task.sequence_column", "Column", names_key=True),
+    ConfigFlag("label_column", "task.label_column", "Column", names_key=True),
     ConfigFlag("task", "task.task", "auto | classification | regression (auto: from the labels)."),
     ConfigFlag(
         "mode",
@@ -228,23 +231,31 @@ FINETUNE_FLAGS: tuple[ConfigFlag, ...] = (
         "backbone + peft adapters on --lora-targets, trained with the head; the checkpoint holds "
         "only those; needs `pip install 'goatdna[lora]'`).",
     ),
-    ConfigFlag("lora_rank", "backbone.lora_rank", "LoRA rank r", True),
+    ConfigFlag("lora_rank", "backbone.lora_rank", "LoRA rank r", names_key=True),
     ConfigFlag(
-        "lora_alpha", "backbone.lora_alpha", "LoRA alpha (updates scaled by alpha/rank)", True
+        "lora_alpha",
+        "backbone.lora_alpha",
+        "LoRA alpha (updates scaled by alpha/rank)",
+        names_key=True,
     ),
-    ConfigFlag("lora_dropout", "backbone.lora_dropout", "Dropout on the LoRA branch's input", True),
+    ConfigFlag(
+        "lora_dropout",
+        "backbone.lora_dropout",
+        "Dropout on the LoRA branch's input",
+        names_key=True,
+    ),
     ConfigFlag(
         "lora_targets",
         "backbone.lora_targets",
         "Comma-separated module names that get adapters (--mode lora/ia3)",
-        True,
+        names_key=True,
     ),
     ConfigFlag(
         "layer",
         "backbone.layer",
         "Probe input: block number (1-based), final (the final norm's output), a list (1,3,final) "
         "or all; several sweep with --mode probe, the best on validation is kept",
-        True,
+        names_key=True,
     ),
     ConfigFlag(
         "pool",
@@ -256,20 +267,30 @@ FINETUNE_FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag(
         "rc_average", "backbone.rc_average", "Evaluate/predict with the mean of both strands."
     ),
-    ConfigFlag("epochs", "trainer.epochs", "Epochs", True),
-    ConfigFlag("lr", "optim.head_lr", "Head learning rate", True),
+    ConfigFlag("epochs", "trainer.epochs", "Epochs", names_key=True),
+    ConfigFlag("lr", "optim.head_lr", "Head learning rate", names_key=True),
     ConfigFlag(
         "backbone_lr",
         "optim.backbone_lr",
         "Backbone learning rate (full), adapter learning rate (lora/ia3)",
-        True,
+        names_key=True,
     ),
-    ConfigFlag("batch_size", "trainer.batch_size", "Sequences per step over all devices", True),
-    ConfigFlag("max_length", "task.max_length", "Keep the first N bases of longer sequences", True),
     ConfigFlag(
-        "val_fraction", "task.val_fraction", "Held out of --train when --val is absent", True
+        "batch_size", "trainer.batch_size", "Sequences per step over all devices", names_key=True
     ),
-    ConfigFlag("seed", "seed", "Random seed", True),
+    ConfigFlag(
+        "max_length",
+        "task.max_length",
+        "Keep the first N bases of longer sequences",
+        names_key=True,
+    ),
+    ConfigFlag(
+        "val_fraction",
+        "task.val_fraction",
+        "Held out of --train when --val is absent",
+        names_key=True,
+    ),
+    ConfigFlag("seed", "seed", "Random seed", names_key=True),
     DEVICES_FLAG,
     ACCELERATOR_FLAG,
     ConfigFlag("strategy", "trainer.strategy", "auto | ddp."),
@@ -277,7 +298,7 @@ FINETUNE_FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("precision", "trainer.precision"),
     ConfigFlag("progress", "trainer.progress_bar"),
 )
-"""`goatdna finetune`'s flags, in --help order (``True``: the help names the config key)."""
+"""`goatdna finetune`'s flags, in --help order (None help: the shared one)."""
 
 
 def load_finetune_config(
