@@ -1,8 +1,15 @@
-"""Strict YAML <-> dataclass conversion for every config in goatdna.
+"""Strict YAML <-> dataclass conversion for every config in goatdna, and what the command line
+may set in one.
 
 Configs are plain dataclasses (litgpt style). Loading rejects unknown keys and wrong types and
 names the offending key (``model.n_heads``), because a silently ignored typo in a training config
 costs a GPU-day. ``--set key=value`` overrides use the same path syntax.
+
+A numeric field declares the values it accepts once, as `Bounds` in its metadata (`bounded`):
+the dataclass checks them (`check_bounds`) and the CLI reads them for the flag's range check and
+its --help, as `default_of` reads defaults. A command's flags that set config keys are
+`ConfigFlag` tables next to the dataclasses (litgpt's ``setup(train: TrainArgs, ...)``);
+`config_with_flags` is the one merge of a config mapping, ``--set`` items and flag values.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +30,7 @@ if typing.TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 T = TypeVar("T", bound="DataclassInstance")
+V = TypeVar("V")
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -178,7 +187,11 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
-        raise ConfigKeyError(where, f"config '{where or cls.__name__}': {err}") from None
+        # a check's message starts with the field it refuses ("lora_rank must be >= 1"): its key,
+        # so the --set item or flag that set it is the one named
+        first = str(err).split(" ", 1)[0]
+        key = (f"{where}.{first}" if where else first) if first in fields else where
+        raise ConfigKeyError(key, f"config '{where or cls.__name__}': {err}") from None
 
 
 def to_dict(obj: DataclassInstance) -> dict[str, Any]:
@@ -223,3 +236,176 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 def parse_scalar(raw: str) -> object:
     """Parse one ``--set`` value as a YAML scalar (``3e-4`` is a float, ``true`` a bool)."""
     return yaml_load(raw)
+
+
+# ----------------------------------------------------------------------------- bounds of fields
+
+# The largest integer any option accepts: exact in float64 and far inside int64, so no value a
+# user types can wrap around in numpy or torch (1e20 was written as -9223372036854775808).
+MAX_INT = 2**53
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The values a number accepts: ``low``..``high`` (each inclusive unless ``*_open``); a float
+    must be finite (NaN passes every comparison, so it is refused on its own). ``note`` says why,
+    in a config's own message."""
+
+    low: float | None
+    high: float | None
+    low_open: bool = False
+    high_open: bool = False
+    note: str = dataclasses.field(default="", compare=False)
+
+    def describe(self) -> str:
+        def number(x: float) -> str:
+            return f"{x:,}" if float(x).is_integer() and abs(x) >= 1000 else f"{x:g}"
+
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {number(self.low)}")
+        if self.high is not None and self.high < MAX_INT:
+            parts.append(f"{'<' if self.high_open else '<='} {number(self.high)}")
+        return " and ".join(parts) or "finite"
+
+    def accepts(self, value: float) -> bool:
+        import math
+
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def with_note(self, note: str) -> Bounds:
+        return dataclasses.replace(self, note=note)
+
+
+SEED = Bounds(0, 2**32 - 1)  # what numpy, torch and Python's random all accept
+COUNT = Bounds(1, MAX_INT)  # sizes, counts, lengths, steps: at least one
+COUNT_OR_ZERO = Bounds(0, MAX_INT)  # where 0 has a documented meaning (none, all, auto)
+NON_NEGATIVE = Bounds(0, None)  # finite floats >= 0 (thresholds, temperature)
+POSITIVE = Bounds(0, None, low_open=True)
+FRACTION = Bounds(0, 1, high_open=True)
+OPEN_FRACTION = Bounds(0, 1, low_open=True, high_open=True)
+
+_BOUNDS = "goatdna.bounds"
+
+
+def bounded(default: V, bounds: Bounds) -> V:
+    """A dataclass field: ``default``, accepting ``bounds`` (`check_bounds`, the CLI's range)."""
+    return dataclasses.field(default=default, metadata={_BOUNDS: bounds})
+
+
+def bounds_of(owner: type, name: str) -> Bounds | None:
+    """The `Bounds` a dataclass declares on field ``name`` (None: none declared)."""
+    for item in dataclasses.fields(owner):
+        if item.name == name:
+            found = item.metadata.get(_BOUNDS)
+            return found if isinstance(found, Bounds) else None
+    raise KeyError(f"{owner.__name__} has no field {name!r}")
+
+
+def check_bounds(obj: DataclassInstance) -> None:
+    """Refuse a field outside its declared `Bounds` (a ValueError that names the field: the
+    `from_dict` error then names its key), in field order; None passes (an optional field)."""
+    for item in dataclasses.fields(obj):
+        bounds = item.metadata.get(_BOUNDS)
+        value = getattr(obj, item.name)
+        if isinstance(bounds, Bounds) and value is not None and not bounds.accepts(value):
+            why = f" ({bounds.note})" if bounds.note else ""
+            raise ValueError(f"{item.name} must be {bounds.describe()}{why}, got {value}")
+
+
+# ------------------------------------------------------------------ flags that set config keys
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigFlag:
+    """A command-line flag that sets one config key (``--lr`` sets ``optim.head_lr``).
+
+    ``name`` is the command's parameter: its flag is ``--name`` (``_`` as ``-``; a switch gets
+    ``--no-name`` too) unless the CLI spells the concept for every command
+    (`goatdna.cli.common.OPTION_NAMES`). Type, bounds and choices are the field's; the flag's
+    default is None, which keeps the config's value. ``help`` None: the concept's shared help;
+    ``names_key``: the help ends "(default: config key KEY)."
+    """
+
+    name: str
+    key: str
+    help: str | None = None
+    names_key: bool = False
+
+    @property
+    def help_text(self) -> str | None:
+        if self.help is None or not self.names_key:
+            return self.help
+        return f"{self.help} (default: config key {self.key})."
+
+
+def field_type(owner: type, key: str) -> object:
+    """The type hint of the dotted ``key`` in dataclass ``owner`` (through nested sections)."""
+    section, name = field_owner(owner, key)
+    return typing.get_type_hints(section)[name]
+
+
+def field_owner(owner: type, key: str) -> tuple[type, str]:
+    """The dataclass that holds the dotted ``key``, and the field's name in it."""
+    *sections, name = key.split(".")
+    for section in sections:
+        owner = typing.get_type_hints(owner)[section]
+    return owner, name
+
+
+def _flag_value(value: object, tp: object) -> object:
+    """A flag's value as the config holds it: text that reads as a whole number, for a field
+    that takes a number or text (``trainer.devices``), is the number (as YAML reads it)."""
+    args = typing.get_args(tp)
+    if isinstance(value, str) and int in args and str in args:
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
+def config_with_flags(
+    cls: type[T],
+    data: dict[str, Any],
+    flags: Sequence[ConfigFlag],
+    values: Mapping[str, object],
+    overrides: Sequence[str] = (),
+    build: Callable[[dict[str, Any]], T] | None = None,
+) -> T:
+    """The one merge of a command's config: ``data`` (a config file, a resumed run's config or
+    the defaults), then the ``--set`` ``overrides``, then each flag given (``values[name]`` not
+    None): a flag wins over a ``--set`` of its key. A wrong value names where it came from: the
+    flag as typed, or the ``--set`` item; else the error is raised as it is.
+
+    ``build`` (``dict -> cls``, default `from_dict`) is the config's own reader.
+    """
+    overrides = list(overrides)
+    merged = apply_overrides(data, overrides)
+    given = {f.key: (f, values[f.name]) for f in flags if values.get(f.name) is not None}
+    for key, (_, value) in given.items():
+        *sections, name = key.split(".")
+        node = merged
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = _flag_value(value, field_type(cls, key))
+    try:
+        return build(merged) if build is not None else from_dict(cls, merged)
+    except ConfigKeyError as err:
+        if err.key in given:
+            flag, value = given[err.key]
+            shown = f"{value!r}" if isinstance(value, str) else f"{value}"
+            raise GoatDNAError(f"{flag_spelling(flag)} {shown}: {err.detail}") from None
+        item = override_for_key(err.key, overrides)
+        if item is None:
+            raise
+        raise GoatDNAError(f"--set {item!r}: {err.detail}") from None
+
+
+def flag_spelling(flag: ConfigFlag) -> str:
+    """The long flag of ``flag`` as a message names it (``--lr``)."""
+    return "--" + flag.name.replace("_", "-")

@@ -89,6 +89,17 @@ def runs_on_cuda(accelerator: str) -> bool:
     return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
 
 
+def resolve_precision(precision: str, accelerator: str) -> str:
+    """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
+    import torch
+
+    if precision != "auto":
+        return precision
+    if runs_on_cuda(accelerator):
+        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    return "32-true"
+
+
 def single_device(accelerator: str = "cpu", devices: int | str = 1) -> str:
     """The one torch device (``cpu``, ``cuda:N`` or ``mps``) of a single-process command.
 

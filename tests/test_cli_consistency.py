@@ -131,21 +131,33 @@ def test_one_device_vocabulary_across_commands() -> None:
 
 
 def test_device_options_are_declared_once() -> None:
-    """The device options of every command are the shared `Annotated` aliases of common.py."""
+    """The device options of every command are the shared `Annotated` aliases of common.py;
+    train's and finetune's, which set config keys, are the library's one `ConfigFlag` each."""
     import inspect
     import typing
 
     from goatdna.cli import common
+    from goatdna.training.config import ACCELERATOR_FLAG, DEVICES_FLAG, NUM_NODES_FLAG, TRAIN_FLAGS
+    from goatdna.training.finetune_config import FINETUNE_FLAGS
 
     shared = {
         id(typing.get_args(getattr(common, alias))[1])
         for alias in dir(common)
         if alias.endswith("Opt") and typing.get_origin(getattr(common, alias)) is typing.Annotated
     }
+    device_flags = {flag.name: flag for flag in (ACCELERATOR_FLAG, DEVICES_FLAG, NUM_NODES_FLAG)}
+    for flags in (TRAIN_FLAGS, FINETUNE_FLAGS):
+        assert all(any(f is flag for f in flags) for flag in device_flags.values())
     for func in COMMANDS:
         hints = typing.get_type_hints(func, include_extras=True)
+        parameters = inspect.signature(func).parameters
         for name in ("accelerator", "devices", "num_nodes"):
-            if name in inspect.signature(func).parameters:
+            if name not in parameters:
+                continue
+            if name not in hints:  # built from a config flag (`common.config_flags`)
+                info = typing.get_args(parameters[name].annotation)[1]
+                assert info.help == device_flags[name].help_text, (func.__name__, name)
+            else:
                 info = typing.get_args(hints[name])[1]
                 assert id(info) in shared, (func.__name__, name)
 

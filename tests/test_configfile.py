@@ -3,7 +3,19 @@ from typing import Literal
 
 import pytest
 
-from goatdna.configfile import apply_overrides, from_dict, to_dict
+from goatdna.configfile import (
+    COUNT,
+    OPEN_FRACTION,
+    SEED,
+    ConfigFlag,
+    apply_overrides,
+    bounded,
+    bounds_of,
+    check_bounds,
+    config_with_flags,
+    from_dict,
+    to_dict,
+)
 from goatdna.errors import GoatDNAError
 from goatdna.model.config import ModelConfig
 
@@ -59,3 +71,64 @@ def test_model_config_rejects_nonpositive_content_dim():
         from_dict(ModelConfig, {"positional": "rope", "d_model": 128, "n_heads": 4}).content_dim
         == 32
     )
+
+
+# ----------------------------------------------------------------------------- bounds and flags
+
+
+@dataclass
+class Bounded:
+    steps: int = bounded(10, COUNT)
+    share: float = bounded(0.5, OPEN_FRACTION)
+    label: str = "x"
+    size: int | str = 1
+
+    def __post_init__(self) -> None:
+        check_bounds(self)
+
+
+@dataclass
+class Holder:
+    part: Bounded = field(default_factory=Bounded)
+    seed: int = bounded(0, SEED.with_note("numpy takes no negative seed"))
+
+    def __post_init__(self) -> None:
+        check_bounds(self)
+
+
+HOLDER_FLAGS = (
+    ConfigFlag("steps", "part.steps", "Steps", names_key=True),
+    ConfigFlag("size", "part.size"),
+    ConfigFlag("seed", "seed"),
+)
+
+
+def test_bounds_are_declared_on_the_field_and_checked_with_one_message() -> None:
+    assert bounds_of(Bounded, "steps") == COUNT and bounds_of(Bounded, "label") is None
+    with pytest.raises(ValueError, match=r"^steps must be >= 1, got 0$"):
+        Bounded(steps=0)
+    with pytest.raises(ValueError, match=r"share must be > 0 and < 1, got nan"):
+        Bounded(share=float("nan"))
+    with pytest.raises(ValueError, match=r"seed must be >= 0 .*\(numpy takes no negative seed\)"):
+        Holder(seed=-1)
+    # through a config mapping, the error's key is the field's (so --set/flags can be named)
+    with pytest.raises(GoatDNAError, match="config 'part': steps must be >= 1") as err:
+        from_dict(Holder, {"part": {"steps": 0}})
+    assert err.value.key == "part.steps"  # type: ignore[attr-defined]
+
+
+def test_config_with_flags_merges_overrides_then_flags_and_names_the_source() -> None:
+    base = to_dict(Holder())
+    merged = config_with_flags(Holder, base, HOLDER_FLAGS, {"steps": 3}, ["part.steps=7"])
+    assert merged.part.steps == 3  # a flag wins over a --set of its key
+    kept = config_with_flags(Holder, base, HOLDER_FLAGS, {"steps": None}, ["part.steps=7"])
+    assert kept.part.steps == 7  # a flag not given keeps what the config says
+    counted = config_with_flags(Holder, base, HOLDER_FLAGS, {"size": "4"})
+    assert counted.part.size == 4  # a count stays a number (as YAML reads it)
+    assert config_with_flags(Holder, base, HOLDER_FLAGS, {"size": "0,1"}).part.size == "0,1"
+    with pytest.raises(GoatDNAError, match=r"^--steps 0: config 'part': steps must be >= 1"):
+        config_with_flags(Holder, base, HOLDER_FLAGS, {"steps": 0})
+    with pytest.raises(GoatDNAError, match=r"^--set 'part.steps=0': config 'part': steps must"):
+        config_with_flags(Holder, base, HOLDER_FLAGS, {}, ["part.steps=0"])
+    assert HOLDER_FLAGS[0].help_text == "Steps (default: config key part.steps)."
+    assert HOLDER_FLAGS[1].help_text is None  # the concept's shared help

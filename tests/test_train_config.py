@@ -36,7 +36,7 @@ def test_125m_configs_carry_the_gpu_settings() -> None:
 
 
 def test_tiny_configs_train_on_cpu_in_fp32() -> None:
-    from goatdna.training.loop import resolve_precision
+    from goatdna.runtime import resolve_precision
 
     config = load_run_config(CONFIGS / "goat-tiny.yaml", ["trainer.accelerator=cpu"])
     assert resolve_precision(config.trainer.precision, config.trainer.accelerator) == "32-true"
@@ -89,3 +89,31 @@ def test_data_seq_len_sets_the_models_train_length() -> None:
         GoatDNAError, match=r"model\.train_length \(128\) differs from data\.seq_len \(256\)"
     ):
         load_run_config(CONFIGS / "goat-tiny.yaml", ["model.train_length=128"])
+
+
+def test_train_flags_win_over_set_and_a_wrong_one_is_named(tmp_path: Path) -> None:
+    """`goatdna train`'s flags go through the one merge (`config_with_flags`): a flag beats a
+    --set of its key, and a wrong value names the flag the user typed (--precision fp8 was
+    reported as --set 'trainer.precision=fp8', an argument nobody passed)."""
+    tiny = CONFIGS / "goat-tiny.yaml"
+    config = load_run_config(tiny, ["trainer.max_steps=7"], {"max_steps": 3, "devices": "2"})
+    assert config.trainer.max_steps == 3 and config.trainer.devices == 2
+    with pytest.raises(GoatDNAError, match=r"^--precision 'fp8': config key 'trainer.precision'"):
+        load_run_config(tiny, [], {"precision": "fp8"})
+    with pytest.raises(GoatDNAError, match=r"^--set 'trainer.devices=0': config 'trainer': dev"):
+        load_run_config(tiny, ["trainer.devices=0", "trainer.accelerator=cpu"])
+
+
+def test_train_config_resumes_from_the_run_directory(tmp_path: Path) -> None:
+    from goatdna.training.config import resumed_config, train_config
+
+    with pytest.raises(GoatDNAError, match="--config is required"):
+        train_config(None, tmp_path, resume=False, overrides=[], flags={})
+    with pytest.raises(GoatDNAError, match="--resume: .*config.yaml not found"):
+        train_config(None, tmp_path, resume="auto", overrides=[], flags={})
+    assert resumed_config(tmp_path, True) is None
+    (tmp_path / "config.yaml").write_text((CONFIGS / "goat-tiny.yaml").read_text())
+    assert resumed_config(tmp_path, True) == tmp_path / "config.yaml"
+    assert resumed_config(tmp_path, False) is None  # a new run never reads a stored config
+    config = train_config(None, tmp_path, resume=True, overrides=[], flags={"max_steps": 5})
+    assert config.trainer.max_steps == 5

@@ -152,3 +152,33 @@ def test_training_checkpoint_restores_the_loop_state_in_place(tmp_path: Path) ->
     restored = TrainState()
     assert load_training_checkpoint(fabric, path, {**objects, "loop": restored}) == 8
     assert restored == saved
+
+
+def test_a_train_run_parses_its_devices_once(
+    tmp_path: Path, synthetic_shards: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`trainer.devices` is parsed once per run into the run's `Runtime` (the preflight check,
+    the world-size check and Fabric each parsed it again: three parses of one value)."""
+    from helpers import invoke
+
+    import goatdna.runtime
+
+    parsed: list[object] = []
+    real = goatdna.runtime.parse_devices
+
+    def counting(value: int | str, option: str = "--devices") -> int | str | list[int]:
+        parsed.append(value)
+        return real(value, option)
+
+    monkeypatch.setattr(goatdna.runtime, "parse_devices", counting)
+    config = Path(__file__).resolve().parents[1] / "configs" / "goat-tiny.yaml"
+    sets = ["model.n_layers=1", "model.d_model=32", "model.n_heads=2", "model.mlp_hidden=64",
+            "model.goat_modes=2", "data.seq_len=32", "data.micro_batch_size=4",
+            "data.val_max_windows=4", "data.num_workers=0", "optim.warmup_steps=0",
+            "trainer.eval_every=2", "trainer.ckpt_every=2", "trainer.progress_bar=false",
+            "trainer.tensorboard=false"]  # fmt: skip
+    result = invoke(["train", "--config", config, "--data", synthetic_shards,
+                     "--out", tmp_path / "run", "--max-steps", "2", "--accelerator", "cpu",
+                     "--devices", "1", *(a for s in sets for a in ("--set", s))])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert parsed == [1], parsed

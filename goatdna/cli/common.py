@@ -16,12 +16,26 @@ import dataclasses
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import EllipsisType
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypedDict, TypeVar
 
 import typer
 
+from goatdna.configfile import (  # the bounds' vocabulary (NUMERIC_RANGES)
+    COUNT,
+    COUNT_OR_ZERO,
+    FRACTION,
+    NON_NEGATIVE,
+    OPEN_FRACTION,
+    SEED,
+    Bounds,
+    ConfigFlag,
+    bounds_of,
+    field_owner,
+    field_type,
+)
 from goatdna.errors import GoatDNAError
 from goatdna.inference.attribute import BASELINES as ATTRIBUTE_BASELINES
 from goatdna.inference.attribute import METHODS as ATTRIBUTE_METHODS
@@ -107,7 +121,7 @@ OPTION_HELP: dict[str, str] = {
 
 class OptionExtras(TypedDict, total=False):
     """What a command may add to a shared option (forwarded to `typer.Option`). Not a range:
-    ranges are declared once, in NUMERIC_RANGES below."""
+    ranges are declared once, in NUMERIC_RANGES below (or on a config field, `config_flags`)."""
 
     show_default: bool
 
@@ -149,7 +163,7 @@ WorkForceOpt = Annotated[
 # Where a model runs: the same three flags everywhere (Lightning's spelling). Multi-device
 # commands take all three; single-process ones (evaluate, generate, report, probe-recall) take
 # --accelerator and --devices for one device (`goatdna.runtime.single_device`); train and
-# finetune take the Config* forms, whose None keeps the run config's trainer.* value.
+# finetune take them as config flags (`config_flags`), whose None keeps the run config's value.
 AcceleratorOpt = Annotated[str, option("accelerator")]
 DevicesOpt = Annotated[str, option("devices")]
 NumNodesOpt = Annotated[int, option("num_nodes")]
@@ -160,24 +174,6 @@ OneDeviceOpt = Annotated[
         "One device: 1 (the accelerator's first), or a GPU id with a trailing comma "
         "(Lightning's syntax: 1, is cuda:1).",
     ),
-]
-ConfigAcceleratorOpt = Annotated[
-    str | None,
-    option(
-        "accelerator",
-        "auto | cpu | cuda (gpu) | mps (default: trainer.accelerator, normally auto).",
-    ),
-]
-ConfigDevicesOpt = Annotated[
-    str | None,
-    option(
-        "devices",
-        "Devices per node: a count, -1 for all, 'auto', or ids like 0,1 (default: "
-        "trainer.devices).",
-    ),
-]
-ConfigNumNodesOpt = Annotated[
-    int | None, option("num_nodes", "Nodes (torchrun/SLURM; default: trainer.num_nodes).")
 ]
 OverridesOpt = Annotated[list[str] | None, option("overrides")]
 CacheDirOpt = Annotated[Path | None, option("cache_dir")]
@@ -314,53 +310,11 @@ def print_frame(
 
 # ----------------------------------------------------------------------------- numeric ranges
 
-# The largest integer any option accepts: exact in float64 and far inside int64, so no value a
-# user types can wrap around in numpy or torch (1e20 was written as -9223372036854775808).
-MAX_INT = 2**53
-
-
-@dataclasses.dataclass(frozen=True)
-class Bounds:
-    """The values a numeric option accepts: ``low``..``high`` (each inclusive unless ``*_open``);
-    a float must be finite (NaN passes every comparison, so it is refused on its own)."""
-
-    low: float | None
-    high: float | None
-    low_open: bool = False
-    high_open: bool = False
-
-    def describe(self) -> str:
-        def number(x: float) -> str:
-            return f"{x:,}" if float(x).is_integer() and abs(x) >= 1000 else f"{x:g}"
-
-        parts = []
-        if self.low is not None:
-            parts.append(f"{'>' if self.low_open else '>='} {number(self.low)}")
-        if self.high is not None and self.high < MAX_INT:
-            parts.append(f"{'<' if self.high_open else '<='} {number(self.high)}")
-        return " and ".join(parts) or "finite"
-
-    def accepts(self, value: float) -> bool:
-        import math
-
-        if isinstance(value, float) and not math.isfinite(value):
-            return False
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or (value < self.high if self.high_open else value <= self.high)
-
-
-SEED = Bounds(0, 2**32 - 1)  # what numpy, torch and Python's random all accept
-COUNT = Bounds(1, MAX_INT)  # sizes, counts, lengths, steps: at least one
-COUNT_OR_ZERO = Bounds(0, MAX_INT)  # where 0 has a documented meaning (none, all, auto)
-NON_NEGATIVE = Bounds(0, None)  # finite floats >= 0 (thresholds, temperature)
-POSITIVE = Bounds(0, None, low_open=True)
-FRACTION = Bounds(0, 1, high_open=True)
-OPEN_FRACTION = Bounds(0, 1, low_open=True, high_open=True)
-
 # Every int/float option of every command, by parameter name; `(command, name)` where one
 # command gives the name another meaning. `with_declared_ranges` refuses a command whose numeric
-# option is in neither table, so a new option cannot go unchecked.
+# option is in neither table, so a new option cannot go unchecked. A flag that sets a config
+# field (`config_flags`) takes the field's own bounds, declared once on the library's dataclass
+# (`goatdna.configfile.bounded`), and is in neither table.
 NUMERIC_RANGES: dict[str, Bounds] = {
     "seed": SEED,
     "steps": COUNT,
@@ -375,7 +329,6 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "workers": COUNT,
     "max_records": COUNT_OR_ZERO,
     "seq_len": COUNT,
-    "max_steps": COUNT,
     "num_nodes": COUNT,
     "max_new_tokens": COUNT,
     "top_k": Bounds(1, 4),
@@ -397,24 +350,17 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "windows": COUNT,
     "length": COUNT,
     "max_variants": COUNT,
-    "epochs": COUNT,
     "positives": COUNT,
     "max_train": COUNT,
     "max_eval": COUNT,
-    "bed_label_column": Bounds(4, MAX_INT),  # columns 1-3 are chrom, start, end
     "val_fraction": FRACTION,
     "test_fraction": FRACTION,
     "held_out": Bounds(0, 1, low_open=True),  # (0, 1]: 1 = the whole contig
     "temperature": NON_NEGATIVE,  # 0 = greedy
     "level": OPEN_FRACTION,
-    "lr": POSITIVE,
-    "backbone_lr": NON_NEGATIVE,
     "max_nll_diff": NON_NEGATIVE,
     "max_logprob_error": NON_NEGATIVE,
     "min_spearman": Bounds(-1, 1),
-    "lora_rank": COUNT,
-    "lora_alpha": COUNT,  # updates are scaled by alpha / rank
-    "lora_dropout": FRACTION,
     "flank": COUNT_OR_ZERO,
     "trim": COUNT,
     "min_seqlets": COUNT,
@@ -518,7 +464,12 @@ def with_declared_ranges(func: Callable[P, R]) -> Callable[P, R]:
         if info is not None:
             plain = next((a for a in typing.get_args(base) if a is not type(None)), base)
             if plain in (int, float) and typing.get_origin(base) is not list:
-                bounds = COMMAND_RANGES.get((command, param.name)) or NUMERIC_RANGES.get(param.name)
+                declared = [i for i in infos if isinstance(i, Bounds)]  # a config field's own
+                bounds = (
+                    declared[0]
+                    if declared
+                    else COMMAND_RANGES.get((command, param.name)) or NUMERIC_RANGES.get(param.name)
+                )
                 if bounds is None:
                     raise KeyError(
                         f"goatdna {command}: numeric option {param.name!r} has no declared range; "
@@ -541,3 +492,68 @@ def with_declared_ranges(func: Callable[P, R]) -> Callable[P, R]:
     wrapper.__signature__ = inspect.signature(func).replace(parameters=parameters)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     return wrapper
+
+
+# ----------------------------------------------------------------------------- config flags
+
+
+def config_flags(
+    func: Callable[P, R],
+    owner: type,
+    flags: Sequence[ConfigFlag],
+    layout: Sequence[str | EllipsisType],
+) -> Callable[P, R]:
+    """``func`` whose signature is its own parameters plus one option per `ConfigFlag` of the
+    config dataclass ``owner`` (the flags arrive in its ``**flags``), in ``layout`` order: names
+    of its parameters and flags, ``...`` for the flags not named (in their table's order).
+
+    The library's table holds each flag once (name, config key, help); its type, bounds and
+    metavar are the config field's (`bounds_of`, as `default_of` reads defaults); its default
+    is None, which keeps the config's value. Typer builds the command from this signature.
+    """
+    own = {
+        p.name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(func).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+    by_name = {flag.name: flag for flag in flags}
+    named = {item for item in layout if isinstance(item, str)}
+    if set(own) - named or named - set(own) - set(by_name):
+        raise KeyError(f"{func.__name__}: layout {layout} must name each own parameter once")
+    parameters = []
+    for item in layout:
+        if isinstance(item, str) and item in own:
+            parameters.append(own[item])
+        else:
+            chosen = (
+                [by_name[item]]
+                if isinstance(item, str)
+                else [flag for flag in flags if flag.name not in named]
+            )
+            parameters += [_flag_parameter(owner, flag) for flag in chosen]
+    func.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return func
+
+
+def _flag_parameter(owner: type, flag: ConfigFlag) -> inspect.Parameter:
+    """One option of a config flag: ``X | None`` of the field's number or switch type (text
+    otherwise: a choice, a path, a list spec), its bounds in the annotation for the range check."""
+    import typing
+
+    section, name = field_owner(owner, flag.key)
+    hint = field_type(owner, flag.key)
+    plain = hint if hint in (int, float, bool) else str
+    help_text = flag.help_text
+    if flag.name in OPTION_NAMES:
+        info = option(flag.name, help_text)
+    else:
+        spelled = flag.name.replace("_", "-")
+        names = f"--{spelled}/--no-{spelled}" if plain is bool else f"--{spelled}"
+        info = typer.Option(names, help=help_text)
+    bounds = bounds_of(section, name) if plain in (int, float) else None
+    metadata = (info,) if bounds is None else (info, bounds)
+    args = (plain | None, *metadata)
+    annotation = typing.Annotated[args]  # type: ignore[valid-type]
+    return inspect.Parameter(
+        flag.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )

@@ -1,23 +1,21 @@
-"""`goatdna train`: train a GOAT or RoPE decoder on prepared shards into a run directory."""
+"""`goatdna train`: train a GOAT or RoPE decoder on prepared shards into a run directory.
+
+Its flags that set config keys (``--max-steps``, ``--devices`` ...) are the library's
+`TRAIN_FLAGS`, declared next to `RunConfig`; the signature Typer reads is built from them
+(`config_flags`), and `train_config` merges them into the run config.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from goatdna.cli.common import (
-    ConfigAcceleratorOpt,
-    ConfigDevicesOpt,
-    ConfigNumNodesOpt,
-    DataOpt,
-    OverridesOpt,
-    option,
-    say_once,
-)
+from goatdna.cli.common import DataOpt, OverridesOpt, config_flags, option, say_once
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
+from goatdna.training.config import TRAIN_FLAGS, RunConfig
 
 
 def train(
@@ -33,9 +31,6 @@ def train(
             "Run config YAML (configs/goat-tiny.yaml ...): required for a new run; with --resume "
             "it defaults to the run directory's config.yaml.",
         ),
-    ] = None,
-    max_steps: Annotated[
-        int | None, typer.Option("--max-steps", help="Override trainer.max_steps.")
     ] = None,
     overrides: OverridesOpt = None,
     resume: Annotated[
@@ -56,27 +51,12 @@ def train(
     force: Annotated[
         bool, option("force", "Start over in a run directory that already holds a run.")
     ] = False,
-    devices: ConfigDevicesOpt = None,
-    strategy: Annotated[str | None, option("strategy")] = None,
-    precision: Annotated[str | None, option("precision")] = None,
-    num_nodes: ConfigNumNodesOpt = None,
-    accelerator: ConfigAcceleratorOpt = None,
+    **flags: Any,
 ) -> None:
     """Train a decoder; writes config.yaml, checkpoints/, metrics.csv and summary.json."""
-    from goatdna.training.config import load_run_config
+    from goatdna.training.config import train_config
     from goatdna.training.trainer import train as run_training
 
-    flags = {
-        "trainer.max_steps": max_steps,
-        "trainer.devices": devices,
-        "trainer.strategy": strategy,
-        "trainer.precision": precision,
-        "trainer.num_nodes": num_nodes,
-        "trainer.accelerator": accelerator,
-    }
-    all_overrides = list(overrides or []) + [
-        f"{key}={value}" for key, value in flags.items() if value is not None
-    ]
     how: bool | str = resume
     if resume_mode is not None:
         if resume_mode != "auto" or not resume:
@@ -85,14 +65,18 @@ def train(
                 "'auto' right after --resume (--resume auto)"
             )
         how = "auto"
-    if config is None:
-        if not resume:
-            raise GoatDNAError("--config is required (e.g. --config configs/goat-tiny.yaml)")
-        config = out / "config.yaml"
-        if not config.is_file():
-            raise GoatDNAError(f"--resume: {config} not found; pass --config or check --out")
-    run_config = load_run_config(config, all_overrides)
+    run_config = train_config(
+        config, out, resume=resume, overrides=list(overrides or []), flags=flags
+    )
     summary = run_training(run_config, data, out, resume=how, force=force)
     keys = ("steps", "train_loss", "val_loss", "val_bits_per_base", "tokens_per_s", "mfu")
     say_once(json_text({k: summary[k] for k in keys}, indent=None, end=""))
     say_once(f"run directory: {out}")
+
+
+config_flags(
+    train,
+    RunConfig,
+    TRAIN_FLAGS,
+    ("data", "out", "config", "max_steps", "overrides", "resume", "resume_mode", "force", ...),
+)

@@ -8,8 +8,8 @@ written once per side of the torch boundary and pinned equal by a test:
   file imports nothing, so ``goatdna export`` ships it verbatim with the rest of goatdna/model and
   the package still needs torch alone (DESIGN.md);
 * `goatdna.data_prep.tokens`, for the shards' byte encoding (plus the soft-mask flag and IUPAC
-  codes). data_prep cannot import this module: importing any of goatdna.model loads torch, and
-  data_prep knows nothing of torch.
+  codes). data_prep does not import this module: goatdna.model is torch's side of the boundary,
+  and data_prep knows nothing of torch.
 
 ``tests/test_tokens.py::test_model_vocabulary_is_the_shards_vocabulary`` asserts the two agree
 (ids, letters, size, complement), so a change to one without the other fails CI.

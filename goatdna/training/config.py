@@ -8,16 +8,21 @@ overrides use the same paths. This module imports no torch: the CLI validates co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from goatdna.configfile import (
+    COUNT,
+    COUNT_OR_ZERO,
+    ConfigFlag,
     ConfigKeyError,
-    apply_overrides,
+    bounded,
+    check_bounds,
+    config_with_flags,
     from_dict,
     load_yaml,
-    override_for_key,
 )
 from goatdna.errors import GoatDNAError
 from goatdna.model.config import ModelConfig
@@ -104,25 +109,25 @@ class OptimConfig:
 class TrainerConfig:
     """How the loop runs: length, accumulation, devices, precision (Fabric), cadence of I/O."""
 
-    max_steps: int = 1000
+    max_steps: int = bounded(1000, COUNT)
     """Optimizer steps; the cosine schedule ends here."""
-    accumulate: int = 1
+    accumulate: int = bounded(1, COUNT)
     """Micro-batches per optimizer step (global batch = micro_batch_size * accumulate * world size)."""
     precision: Precision = "auto"
     """``auto``: bf16-mixed on a GPU that supports it, 32-true on CPU."""
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
     devices: int | str = "auto"
-    num_nodes: int = 1
+    num_nodes: int = bounded(1, COUNT)
     strategy: Strategy = "auto"
     compile: bool = False
     """Wrap the model in torch.compile for training and validation (opt-in)."""
-    eval_every: int = 500
+    eval_every: int = bounded(500, COUNT)
     """Validate every this many optimizer steps, and always at the last step."""
-    ckpt_every: int = 500
+    ckpt_every: int = bounded(500, COUNT)
     """Write checkpoints/last.ckpt every this many optimizer steps, and always at the end."""
-    log_every: int = 10
+    log_every: int = bounded(10, COUNT)
     """Write a metrics.csv row (train loss, LR, tokens/s) every this many optimizer steps."""
-    throughput_warmup: int = 10
+    throughput_warmup: int = bounded(10, COUNT_OR_ZERO)
     """Optimizer steps excluded from the tokens/s and MFU average (compilation, allocator warm-up)."""
     peak_flops: float | None = None
     """Peak FLOP/s per device for MFU; None: the GPU table, or a measured matmul rate on CPU."""
@@ -135,13 +140,9 @@ class TrainerConfig:
     spans max_steps."""
 
     def __post_init__(self) -> None:
-        _positive(
-            self, "max_steps", "accumulate", "num_nodes", "eval_every", "ckpt_every", "log_every"
-        )
+        check_bounds(self)
         if self.early_stop_evals is not None and self.early_stop_evals < 1:
             raise ValueError(f"early_stop_evals must be >= 1 or null, got {self.early_stop_evals}")
-        if self.throughput_warmup < 0:
-            raise ValueError(f"throughput_warmup must be >= 0, got {self.throughput_warmup}")
         if self.peak_flops is not None and self.peak_flops <= 0:
             raise ValueError(f"peak_flops must be > 0, got {self.peak_flops}")
         if isinstance(self.devices, int) and self.devices < 1 and self.devices != -1:
@@ -205,20 +206,77 @@ def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunCon
         raise wrapped from None
 
 
-def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML config (or a run directory's config.yaml) and apply ``key=value`` overrides."""
+# Where every run's options come from, shared by `train` and `finetune`: the device flags.
+ACCELERATOR_FLAG = ConfigFlag(
+    "accelerator",
+    "trainer.accelerator",
+    "auto | cpu | cuda (gpu) | mps (default: trainer.accelerator, normally auto).",
+)
+DEVICES_FLAG = ConfigFlag(
+    "devices",
+    "trainer.devices",
+    "Devices per node: a count, -1 for all, 'auto', or ids like 0,1 (default: trainer.devices).",
+)
+NUM_NODES_FLAG = ConfigFlag(
+    "num_nodes", "trainer.num_nodes", "Nodes (torchrun/SLURM; default: trainer.num_nodes)."
+)
+
+TRAIN_FLAGS: tuple[ConfigFlag, ...] = (
+    ConfigFlag("max_steps", "trainer.max_steps", "Override trainer.max_steps."),
+    DEVICES_FLAG,
+    ConfigFlag("strategy", "trainer.strategy"),
+    ConfigFlag("precision", "trainer.precision"),
+    NUM_NODES_FLAG,
+    ACCELERATOR_FLAG,
+)
+"""`goatdna train`'s flags that set config keys, in --help order (None help: the shared one)."""
+
+
+def resumed_config(run_dir: str | Path, resume: bool | str) -> Path | None:
+    """The one resume rule of `train` and `finetune`: a ``--resume`` (``auto`` too) reads its
+    options from the run directory's config.yaml when there is one; a new run has none."""
+    stored = Path(run_dir) / "config.yaml"
+    return stored if resume and stored.is_file() else None
+
+
+def load_run_config(
+    path: str | Path,
+    overrides: list[str] | None = None,
+    flags: Mapping[str, object] | None = None,
+) -> RunConfig:
+    """Read a YAML config (or a run directory's config.yaml), apply ``key=value`` overrides and
+    the values of `TRAIN_FLAGS` given (``flags``: by name; None: not given)."""
     raw = load_yaml(path)
     if not isinstance(raw.get("model"), dict):
         raise GoatDNAError(
             f"{path}: no `model:` section; a run config needs one (see configs/goat-tiny.yaml), "
             "so that an empty or wrong file never trains the default 125M model"
         )
-    overrides = list(overrides or [])
-    raw = apply_overrides(raw, overrides)
-    try:
-        return run_config_from_dict(raw, source=str(path))
-    except ConfigKeyError as err:
-        item = override_for_key(err.key, overrides)
-        if item is None:
-            raise
-        raise GoatDNAError(f"--set {item!r}: {err.detail}") from None
+    return config_with_flags(
+        RunConfig,
+        raw,
+        TRAIN_FLAGS,
+        flags or {},
+        list(overrides or []),
+        build=lambda data: run_config_from_dict(data, source=str(path)),
+    )
+
+
+def train_config(
+    config: Path | None,
+    run_dir: Path,
+    *,
+    resume: bool | str,
+    overrides: list[str],
+    flags: Mapping[str, object],
+) -> RunConfig:
+    """`goatdna train`'s run config: ``--config``, or with ``--resume`` the run's own."""
+    if config is None:
+        if not resume:
+            raise GoatDNAError("--config is required (e.g. --config configs/goat-tiny.yaml)")
+        config = resumed_config(run_dir, resume)
+        if config is None:
+            raise GoatDNAError(
+                f"--resume: {run_dir / 'config.yaml'} not found; pass --config or check --out"
+            )
+    return load_run_config(config, overrides, flags)

@@ -55,10 +55,10 @@ from goatdna.configfile import from_dict, load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
-from goatdna.runtime import Runtime, gather_blocks, rank_block
+from goatdna.runtime import Runtime, gather_blocks, rank_block, resolve_precision
 from goatdna.training import preflight
 from goatdna.training.checkpoints import training_checkpoint_bytes
-from goatdna.training.finetune_config import FinetuneConfig
+from goatdna.training.finetune_config import FINETUNE_SECTIONS, FinetuneConfig
 from goatdna.training.finetune_data import (
     Split,
     StepBatches,
@@ -80,7 +80,6 @@ from goatdna.training.loop import (
     Trainable,
     claimed_run_dir,
     fit,
-    resolve_precision,
     run_dir_lock,
 )
 from goatdna.training.metrics import (
@@ -110,8 +109,6 @@ from goatdna.training.run import RunDir
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
     from lightning_fabric.wrappers import _FabricModule
-
-FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
 
 
 def metric_columns(task: str) -> tuple[str, ...]:

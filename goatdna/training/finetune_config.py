@@ -4,12 +4,17 @@ A run directory's ``config.yaml`` holds these sections fully spelled out plus wh
 from the inputs (``model``: the backbone's `ModelConfig`; ``head``: task type, classes, label
 scaling; ``inputs``: sha256 of every input file), so a ``--resume`` that would learn something
 else is refused by name, exactly as for ``goatdna train``.
+
+`FINETUNE_FLAGS` are `goatdna finetune`'s flags, one per config key they set (the command's
+signature is built from them, `load_finetune_config` merges them); numeric fields declare their
+bounds (`goatdna.configfile.bounded`), which the fields' checks and the CLI's ranges both read.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from goatdna.adapters import (
@@ -19,6 +24,28 @@ from goatdna.adapters import (
     LORA_DROPOUT,
     LORA_RANK,
     split_targets,
+)
+from goatdna.configfile import (
+    COUNT,
+    FRACTION,
+    MAX_INT,
+    OPEN_FRACTION,
+    POSITIVE,
+    SEED,
+    Bounds,
+    ConfigFlag,
+    bounded,
+    check_bounds,
+    config_with_flags,
+    load_yaml,
+    to_dict,
+)
+from goatdna.errors import GoatDNAError
+from goatdna.training.config import (
+    ACCELERATOR_FLAG,
+    DEVICES_FLAG,
+    NUM_NODES_FLAG,
+    resumed_config,
 )
 
 PROBE_POOLS = ("mean", "last")
@@ -59,22 +86,17 @@ class TaskConfig:
     """Reference FASTA for BED inputs."""
     sequence_column: str = "sequence"
     label_column: str = "label"
-    bed_label_column: int = 4
+    bed_label_column: int = bounded(4, Bounds(4, MAX_INT, note="columns 1-3 are chrom, start, end"))
     """1-based BED column holding the label (4: the name column)."""
     task: Literal["auto", "classification", "regression"] = "auto"
     """``auto``: regression when every label is a number and some is not whole, or all are
     whole numbers nearly all distinct (`goatdna.data_prep.tables.infer_task`)."""
-    val_fraction: float = 0.1
-    max_length: int = 1024
+    val_fraction: float = bounded(0.1, OPEN_FRACTION)
+    max_length: int = bounded(1024, COUNT)
     """Longer sequences keep their first ``max_length`` bases (counted in summary.json)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
-        if self.max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {self.max_length}")
-        if self.bed_label_column < 4:
-            raise ValueError("bed_label_column must be >= 4 (columns 1-3 are chrom, start, end)")
+        check_bounds(self)
 
 
 @dataclass
@@ -95,27 +117,18 @@ class BackboneConfig:
     """Train on either strand (drawn per epoch and row from the seed)."""
     rc_average: bool = False
     """Evaluate and predict with the mean of both strands' outputs."""
-    dropout: float = 0.1
-    lora_rank: int = LORA_RANK
+    dropout: float = bounded(0.1, FRACTION)
+    lora_rank: int = bounded(LORA_RANK, COUNT)
     """LoRA's rank ``r`` (peft's default); ``mode: lora`` only."""
-    lora_alpha: int = LORA_ALPHA
+    lora_alpha: int = bounded(LORA_ALPHA, COUNT)
     """LoRA's scale numerator (updates are scaled by alpha / rank; peft's default)."""
-    lora_dropout: float = LORA_DROPOUT
+    lora_dropout: float = bounded(LORA_DROPOUT, FRACTION)
     """Dropout on the LoRA branch's input (peft's default)."""
     lora_targets: str = ",".join(ADAPTER_TARGETS)
     """Comma-separated module names that get adapters (``mode: lora`` and ``ia3``)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.lora_rank < 1:
-            raise ValueError(f"lora_rank (--lora-rank) must be >= 1, got {self.lora_rank}")
-        if not (math.isfinite(self.lora_alpha) and self.lora_alpha > 0):
-            raise ValueError(f"lora_alpha (--lora-alpha) must be > 0, got {self.lora_alpha}")
-        if not 0.0 <= self.lora_dropout < 1.0:
-            raise ValueError(
-                f"lora_dropout (--lora-dropout) must be in [0, 1), got {self.lora_dropout}"
-            )
+        check_bounds(self)
         if not split_targets(self.lora_targets):
             raise ValueError("lora_targets (--lora-targets) must name at least one module")
         defaults = {"lora_rank": LORA_RANK, "lora_alpha": LORA_ALPHA, "lora_dropout": LORA_DROPOUT}
@@ -142,41 +155,34 @@ class BackboneConfig:
 class FinetuneOptimConfig:
     """AdamW with separate head and backbone learning rates; linear warmup, cosine to zero."""
 
-    head_lr: float = 1e-3
-    backbone_lr: float = 1e-4
+    head_lr: float = bounded(1e-3, POSITIVE)
+    backbone_lr: float = bounded(1e-4, POSITIVE)
     weight_decay: float = 0.01
-    warmup_fraction: float = 0.1
+    warmup_fraction: float = bounded(0.1, FRACTION)
     grad_clip: float = 1.0
 
     def __post_init__(self) -> None:
-        for name, flag in (("head_lr", "--lr"), ("backbone_lr", "--backbone-lr")):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):  # nan and inf pass a plain "> 0"
-                raise ValueError(f"{name} ({flag}) must be a finite number > 0, got {value}")
-        if not 0.0 <= self.warmup_fraction < 1.0:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        check_bounds(self)
 
 
 @dataclass
 class FinetuneTrainerConfig:
     """Epochs, batch sizes and where Fabric runs (the device keys may change on --resume)."""
 
-    epochs: int = 5
-    batch_size: int = 32
+    epochs: int = bounded(5, COUNT)
+    batch_size: int = bounded(32, COUNT)
     """Sequences per optimizer step over all devices (each device takes its share)."""
-    eval_batch_size: int = 64
-    log_every: int = 10
+    eval_batch_size: int = bounded(64, COUNT)
+    log_every: int = bounded(10, COUNT)
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = "auto"
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
     devices: int | str = 1
-    num_nodes: int = 1
+    num_nodes: int = bounded(1, COUNT)
     strategy: Literal["auto", "ddp"] = "auto"
     progress_bar: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "eval_batch_size", "log_every", "num_nodes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_bounds(self)
 
 
 @dataclass
@@ -185,8 +191,132 @@ class FinetuneConfig:
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
     trainer: FinetuneTrainerConfig = field(default_factory=FinetuneTrainerConfig)
-    seed: int = 0
+    seed: int = bounded(0, SEED)  # numpy's generators take no negative seed
 
     def __post_init__(self) -> None:
-        if self.seed < 0:  # numpy's generators take no negative seed
-            raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")
+        check_bounds(self)
+
+
+FINETUNE_SECTIONS = ("task", "backbone", "optim", "trainer", "seed")
+"""The sections of a run's config.yaml that are `FinetuneConfig` (the rest is resolved from the
+inputs: ``model``, ``head``, ``inputs``)."""
+
+FINETUNE_FLAGS: tuple[ConfigFlag, ...] = (
+    ConfigFlag(
+        "checkpoint", "backbone.checkpoint", "Pretrained backbone: a `goatdna train` .ckpt."
+    ),
+    ConfigFlag(
+        "train",
+        "task.train",
+        "Training table: CSV/TSV/Parquet with sequence,label (or BED + --fasta).",
+    ),
+    ConfigFlag(
+        "val", "task.val", "Validation table (default: hold out --val-fraction of --train)."
+    ),
+    ConfigFlag("test", "task.test", "Test table, evaluated with the best checkpoint."),
+    ConfigFlag("fasta", "task.fasta", "Reference FASTA for BED inputs."),
+    ConfigFlag(
+        "bed_label_column",
+        "task.bed_label_column",
+        "1-based BED column with the label",
+        names_key=True,
+    ),
+    ConfigFlag("sequence_column", "task.sequence_column", "Column", names_key=True),
+    ConfigFlag("label_column", "task.label_column", "Column", names_key=True),
+    ConfigFlag("task", "task.task", "auto | classification | regression (auto: from the labels)."),
+    ConfigFlag(
+        "mode",
+        "backbone.mode",
+        "full (train everything) | probe (frozen backbone, cached embeddings) | lora | ia3 (frozen "
+        "backbone + peft adapters on --lora-targets, trained with the head; the checkpoint holds "
+        "only those; needs `pip install 'goatdna[lora]'`).",
+    ),
+    ConfigFlag("lora_rank", "backbone.lora_rank", "LoRA rank r", names_key=True),
+    ConfigFlag(
+        "lora_alpha",
+        "backbone.lora_alpha",
+        "LoRA alpha (updates scaled by alpha/rank)",
+        names_key=True,
+    ),
+    ConfigFlag(
+        "lora_dropout",
+        "backbone.lora_dropout",
+        "Dropout on the LoRA branch's input",
+        names_key=True,
+    ),
+    ConfigFlag(
+        "lora_targets",
+        "backbone.lora_targets",
+        "Comma-separated module names that get adapters (--mode lora/ia3)",
+        names_key=True,
+    ),
+    ConfigFlag(
+        "layer",
+        "backbone.layer",
+        "Probe input: block number (1-based), final (the final norm's output), a list (1,3,final) "
+        "or all; several sweep with --mode probe, the best on validation is kept",
+        names_key=True,
+    ),
+    ConfigFlag(
+        "pool",
+        "backbone.pool",
+        "mean | last (hidden state of the last base), or a list (mean,last) to sweep with --mode "
+        "probe.",
+    ),
+    ConfigFlag("rc_augment", "backbone.rc_augment", "Train on random strands."),
+    ConfigFlag(
+        "rc_average", "backbone.rc_average", "Evaluate/predict with the mean of both strands."
+    ),
+    ConfigFlag("epochs", "trainer.epochs", "Epochs", names_key=True),
+    ConfigFlag("lr", "optim.head_lr", "Head learning rate", names_key=True),
+    ConfigFlag(
+        "backbone_lr",
+        "optim.backbone_lr",
+        "Backbone learning rate (full), adapter learning rate (lora/ia3)",
+        names_key=True,
+    ),
+    ConfigFlag(
+        "batch_size", "trainer.batch_size", "Sequences per step over all devices", names_key=True
+    ),
+    ConfigFlag(
+        "max_length",
+        "task.max_length",
+        "Keep the first N bases of longer sequences",
+        names_key=True,
+    ),
+    ConfigFlag(
+        "val_fraction",
+        "task.val_fraction",
+        "Held out of --train when --val is absent",
+        names_key=True,
+    ),
+    ConfigFlag("seed", "seed", "Random seed", names_key=True),
+    DEVICES_FLAG,
+    ACCELERATOR_FLAG,
+    ConfigFlag("strategy", "trainer.strategy", "auto | ddp."),
+    NUM_NODES_FLAG,
+    ConfigFlag("precision", "trainer.precision"),
+    ConfigFlag("progress", "trainer.progress_bar"),
+)
+"""`goatdna finetune`'s flags, in --help order (None help: the shared one)."""
+
+
+def load_finetune_config(
+    run_dir: Path, *, resume: bool, overrides: Sequence[str], flags: Mapping[str, object]
+) -> FinetuneConfig:
+    """The run's config: the defaults (a resumed run: its config.yaml's sections), ``--set``
+    items, then the flags given; checked before any work (devices, --train)."""
+    from goatdna.runtime import parse_devices
+
+    stored = resumed_config(run_dir, resume)
+    if stored is None:
+        base = to_dict(FinetuneConfig())
+    else:
+        saved = load_yaml(stored)
+        base = {k: saved[k] for k in FINETUNE_SECTIONS if k in saved}
+    config = config_with_flags(FinetuneConfig, base, FINETUNE_FLAGS, flags, overrides)
+    typed = flags.get("devices")  # the flag's value as typed, for its message (it is the config's)
+    parse_devices(typed if isinstance(typed, str) else config.trainer.devices)
+    if not config.task.train:
+        raise GoatDNAError("--train is required (a CSV/TSV/Parquet file with sequence,label)")
+    return config

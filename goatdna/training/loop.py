@@ -33,7 +33,7 @@ from goatdna.atomic import DiskFullError, atomic_write_text, disk_full_error, is
 from goatdna.errors import GoatDNAError
 from goatdna.faults import crash_point
 from goatdna.locking import folder_lock
-from goatdna.runtime import on_rank_zero, runs_on_cuda
+from goatdna.runtime import on_rank_zero
 from goatdna.training.checkpoints import (
     TrainState,
     load_training_checkpoint,
@@ -572,12 +572,3 @@ class StepProgress:
             self._progress.stop()
         if self._lines is not None:
             self._lines.close()
-
-
-def resolve_precision(precision: str, accelerator: str) -> str:
-    """``auto``: bf16-mixed on a bf16-capable GPU, 16-mixed on older GPUs, 32-true on CPU."""
-    if precision != "auto":
-        return precision
-    if runs_on_cuda(accelerator):
-        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-    return "32-true"

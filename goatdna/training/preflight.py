@@ -13,10 +13,14 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from goatdna.atomic import check_output_dir, disk_full_error, is_disk_full
 from goatdna.errors import GoatDNAError, Interrupted
 from goatdna.training.config import RunConfig
+
+if TYPE_CHECKING:
+    from goatdna.runtime import Runtime
 
 LARGE_ON_CPU_PARAMS = 100_000_000
 """Above this many parameters a CPU run gets a loud warning (the 125M configs are for GPUs)."""
@@ -35,25 +39,29 @@ class TrainingInterrupted(BaseException):
         self.signum = signum
 
 
-def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True) -> None:
+def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True) -> Runtime:
     """Accelerator, devices and the run directory must be usable here; warn when a >100M model
-    would train on a CPU."""
+    would train on a CPU. Returns the run's one `Runtime`: ``trainer.devices`` is parsed here,
+    once, and the run reads the parsed value from it (world size, Fabric)."""
     import torch
 
-    from goatdna.runtime import check_accelerator, parse_devices, runs_on_cuda
+    from goatdna.runtime import Runtime, resolve_precision, runs_on_cuda
 
     if warn:  # global rank 0: the one that writes the run directory
         check_output_dir(run_dir, "--out")
     trainer = config.trainer
-    check_accelerator(trainer.accelerator)
-    devices = parse_devices(trainer.devices)
+    precision = resolve_precision(trainer.precision, trainer.accelerator)
+    runtime = Runtime.from_options(
+        trainer.accelerator, trainer.devices, trainer.num_nodes, precision
+    )
+    devices = runtime.devices
     on_gpu = runs_on_cuda(trainer.accelerator)
     if on_gpu and isinstance(devices, int) and devices > torch.cuda.device_count():
         raise GoatDNAError(
             f"--devices {devices}: only {torch.cuda.device_count()} GPU(s) are visible here"
         )
     if on_gpu or not warn:
-        return
+        return runtime
     from goatdna.model import DNADecoder
 
     with torch.device("meta"):  # shapes only
@@ -64,6 +72,7 @@ def check_before_training(config: RunConfig, run_dir: Path, *, warn: bool = True
             "thousand steps; use a GPU, or a small config such as configs/goat-tiny.yaml",
             file=sys.stderr,
         )
+    return runtime
 
 
 def interrupted_message(stop: BaseException, run_dir: Path, resume_command: str) -> Interrupted:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from goatdna import __version__
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
-from goatdna.runtime import Runtime, parse_devices, runs_on_cuda
+from goatdna.runtime import Runtime, runs_on_cuda
 from goatdna.training import preflight
 from goatdna.training.config import RunConfig
 from goatdna.training.run import RunDir, resolved_config
@@ -48,19 +48,19 @@ METRIC_COLUMNS = (
 """metrics.csv's columns in pretraining."""
 
 
-def _devices_per_node(config: RunConfig) -> int:
-    """``trainer.devices`` as a count ("auto"/-1: every visible GPU, or 1 process on CPU)."""
-    devices = parse_devices(config.trainer.devices)
+def _devices_per_node(runtime: Runtime) -> int:
+    """The run's devices as a count ("auto"/-1: every visible GPU, or 1 process on CPU)."""
+    devices = runtime.devices
     if isinstance(devices, int) and devices > 0:
         return devices
     if isinstance(devices, list):  # "0,1": the listed device ids
         return len(devices)
     import torch
 
-    return max(1, torch.cuda.device_count()) if runs_on_cuda(config.trainer.accelerator) else 1
+    return max(1, torch.cuda.device_count()) if runs_on_cuda(runtime.accelerator) else 1
 
 
-def check_world_size(config: RunConfig) -> None:
+def check_world_size(config: RunConfig, runtime: Runtime) -> None:
     """--devices x --num-nodes must equal the processes the launcher started (checked on every
     rank before any rendezvous: a mismatch would otherwise hang or shard the data wrongly)."""
     from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
@@ -70,7 +70,7 @@ def check_world_size(config: RunConfig) -> None:
         launched = int(os.environ["WORLD_SIZE"])
     elif SLURMEnvironment.detect():
         launched = int(os.environ["SLURM_NTASKS"])
-    per_node, nodes = _devices_per_node(config), config.trainer.num_nodes
+    per_node, nodes = _devices_per_node(runtime), runtime.num_nodes
     if launched is not None and launched != per_node * nodes:
         raise GoatDNAError(
             f"--devices {config.trainer.devices} x --num-nodes {nodes} = {per_node * nodes} "
@@ -147,27 +147,33 @@ def train(
 
     # warnings from one process (Lightning's own reading of the launcher's rank variables)
     rank = getattr(rank_zero_only, "rank", 0)
-    preflight.check_before_training(config, Path(run_dir), warn=rank == 0)
+    runtime = preflight.check_before_training(config, Path(run_dir), warn=rank == 0)
     command = f"goatdna train --out {run_dir} --data {data_dir} --resume"
     with preflight.reported_stops(Path(run_dir), command):
-        return _train(config, Path(data_dir), Path(run_dir), resume=resume, force=force)
+        return _train(config, runtime, Path(data_dir), Path(run_dir), resume=resume, force=force)
 
 
 def _train(
-    config: RunConfig, data_dir: Path, run_dir: Path, *, resume: bool | str, force: bool
+    config: RunConfig,
+    runtime: Runtime,
+    data_dir: Path,
+    run_dir: Path,
+    *,
+    resume: bool | str,
+    force: bool,
 ) -> dict[str, Any]:
     import torch
 
     from goatdna.data_prep import ShardedGenome
     from goatdna.model import DNADecoder
     from goatdna.training.checkpoints import training_checkpoint_bytes
-    from goatdna.training.loop import claimed_run_dir, resolve_precision
+    from goatdna.training.loop import claimed_run_dir
     from goatdna.training.windows import plan_windows
 
     wall_start = time.perf_counter()
     # Every check below reads only and runs on every rank before any rendezvous, so a user error
     # stops all ranks alike; rank 0 (as Fabric ranks processes) writes once the group is up.
-    check_world_size(config)
+    check_world_size(config, runtime)
     genome = ShardedGenome(data_dir)
     if config.data.verify:
         genome.verify()
@@ -181,12 +187,10 @@ def _train(
     if plan.checkpoint is not None:
         run.resume_cpu_threads()
 
-    precision = resolve_precision(config.trainer.precision, config.trainer.accelerator)
-    if runs_on_cuda(config.trainer.accelerator):
+    precision = runtime.precision
+    if runs_on_cuda(runtime.accelerator):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    tr = config.trainer
-    runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
     fabric = runtime.fabric(_strategy(config, precision), _loggers(config, run))
     with claimed_run_dir(fabric, run, resolved, plan):
         summary = _fit(fabric, config, windows, run, plan.checkpoint, precision, wall_start)
