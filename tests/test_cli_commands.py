@@ -19,7 +19,6 @@ docstring): the module's docstring and imports, the request, the call, the print
 NOT_YET_THIN = {
     "demo",
     "evaluate",
-    "finetune",
     "info",
     "make_variant_task",
     "model_info",
