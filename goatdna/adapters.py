@@ -222,8 +222,24 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+BACKBONE_FILES = ("config.json", "model.safetensors")
+"""An export folder's files that make the model goatdna loads from it (`read_checkpoint`):
+config.json (every `ModelConfig` field: the same weights under another positional scheme or
+training length are another model) and model.safetensors (the weights). Its other files do not
+change what loads: the model card (README.md), the tokenizer files (goatdna encodes with its own
+token table) and the transformers code copies (goatdna runs its own)."""
+
+
 def backbone_sha256(path: str | Path) -> str:
-    """The digest that identifies a backbone: its ``.ckpt`` file's, or an export folder's
-    ``model.safetensors``'."""
+    """The digest that identifies a backbone, wherever it lies: a ``.ckpt`` file's sha256, or
+    for an export folder the sha256 over `BACKBONE_FILES` in sorted order, each as its name, a
+    NUL byte and its own sha256 (so moving or copying the folder keeps the digest, and a file
+    renamed or edited changes it). fine-tuning records it (``inputs.backbone_sha256``, and an
+    adapter run's ``adapter.backbone_sha256``) and `--resume` and loading compare it."""
     path = Path(path)
-    return file_sha256(path / "model.safetensors" if path.is_dir() else path)
+    if not path.is_dir():
+        return file_sha256(path)
+    digest = hashlib.sha256()
+    for name in sorted(BACKBONE_FILES):
+        digest.update(name.encode() + b"\0" + bytes.fromhex(file_sha256(path / name)))
+    return digest.hexdigest()

@@ -1,10 +1,13 @@
-"""`goatdna finetune` SIGKILLed right after a checkpoint and resumed equals an uninterrupted run."""
+"""`goatdna finetune` SIGKILLed right after a checkpoint and resumed equals an uninterrupted run;
+a run whose export-folder backbone was moved resumes with ``--checkpoint``."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import invoke, tiny_config
+from helpers import assert_one_error_line, invoke, tiny_config
 
 from goatdna import faults
+from goatdna.adapters import backbone_sha256
 from goatdna.checkpoint import save_checkpoint
 from goatdna.configfile import to_dict
 from goatdna.model import DNADecoder
@@ -123,3 +127,64 @@ def test_sigterm_checkpoints_the_step_and_resume_matches(
     b = json.loads((run / "summary.json").read_text())
     assert a["steps"] == b["steps"] == 8 and a["best_step"] == b["best_step"]
     assert b["val"] == pytest.approx(a["val"], abs=1e-6)
+
+
+def _exported_backbone(folder: Path, seed: int) -> Path:
+    """A tiny random-init language model written as a .ckpt and exported: (export folder)."""
+    config = tiny_config()
+    torch.manual_seed(seed)
+    ckpt = save_checkpoint(folder / "lm.ckpt", DNADecoder(config), {"model": to_dict(config)})
+    result = invoke(["export", "--checkpoint", str(ckpt), "--out", str(folder / "export")])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return folder / "export"
+
+
+def test_backbone_digest_is_the_content_of_a_folder_and_the_bytes_of_a_ckpt(
+    tmp_path: Path,
+) -> None:
+    """An export folder's digest covers config.json and model.safetensors, not where the folder
+    lies: a copy has it, an edited config.json does not; a .ckpt's is its file's sha256."""
+    pytest.importorskip("transformers")
+    folder = _exported_backbone(tmp_path / "a", seed=0)
+    ckpt = tmp_path / "a" / "lm.ckpt"
+    assert backbone_sha256(ckpt) == hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    digest = backbone_sha256(folder)
+    assert len(digest) == 64 and str(folder) not in digest
+    copy = shutil.copytree(folder, tmp_path / "b" / "copy")
+    (copy / "README.md").write_text("another model card\n")  # not part of the model
+    assert backbone_sha256(copy) == digest
+    config = json.loads((copy / "config.json").read_text())
+    config["train_length"] = 2 * config["train_length"]
+    (copy / "config.json").write_text(json.dumps(config))
+    assert backbone_sha256(copy) != digest
+
+
+def test_a_run_whose_export_folder_backbone_moved_resumes_with_checkpoint(
+    synthetic_shards: Path, tmp_path: Path, one_thread: None
+) -> None:
+    """``inputs.backbone_sha256`` of an export-folder backbone is a digest of its files, not its
+    path: after the folder moves, ``--resume --checkpoint NEW_PLACE`` goes on; another export
+    folder there is refused in one line naming the digest."""
+    pytest.importorskip("transformers")
+    task = tmp_path / "task"
+    result = invoke(["make-task", "--data", str(synthetic_shards), "--out", str(task),
+                     "--label", "gc", "--max-train", "64", "--max-eval", "32"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    backbone = _exported_backbone(tmp_path / "lm", seed=0)
+    run = tmp_path / "run"
+    result = invoke(["finetune", "--checkpoint", str(backbone), "--train", str(task / "train.csv"),
+                     "--val", str(task / "val.csv"), "--mode", "full", "--epochs", "1",
+                     "--batch-size", "16", "--no-progress", "--out", str(run)])  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert f"backbone_sha256: {backbone_sha256(backbone)}" in (run / "config.yaml").read_text()
+
+    moved = tmp_path / "moved" / "export"
+    moved.parent.mkdir()
+    shutil.move(backbone, moved)
+    resumed = ["finetune", "--out", str(run), "--resume"]
+    assert_one_error_line(invoke(resumed), str(backbone), "--checkpoint")
+    other = _exported_backbone(tmp_path / "other", seed=1)
+    assert_one_error_line(invoke([*resumed, "--checkpoint", str(other)]), "backbone_sha256")
+    result = invoke([*resumed, "--checkpoint", str(moved)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert '"steps": 4' in result.output, result.output

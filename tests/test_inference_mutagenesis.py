@@ -158,6 +158,18 @@ def test_local_equals_brute_force(checkpoints, fasta, tmp_path, positional, wind
     np.testing.assert_allclose(matrix[0], first[0, 1])  # one strand only: that strand's value
 
 
+def test_full_runs_through_pair_scorings_prefix_pass() -> None:
+    """One padding rule, one prefix pass, one no-prefix pass: ``full`` calls `pair_scoring`'s
+    (mutagenesis had its own `_padded` and prefix pass); only the suffix pass is its own (why:
+    the module docstring), and `test_full_equals_score_variants` pins its numbers."""
+    from goatdna.inference import mutagenesis, pair_scoring
+
+    assert mutagenesis.padded is pair_scoring.padded
+    assert mutagenesis.prefix_pass is pair_scoring.prefix_pass
+    assert mutagenesis.sequence_ll is pair_scoring.sequence_ll
+    assert not hasattr(mutagenesis, "_padded") and not hasattr(pair_scoring, "_padded")
+
+
 def _args(checkpoint: Path, fasta: Path, *outs: Path, region: str = "chrA:3-150") -> list[str]:
     args = ["mutagenesis", "-c", str(checkpoint), "--fasta", str(fasta), "--region", region,
             "--window", "16", "--chunk-size", "40", "--accelerator", "cpu"]  # fmt: skip

@@ -17,6 +17,21 @@ reference base's entry 0, NaN where the reference is N or a strand has no value)
   ``LL(s_b) - LL(s_ref)`` sums over the suffix positions only: the flank's own log-probabilities
   are identical in both and cancel, as they do in `score-variants`.
 
+  What is shared with `goatdna.inference.pair_scoring` (score-variants' pair scoring), and why
+  the rest stays here. The padding (`pair_scoring.padded`), the pass without a shared prefix
+  (`pair_scoring.sequence_ll`) and the prefix pass that fills the KV cache
+  (`pair_scoring.prefix_pass`) are the same code. The suffix pass is not, because routing the
+  scan through `pair_scoring.score_pairs` would change its numbers (and a ``--resume`` mixes
+  units scored before and after a change, so they must not move): (1) three ALT suffixes run on
+  copies of one prefix cache, where a `Pair` has one ``y`` written over its ``x`` (three pairs a
+  position would run ``s_ref`` three times: 4.5 windows instead of 2.5); (2) the LLR sums the
+  suffix log-probabilities only, where `score_pairs` returns whole LLs (prefix + suffix) whose
+  difference rounds differently in the last bits (hence the 1e-5 tolerance between the two in
+  tests/test_inference_mutagenesis.py); (3) groups are cut by ``batch_size`` alone, in
+  prefix-length order, where `score_pairs` also cuts by `MEMORY_BOUND_BYTES` and runs suffixes
+  in `ATTENTION_BLOCK_BYTES` query blocks: another cut changes which rows share a pass and the
+  batch's shared length, so where the cancelled flank sum ends.
+
 ``local`` -- an approximation: only the changed base's own probability, from one causal pass:
 
     local_fwd(p, b) = log p(b | ctx_fwd(p)) - log p(c[p] | ctx_fwd(p))
@@ -44,8 +59,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.errors import GoatDNAError
+from goatdna.inference.pair_scoring import padded, prefix_pass, sequence_ll
 from goatdna.inference.variants import STRANDS
-from goatdna.io.tokens import COMPLEMENT, NUM_BASES, N, reverse_complement
+from goatdna.io.tokens import COMPLEMENT, NUM_BASES, reverse_complement
 
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     import torch
@@ -123,14 +139,6 @@ def position_groups(contig: np.ndarray, p: int, flank: int, strands: str) -> lis
     return groups
 
 
-def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
-    """Right-pad with N (never a target, and causal attention never looks right)."""
-    block = np.full((len(seqs), length), N, dtype=np.int64)
-    for i, s in enumerate(seqs):
-        block[i, : s.size] = s
-    return block
-
-
 def score_groups(model: DNADecoder, groups: Sequence[PositionGroup], batch_size: int) -> np.ndarray:
     """``LL(s_b) - LL(s_ref)`` of every group's four rows -> (len(groups), 4) float64 (0 at REF).
 
@@ -158,16 +166,8 @@ def _score_whole(
     model: DNADecoder, batch: Sequence[PositionGroup], device: torch.device
 ) -> np.ndarray:
     """No shared prefix (a position at a contig end): LL of the four full sequences."""
-    import torch
-
-    from goatdna.model.scoring import sequence_log_probs
-
     seqs = [g.row(b) for g in batch for b in range(NUM_BASES)]
-    length = max(s.size for s in seqs)
-    if length < 2:
-        return np.zeros((len(batch), 4))
-    tokens = torch.from_numpy(_padded(seqs, length)).to(device)  # (4B, L)
-    ll = sequence_log_probs(model, tokens).double().sum(dim=1).view(len(batch), 4).cpu().numpy()
+    ll = sequence_ll(model, seqs, device).reshape(len(batch), 4)  # (4B,) -> (B, 4)
     refs = np.array([g.ref for g in batch])
     return ll - ll[np.arange(len(batch)), refs][:, None]
 
@@ -178,23 +178,21 @@ def _score_on_prefix(
     """s_ref in one causal pass that also fills the KV cache of the shared prefix, then the
     three alternatives' suffixes (3B rows) on copies of that prefix's cache.
 
-    As `goatdna.inference.pair_scoring` scores one allele pair, but the prefix and ``s_ref`` run once
-    for three alleles: per position and strand one window plus three half windows.
+    The prefix pass is `pair_scoring.prefix_pass`; the suffix pass differs from
+    `pair_scoring`'s (three suffixes per prefix, suffix-only sums: see the module docstring), so
+    the prefix and ``s_ref`` run once for three alleles: per position and strand one window plus
+    three half windows.
     """
     import torch
 
     from goatdna.model.scoring import target_log_probs
 
     n = len(batch)
-    refs = [g.row(g.ref) for g in batch]
-    x_len = max(max(s.size for s in refs), shared + 1)
-    x = torch.from_numpy(_padded(refs, x_len)).to(device)  # (B, Lx)
-    cache = model.new_cache(n, x_len - 1)
-    x_logits = model.forward_cached(x[:, :-1], cache)  # (B, Lx - 1, V): one causal block
+    x, x_logits, cache = prefix_pass(model, [g.row(g.ref) for g in batch], shared, 0, device)
     ll_ref = target_log_probs(x_logits, x[:, 1:])[:, shared - 1 :].double().sum(dim=1)  # (B,)
     suffixes = [g.row(b, shared) for g in batch for b in g.alternatives]  # 3B rows
     length = max(s.size for s in suffixes)  # >= 1: every row holds its base
-    targets = torch.from_numpy(_padded(suffixes, length)).to(device)  # (3B, Ls)
+    targets = torch.from_numpy(padded(suffixes, length)).to(device)  # (3B, Ls)
     logits = x_logits[:, shared - 1 : shared].repeat_interleave(3, dim=0)  # predicts the base
     if length > 1:
         grown = model.new_cache(3 * n, shared + length - 1)
@@ -276,7 +274,7 @@ def local_scores(
             length = max(w[0].size for w in rows)
             if length < 2:
                 continue
-            tokens = torch.from_numpy(_padded([w[0] for w in rows], length)).to(device)
+            tokens = torch.from_numpy(padded([w[0] for w in rows], length)).to(device)
             logits = model(tokens[:, :-1])  # (B, L - 1, V): index j predicts token j + 1
             per_base = torch.stack(
                 [

@@ -33,6 +33,7 @@ from goatdna.io.tokens import N
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     import torch
 
+    from goatdna.model.cache import KVCache
     from goatdna.model.transformer import DNADecoder
 
 
@@ -95,16 +96,20 @@ def _batches(
     return batches
 
 
-def _padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
-    """Right-pad with N (never a target, and causal attention never looks right)."""
+def padded(seqs: Sequence[np.ndarray], length: int) -> np.ndarray:
+    """Right-pad with N (never a target, and causal attention never looks right).
+
+    Public: mutagenesis pads its batches through here too (one padding rule)."""
     block = np.full((len(seqs), length), N, dtype=np.int64)
     for i, s in enumerate(seqs):
         block[i, : s.size] = s
     return block
 
 
-def _sequence_ll(model: DNADecoder, seqs: Sequence[np.ndarray], device: torch.device) -> np.ndarray:
-    """LL of each sequence scored from position 0 (full forward pass, right-padded batch)."""
+def sequence_ll(model: DNADecoder, seqs: Sequence[np.ndarray], device: torch.device) -> np.ndarray:
+    """LL of each sequence scored from position 0 (full forward pass, right-padded batch).
+
+    Public: mutagenesis scores its positions without a shared prefix (contig ends) here."""
     import torch
 
     from goatdna.model.scoring import sequence_log_probs
@@ -112,14 +117,39 @@ def _sequence_ll(model: DNADecoder, seqs: Sequence[np.ndarray], device: torch.de
     length = max(s.size for s in seqs)
     if length < 2:
         return np.zeros(len(seqs))
-    tokens = torch.from_numpy(_padded(seqs, length)).to(device)  # (B, L)
+    tokens = torch.from_numpy(padded(seqs, length)).to(device)  # (B, L)
     return sequence_log_probs(model, tokens).double().sum(dim=1).cpu().numpy()
 
 
 def _score_full(model: DNADecoder, batch: Sequence[Pair], device: torch.device) -> np.ndarray:
     """Two full windows per pair: LL(x) and LL(y) from one forward pass over 2B rows."""
-    ll = _sequence_ll(model, [p.x for p in batch] + [p.y for p in batch], device)
+    ll = sequence_ll(model, [p.x for p in batch] + [p.y for p in batch], device)
     return np.stack([ll[: len(batch)], ll[len(batch) :]], axis=1)
+
+
+def prefix_pass(
+    model: DNADecoder,
+    seqs: Sequence[np.ndarray],
+    shared: int,
+    min_length: int,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, KVCache]:
+    """``seqs`` (which agree on their first ``shared`` tokens) in one causal pass that also fills
+    a new KV cache -> (tokens (B, Lx), logits (B, Lx-1, V), cache).
+
+    Rows are right-padded to ``Lx >= shared + 1`` tokens, so logit ``shared - 1`` (the prefix's
+    prediction of the token after it) always exists. The cache holds at least ``min_length``
+    positions, room for the suffixes the caller runs on the prefix next; its size never changes
+    a number (attention reads only the ``length`` positions written). Public: `score_pairs` and
+    mutagenesis's ``full`` scan both start here (one prefix pass).
+    """
+    import torch
+
+    x_len = max(max(s.size for s in seqs), shared + 1)
+    x = torch.from_numpy(padded(seqs, x_len)).to(device)  # (B, Lx)
+    cache = model.new_cache(len(seqs), max(x_len - 1, min_length))
+    logits = model.forward_cached(x[:, :-1], cache)  # (B, Lx-1, V): one causal block
+    return x, logits, cache
 
 
 def _score_shared(
@@ -134,17 +164,16 @@ def _score_shared(
 
     from goatdna.model.scoring import target_log_probs
 
-    x_len = max(max(p.x.size for p in batch), shared + 1)  # >= shared + 1: see ``first`` below
-    x = torch.from_numpy(_padded([p.x for p in batch], x_len)).to(device)  # (B, Lx)
     y_suffix = [p.y[shared:] for p in batch]
     y_len = max(s.size for s in y_suffix)
-    cache = model.new_cache(len(batch), max(x_len - 1, shared + y_len - 1))
-    x_logits = model.forward_cached(x[:, :-1], cache)  # (B, Lx-1, V)
+    x, x_logits, cache = prefix_pass(
+        model, [p.x for p in batch], shared, shared + y_len - 1, device
+    )
     x_logp = target_log_probs(x_logits, x[:, 1:]).double()  # (B, Lx-1)
     ll_x = x_logp.sum(dim=1)
     ll_y = x_logp[:, : shared - 1].sum(dim=1)  # the shared prefix's own log-probabilities
     if y_len:
-        targets = torch.from_numpy(_padded(y_suffix, y_len)).to(device)  # (B, Sy)
+        targets = torch.from_numpy(padded(y_suffix, y_len)).to(device)  # (B, Sy)
         first = x_logits[:, shared - 1 : shared]  # (B, 1, V): the prefix predicts y[shared]
         pieces = [first]
         if y_len > 1:

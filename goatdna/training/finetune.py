@@ -64,7 +64,6 @@ from goatdna.training.finetune_data import (
     StepBatches,
     StepPlan,
     TaskData,
-    file_sha256,
     load_task,
     print_warnings,
 )
@@ -277,12 +276,11 @@ def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any]
     out["inputs"] = dict(inputs)
     if config.backbone.adapters:
         backbone = Path(config.backbone.checkpoint)
-        digest = inputs["backbone_sha256"] if backbone.is_file() else backbone_sha256(backbone)
         b = config.backbone
         out[ADAPTER_SECTION] = AdapterSpec(
             mode=b.mode, targets=split_targets(b.lora_targets), rank=b.lora_rank,
             alpha=b.lora_alpha, dropout=b.lora_dropout, backbone=str(backbone.resolve()),
-            backbone_sha256=digest,
+            backbone_sha256=inputs["backbone_sha256"],
             backbone_relative=os.path.relpath(backbone.resolve(), run_root.resolve()),
         ).to_dict()  # fmt: skip
     out["goatdna_version"] = __version__
@@ -306,7 +304,7 @@ def finetune(
                     config.backbone.rc_augment)  # fmt: skip
     total_steps = plan.steps_per_epoch * config.trainer.epochs
     ckpt = Path(config.backbone.checkpoint)
-    inputs = input_hashes(file_sha256(ckpt) if ckpt.is_file() else str(ckpt), task)
+    inputs = input_hashes(backbone_sha256(ckpt), task)  # a .ckpt's or an export folder's
     choices = (probe_choices(config.backbone.layer, config.backbone.pool, backbone.n_layers)
                if config.backbone.mode == "probe" else [ProbeChoice(None, config.backbone.pool)])  # fmt: skip
 
