@@ -90,3 +90,20 @@ def test_every_command_of_the_cli_is_run() -> None:
     names = {c.__name__.replace("_", "-") for c in COMMANDS}
     assert names <= {step.args[0] for step in byte_identity.STEPS}
     assert json.loads(json.dumps([s.__dict__ for s in byte_identity.STEPS]))  # the driver's input
+
+
+def test_an_exported_source_file_must_equal_its_own_trees_file(tmp_path: Path) -> None:
+    """`goatdna export` ships goatdna/model's .py files verbatim: a docstring edit in the tree
+    changes the export, and that is accepted only when each side is its own tree's file."""
+    old, new = '"""Vocabulary, old words."""\n', '"""Vocabulary, new words."""\n'
+    base, head = _pair(tmp_path, "vocab.py", old, new)
+    for side, text in (("base", old), ("head", new)):
+        (tmp_path / side / "src" / "goatdna" / "model").mkdir(parents=True)
+        (tmp_path / side / "src" / "goatdna" / "model" / "vocab.py").write_text(text)
+        (tmp_path / side / "logs").mkdir()
+        digests = byte_identity.source_digests(tmp_path / side / "src")
+        (tmp_path / side / "logs" / "sources.json").write_text(json.dumps(digests))
+    row = _row(tmp_path)
+    assert (row.source, row.different) == (1, [])
+    head.write_text('"""Vocabulary, words no tree has."""\n')  # an export that is not the source
+    assert _row(tmp_path).different == ["vocab.py"]
