@@ -150,8 +150,10 @@ class CausalSelfAttention(nn.Module):
         # separate projections, not one fused qkv: each output is contiguous, so RoPE's rotation
         # and GOAT's pack read dense rows, and backward has no concatenation of the three
         # gradients (transformers' Llama layout; peft finds them by these names)
-        self.q_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=bias)
-        self.k_proj = nn.Linear(config.d_model, Hkv * self.qk_dim, bias=bias)
+        # goat_qk_layout 'authors': d_h rows per head, the last d_p carried but never read
+        self.qk_rows = config.qk_rows
+        self.q_proj = nn.Linear(config.d_model, H * self.qk_rows, bias=bias)
+        self.k_proj = nn.Linear(config.d_model, Hkv * self.qk_rows, bias=bias)
         self.v_proj = nn.Linear(config.d_model, Hkv * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(H * self.head_dim, config.d_model, bias=bias)
         self.prior: GoatPrior | AlibiPrior | None = None
@@ -179,6 +181,7 @@ class CausalSelfAttention(nn.Module):
                 gate=config.goat_prior_gate,
                 directional=config.goat_directional,
                 sink=config.goat_sink,
+                gate_vectors=config.goat_qk_layout == "authors",
             )
         elif config.positional == "alibi":
             self.prior = AlibiPrior(config.n_heads, config.head_dim)
@@ -190,8 +193,10 @@ class CausalSelfAttention(nn.Module):
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, L, _ = x.shape
         H, Hkv, dqk, dh = self.n_heads, self.kv_heads, self.qk_dim, self.head_dim
-        q = self.q_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        k = self.k_proj(x).view(B, L, Hkv, dqk).transpose(1, 2)  # (B, Hkv, L, d_qk)
+        rows = self.qk_rows
+        # [..., :dqk]: the content rows (all of them but in goat_qk_layout 'authors')
+        q = self.q_proj(x).view(B, L, H, rows)[..., :dqk].transpose(1, 2)  # (B, H, L, d_qk)
+        k = self.k_proj(x).view(B, L, Hkv, rows)[..., :dqk].transpose(1, 2)  # (B, Hkv, L, d_qk)
         v = self.v_proj(x).view(B, L, Hkv, dh).transpose(1, 2)  # (B, Hkv, L, d_h)
         return q, k, v
 
