@@ -474,3 +474,29 @@ def test_authors_layout_trains_as_the_package(optimizer: str) -> None:
     torch.testing.assert_close(rows, before * (1 - lr * wd) ** steps)
     for name in ("prior_gate_scale_raw", "prior_gate_bias"):
         assert torch.equal(exported[name], package[name])  # no gradient: AdamW skips them
+
+
+def test_authors_layout_runs_a_wrapped_projection() -> None:
+    """goat_qk_layout 'authors' multiplies a plain Linear by its content rows only; a wrapped
+    projection (peft's LoRA layers are modules of their own) runs its own forward and the
+    output's content rows are taken: the same function either way."""
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Linear) -> None:
+            super().__init__()
+            self.inner = inner
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            return self.inner(x)
+
+    module = authors(pos_rank=3)
+    layer = from_goat_attention(module).eval()
+    x = torch.randn(2, TRAIN, D, generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        plain = layer(x)
+        layer.q_proj, layer.k_proj = Wrapped(layer.q_proj), Wrapped(layer.k_proj)
+        torch.testing.assert_close(layer(x), plain, atol=TOL, rtol=TOL)
+        torch.testing.assert_close(layer(x), theirs(module, x), atol=TOL, rtol=TOL)
+    assert layer.q_proj.calls == layer.k_proj.calls == 2

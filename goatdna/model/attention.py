@@ -190,13 +190,30 @@ class CausalSelfAttention(nn.Module):
                 config.head_dim, config.rope_base, config.rope_extension, config.train_length
             )
 
+    def _content(self, proj: nn.Module, x: Tensor, heads: int) -> Tensor:
+        """The query or key projection's content rows: (B, L, heads, d_qk).
+
+        In goat_qk_layout 'authors' a head's last d_p weight rows are carried, not computed: a
+        plain `nn.Linear` multiplies by its content rows only (the same FLOPs as the 'content'
+        layout; slicing the output instead cost a zero-filled activation-sized gradient in every
+        backward, +4% of the layer's step at 1 x 1,024). The carried rows then get a zero gradient,
+        as in goat-attention, which computes and overwrites them. A wrapped projection (peft's
+        LoRA layers) runs its own forward, and its output's content rows are taken."""
+        B, L, _ = x.shape
+        rows, dqk = self.qk_rows, self.qk_dim
+        if rows == dqk:
+            return proj(x).view(B, L, heads, dqk)
+        if type(proj) is nn.Linear:
+            w = proj.weight.view(heads, rows, -1)[:, :dqk].reshape(heads * dqk, -1)
+            b = None if proj.bias is None else proj.bias.view(heads, rows)[:, :dqk].reshape(-1)
+            return F.linear(x, w, b).view(B, L, heads, dqk)
+        return proj(x).view(B, L, heads, rows)[..., :dqk]
+
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, L, _ = x.shape
-        H, Hkv, dqk, dh = self.n_heads, self.kv_heads, self.qk_dim, self.head_dim
-        rows = self.qk_rows
-        # [..., :dqk]: the content rows (all of them but in goat_qk_layout 'authors')
-        q = self.q_proj(x).view(B, L, H, rows)[..., :dqk].transpose(1, 2)  # (B, H, L, d_qk)
-        k = self.k_proj(x).view(B, L, Hkv, rows)[..., :dqk].transpose(1, 2)  # (B, Hkv, L, d_qk)
+        H, Hkv, dh = self.n_heads, self.kv_heads, self.head_dim
+        q = self._content(self.q_proj, x, H).transpose(1, 2)  # (B, H, L, d_qk)
+        k = self._content(self.k_proj, x, Hkv).transpose(1, 2)  # (B, Hkv, L, d_qk)
         v = self.v_proj(x).view(B, L, Hkv, dh).transpose(1, 2)  # (B, Hkv, L, d_h)
         return q, k, v
 
