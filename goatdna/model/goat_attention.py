@@ -232,7 +232,44 @@ def goat_attention_kwargs(config: ModelConfig) -> dict[str, Any]:
     }
 
 
-def _check_authors_config(config: ModelConfig) -> None:
+_ABLATIONS = {
+    "goat_directional": (
+        False,
+        "b_r fixed at 0: goat-attention 0.1.1 has no switch for it (its lambda_asym is always "
+        "a trained parameter)",
+    ),
+    "goat_sink": (
+        False,
+        "no first-token bump: goat-attention 0.1.1 has no switch for it (its sink_bump is "
+        "always a trained parameter)",
+    ),
+    "goat_key_mlp": (
+        "none",
+        "no key-only MLP term: goat-attention 0.1.1's only switch, enable_key_bias=False, also "
+        "removes the slope, the sink and d_p's key slot",
+    ),
+    "goat_equal_content": (
+        True,
+        "heads of d_model / n_heads + d_p dims: goat-attention 0.1.1's heads are always "
+        "embed_dim / num_heads wide",
+    ),
+}
+"""The ablation switches (docs/ablations.md) -> (the value that ablates, why goat-attention
+cannot express it). Exporting the ablated term as zeros would compute the same function once,
+but the package would train it: not the same model, so refused."""
+
+
+def _refuse_ablation(what: str, key: str) -> GoatAttentionConversionError:
+    value, why = _ABLATIONS[key]
+    return GoatAttentionConversionError(
+        f"{what}: model.{key} is {value!r} ({why}); convert a layer without that ablation"
+    )
+
+
+def _check_authors_config(config: ModelConfig, what: str = "goat_attention_kwargs") -> None:
+    for key, (ablated, _) in _ABLATIONS.items():
+        if getattr(config, key) == ablated:
+            raise _refuse_ablation(what, key)
     wanted = {
         "positional": "goat",
         "goat_key_mlp": "shared",
@@ -240,29 +277,38 @@ def _check_authors_config(config: ModelConfig) -> None:
         "goat_alignment_slot": False,
         "goat_split_key_bias": False,
         "goat_learn_freqs": False,
-        # the ablations (docs/ablations.md) have no goat-attention counterpart
-        "goat_directional": True,
-        "goat_sink": True,
-        "goat_equal_content": False,
     }
     for key, value in wanted.items():
         if getattr(config, key) != value:
             raise GoatAttentionConversionError(
-                f"goat_attention_state_dict: model.{key} is {getattr(config, key)!r}; "
+                f"{what}: model.{key} is {getattr(config, key)!r}; "
                 f"goat-attention's layout needs {value!r} (convert layers built by "
                 "from_goat_attention or configured with its options)"
             )
     if config.goat_abs_modes is None or config.goat_init not in ("seeded", "uniform"):
         raise GoatAttentionConversionError(
-            "goat_attention_state_dict: set model.goat_abs_modes and model.goat_init "
+            f"{what}: set model.goat_abs_modes and model.goat_init "
             "('seeded' or 'uniform') as goat-attention's layout has them"
         )
     hidden = min(2 * (2 * config.goat_abs_modes + 2), 4)
     if config.goat_mlp_hidden not in (None, hidden):
         raise GoatAttentionConversionError(
-            f"goat_attention_state_dict: model.goat_mlp_hidden is {config.goat_mlp_hidden}; "
+            f"{what}: model.goat_mlp_hidden is {config.goat_mlp_hidden}; "
             f"goat-attention's key-bias MLP has {hidden} (set it to null)"
         )
+
+
+def _check_layer_ablations(layer: CausalSelfAttention, prior: GoatPrior) -> None:
+    """`_check_authors_config`'s ablation refusals for a layer (which keeps no config)."""
+    what = "goat_attention_state_dict"
+    if not prior.directional:
+        raise _refuse_ablation(what, "goat_directional")
+    if not prior.has_sink:
+        raise _refuse_ablation(what, "goat_sink")
+    if prior.key_mlp_kind == "none":
+        raise _refuse_ablation(what, "goat_key_mlp")
+    if layer.n_heads * layer.head_dim != layer.o_proj.out_features:
+        raise _refuse_ablation(what, "goat_equal_content")
 
 
 def goat_attention_state_dict(
@@ -273,6 +319,8 @@ def goat_attention_state_dict(
     then computes what ``layer`` does. Only layers in goat-attention's parameterisation
     (`from_goat_attention`'s, or a config with its options) have one; others are refused."""
     prior = layer.prior
+    if isinstance(prior, GoatPrior):
+        _check_layer_ablations(layer, prior)
     if not isinstance(prior, GoatPrior) or prior.key_mlp is None or prior.alignment_slot:
         raise GoatAttentionConversionError(
             "goat_attention_state_dict: the layer's prior is not in goat-attention's layout "
