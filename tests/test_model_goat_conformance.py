@@ -376,6 +376,11 @@ def test_paper_dna_parameter_count_is_genome_py(scheme: str) -> None:
         d_p = 2 * model.goat_modes + 1
         unused = 2 * model.n_heads * d_p * (model.d_model + 1) + 2 * model.n_heads
         assert sum(p.numel() for p in DNADecoder(content).parameters()) == ours - 8 * unused
+        # the layout is GOAT's alone: the config with another scheme is that scheme's model
+        # (authors_bench's bare decoder is it with positional 'nope')
+        for other in ("rope", "nope"):
+            switched = DNADecoder(dataclasses.replace(model, positional=other))
+            assert sum(p.numel() for p in switched.parameters()) == 25_222_656
 
 
 @pytest.mark.parametrize("scheme", ["goat", "rope"])

@@ -75,7 +75,7 @@ class ModelConfig:
     goat_equal_content: bool = False  # True: head_dim = d_model / n_heads + d_p (RoPE's d_c)
     # "content": q/k projections make the d_c content rows of each head; "authors": goat-attention's
     # full-head q/k projections (d_h rows; the d_p position rows are carried, never read) and its
-    # query-norm gate vectors even with the gate off, so its parameters map one to one
+    # query-norm gate vectors even with the gate off, so its parameters map one to one (GOAT only)
     goat_qk_layout: Literal["content", "authors"] = "content"
     # attention layout (goat-attention's grouped-query heads and linear biases)
     n_kv_heads: int | None = None  # None: n_heads (no grouping)
@@ -120,11 +120,6 @@ class ModelConfig:
             raise ValueError(
                 f"goat_qk_layout must be content or authors, got {self.goat_qk_layout!r}"
             )
-        if self.goat_qk_layout == "authors" and self.positional != "goat":
-            raise ValueError(
-                "goat_qk_layout 'authors' is goat-attention's layout of GOAT's q/k projections: "
-                "set it only with positional 'goat'"
-            )
         if self.goat_modes < 0 or (self.goat_abs_modes or 0) < 0:
             raise ValueError("goat_modes and goat_abs_modes must be >= 0")
         if self.positional == "goat" and self.goat_modes == 0 and self.goat_abs_modes is None:
@@ -150,9 +145,12 @@ class ModelConfig:
 
     @property
     def qk_rows(self) -> int:
-        """Rows per head of the query/key projections: d_c, or d_h with goat_qk_layout 'authors'
-        (whose last d_p rows are parameters that nothing reads)."""
-        return self.head_dim if self.goat_qk_layout == "authors" else self.content_dim
+        """Rows per head of the query/key projections: d_c, or d_h for GOAT with goat_qk_layout
+        'authors' (whose last d_p rows are parameters that nothing reads). Like every goat_*
+        option, the layout does nothing for the other schemes (a paper config with
+        ``positional`` switched is that scheme's model)."""
+        grown = self.positional == "goat" and self.goat_qk_layout == "authors"
+        return self.head_dim if grown else self.content_dim
 
     @property
     def content_dim(self) -> int:
