@@ -135,6 +135,8 @@ class CausalSelfAttention(nn.Module):
 
     GOAT's and ALiBi's query/key projections produce only ``content_dim`` dims per head (the
     other ``d_p`` dims of q', k' come from the prior); values and the output keep the full head dim.
+    GOAT's ``goat_qk_layout='authors'`` holds goat-attention's full-head q/k weights, of which
+    only the content rows are multiplied (`_content`).
     With ``n_kv_heads`` < ``n_heads`` (grouped-query attention, GOAT only) keys and values have
     ``n_kv_heads`` heads, each read by a group of query heads; the cache keeps only those.
     """
