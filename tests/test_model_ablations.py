@@ -103,19 +103,45 @@ def test_equal_content_grows_the_head_by_d_p() -> None:
 
 
 @pytest.mark.parametrize(
-    ("switch", "value"),
-    [("goat_directional", False), ("goat_sink", False), ("goat_equal_content", True)],
+    ("switch", "value", "why"),
+    [
+        ("goat_directional", False, "lambda_asym is always a trained parameter"),
+        ("goat_sink", False, "sink_bump is always a trained parameter"),
+        ("goat_key_mlp", "none", "enable_key_bias=False, also removes the slope"),
+        ("goat_equal_content", True, "always embed_dim / num_heads wide"),
+    ],
 )
-def test_ablated_config_has_no_goat_attention_kwargs(switch: str, value: object) -> None:
-    """goat-attention has no ablations: converting one to its layout is refused, naming the key."""
-    from goatdna.model.goat_attention import GoatAttentionConversionError, goat_attention_kwargs
+def test_ablated_config_has_no_goat_attention_kwargs(switch: str, value: object, why: str) -> None:
+    """goat-attention 0.1.1 has no switch for any ablation (exporting the term as zeros would be
+    the same function but a model that trains it): both ways out, the kwargs and a layer's state
+    dict, are refused in one line that names the switch and why (the state dict's once raised
+    AttributeError for a removed b_r or sink, and exported an equal-content layer's wrong
+    shapes)."""
+    from goatdna.model.attention import CausalSelfAttention
+    from goatdna.model.goat_attention import (
+        GoatAttentionConversionError,
+        goat_attention_kwargs,
+        goat_attention_state_dict,
+    )
 
     authors = {"goat_key_mlp": "shared", "goat_slope": "softplus", "goat_abs_modes": 2,
                "goat_alignment_slot": False, "goat_split_key_bias": False,
                "goat_init": "seeded", "goat_mlp_hidden": None}  # fmt: skip
     goat_attention_kwargs(ModelConfig(**TINY, **authors))
-    with pytest.raises(GoatAttentionConversionError, match=f"model.{switch}"):
-        goat_attention_kwargs(ModelConfig(**TINY, **authors, **{switch: value}))
+    goat_attention_state_dict(CausalSelfAttention(ModelConfig(**TINY, **authors)))
+    ablated = ModelConfig(**TINY, **{**authors, switch: value})
+    for what, convert in (
+        ("goat_attention_kwargs", lambda: goat_attention_kwargs(ablated)),
+        (
+            "goat_attention_state_dict",
+            lambda: goat_attention_state_dict(CausalSelfAttention(ablated)),
+        ),
+    ):
+        with pytest.raises(GoatAttentionConversionError) as info:
+            convert()
+        message = str(info.value)
+        assert message.startswith(f"{what}: model.{switch} is {value!r}") and why in message
+        assert "\n" not in message
 
 
 def _study():

@@ -62,9 +62,12 @@ def _prior_flops_per_position(config: ModelConfig) -> int:
     return 2 * H * features * M + 2 * H * M + 2 * H * (2 * R) * (2 * R)
 
 
-@pytest.mark.parametrize("positional", ["rope", "goat"])
+@pytest.mark.parametrize("positional", ["rope", "goat", "goat authors"])
 def test_forward_flops_match_the_formula_term_by_term(positional: str) -> None:
-    config = replace(CONFIG, positional=positional)
+    """``goat authors``: goat_qk_layout 'authors' holds each head's d_p position rows of the
+    query/key weights without multiplying them; N leaves them out (they were charged)."""
+    layout = "authors" if positional.endswith("authors") else "content"
+    config = replace(CONFIG, positional=positional.split()[0], goat_qk_layout=layout)
     model = DNADecoder(config).eval()
     batch, length = 3, 40
     tokens = batch * length
@@ -75,7 +78,7 @@ def test_forward_flops_match_the_formula_term_by_term(positional: str) -> None:
     norms = -2 * parts["norms"] * tokens
     head_padding = 2 * config.d_model * (PADDED_HEAD_ROWS - config.vocab_size) * tokens
     prior = 0
-    if positional == "goat":
+    if config.positional == "goat":
         run = config.n_layers * _prior_flops_per_position(config) * length
         prior = run - 2 * parts["prior"] * tokens
     else:

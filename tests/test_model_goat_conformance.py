@@ -6,6 +6,8 @@ breaks the match (so the match is not an accident of a term that never shows).""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from genome_gpt import GenomeGPT, genome_goat_attention, goatdna_from_genome_gpt
@@ -16,6 +18,7 @@ from goatdna.model import (
     KVCache,
     ModelConfig,
     from_goat_attention,
+    goat_attention_config,
     goat_attention_kwargs,
     goat_attention_state_dict,
 )
@@ -202,32 +205,70 @@ def test_changing_any_term_breaks_the_match(term: str) -> None:
     assert (changed - expected).abs().max() > 30 * TOL  # the conformance check fails
 
 
+def _same_bits(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert sorted(a) == sorted(b)
+    for name, tensor in a.items():
+        assert b[name].dtype == tensor.dtype and torch.equal(b[name], tensor), name
+
+
+@pytest.mark.parametrize("layout", ["content", "authors"])
 @pytest.mark.parametrize("fuse", [True, False])
 @pytest.mark.parametrize("bias", [True, False])
-def test_round_trip(fuse: bool, bias: bool) -> None:
+def test_round_trip(fuse: bool, bias: bool, layout: str) -> None:
     """goatdna -> GoatAttention: a layer configured with the package's options (not converted
     from one) gives a state dict that the package loads strictly and that computes the layer;
-    converting back gives the same state dict."""
+    converting back gives the same tensors (goat_qk_layout 'authors': the same state dict, bit
+    for bit; 'content': the same content rows, the package's extra rows zeros)."""
     config = ModelConfig(
         n_layers=1, d_model=D, n_heads=HEADS, n_kv_heads=2, attention="sdpa", train_length=TRAIN,
         attention_bias=bias, goat_modes=3, goat_abs_modes=2, goat_key_mlp="shared",
         goat_mlp_hidden=None, goat_slope="softplus", goat_init="seeded", goat_split_key_bias=False,
-        goat_alignment_slot=False, goat_features="float32",
+        goat_alignment_slot=False, goat_features="float32", goat_qk_layout=layout,
     )  # fmt: skip
     torch.manual_seed(4)
     layer = CausalSelfAttention(config).eval()
     assert isinstance(layer.prior, GoatPrior)
     with torch.no_grad():
-        for p in layer.prior.parameters():
+        for p in layer.parameters():
             p.add_(0.3 * torch.randn_like(p))
     module = GoatAttention.for_gpt(**goat_attention_kwargs(config), fuse_qkv=fuse).eval()
-    module.load_state_dict(goat_attention_state_dict(layer, fuse_qkv=fuse), strict=True)
+    exported = goat_attention_state_dict(layer, fuse_qkv=fuse)
+    module.load_state_dict(exported, strict=True)
     x = torch.randn(2, 3 * TRAIN, D)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), theirs(module, x), atol=TOL, rtol=TOL)
     back = from_goat_attention(module)
-    for name, tensor in layer.state_dict().items():
-        torch.testing.assert_close(back.state_dict()[name], tensor, atol=0, rtol=0)
+    assert back.q_proj.weight.shape[0] == HEADS * (D // HEADS)  # the package's full heads
+    _same_bits(goat_attention_state_dict(back, fuse_qkv=fuse), exported)
+    if layout == "authors":
+        _same_bits(back.state_dict(), layer.state_dict())
+    else:
+        content = config.content_dim
+        for name, tensor in layer.state_dict().items():
+            theirs_ = back.state_dict()[name]
+            if name.startswith(("q_proj", "k_proj")):
+                full = theirs_.unflatten(0, (-1, D // HEADS))
+                assert torch.equal(full[:, :content].flatten(0, 1), tensor), name
+                assert not full[:, content:].any(), name  # the rows the package overwrites
+            elif not name.startswith("prior.gate_"):  # the content layout has no gate vectors
+                assert torch.equal(theirs_, tensor), name
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_package_state_dict_round_trips_bit_for_bit(name: str) -> None:
+    """GoatAttention -> goatdna -> GoatAttention: the state dict comes back unchanged, the
+    query/key rows the package overwrites and its gate's two vectors (off or on) included."""
+    module = authors(**MODULES[name])
+    with torch.no_grad():  # position rows and gate vectors that are not their init values
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    layer = from_goat_attention(module)
+    fuse = module.in_proj is not None
+    _same_bits(goat_attention_state_dict(layer, fuse_qkv=fuse), module.state_dict())
+    kwargs = goat_attention_kwargs(goat_attention_config(module))
+    again = GoatAttention.for_gpt(**kwargs, fuse_qkv=fuse)
+    again.load_state_dict(goat_attention_state_dict(layer, fuse_qkv=fuse), strict=True)
+    _same_bits(again.state_dict(), module.state_dict())
 
 
 def test_goatdna_prior_has_no_state_dict_for_the_package() -> None:
@@ -316,10 +357,10 @@ class GenomePaperGPT(torch.nn.Module):
 @pytest.mark.parametrize("scheme", ["goat", "rope"])
 def test_paper_dna_parameter_count_is_genome_py(scheme: str) -> None:
     """configs/{goat,rope}-paper-dna.yaml's model has a genome.py-shaped model's parameters to
-    the one. RoPE: the same count. GOAT: GoatAttention projects full heads and drops each head's
-    last d_p = 2R + 1 = 5 query and key rows, and holds its gate's two per-head vectors even when
-    the gate is off; goatdna has neither (they are not in the function), so the counts differ
-    by exactly 2 x H x d_p x (d + 1) + 2 H per layer."""
+    the one. GOAT: GoatAttention projects full heads and overwrites each head's last d_p = 2R + 1
+    = 5 query and key rows, and holds its gate's two per-head vectors even when the gate is off;
+    the config's goat_qk_layout 'authors' carries them too. goatdna's own layout ('content')
+    has neither, exactly 2 x H x d_p x (d + 1) + 2 H per layer fewer."""
     from pathlib import Path
 
     from goatdna.model import DNADecoder
@@ -329,10 +370,17 @@ def test_paper_dna_parameter_count_is_genome_py(scheme: str) -> None:
     model = load_run_config(path, []).model
     ours = sum(p.numel() for p in DNADecoder(model).parameters())
     theirs = sum(p.numel() for p in GenomePaperGPT(scheme).parameters())
-    d_p = 2 * model.goat_modes + 1
-    unused = 2 * model.n_heads * d_p * (model.d_model + 1) + 2 * model.n_heads
-    assert theirs == ours + (model.n_layers * unused if scheme == "goat" else 0)
-    assert theirs == {"goat": 25_223_880, "rope": 25_222_656}[scheme]  # as the configs say
+    assert ours == theirs == {"goat": 25_223_880, "rope": 25_222_656}[scheme]  # the configs say
+    if scheme == "goat":
+        content = dataclasses.replace(model, goat_qk_layout="content")
+        d_p = 2 * model.goat_modes + 1
+        unused = 2 * model.n_heads * d_p * (model.d_model + 1) + 2 * model.n_heads
+        assert sum(p.numel() for p in DNADecoder(content).parameters()) == ours - 8 * unused
+        # the layout is GOAT's alone: the config with another scheme is that scheme's model
+        # (authors_bench's bare decoder is it with positional 'nope')
+        for other in ("rope", "nope"):
+            switched = DNADecoder(dataclasses.replace(model, positional=other))
+            assert sum(p.numel() for p in switched.parameters()) == 25_222_656
 
 
 @pytest.mark.parametrize("scheme", ["goat", "rope"])
@@ -386,3 +434,74 @@ def test_paper_dna_configs(scheme: str) -> None:
             if k != "positional" and not k.startswith(("goat_", "rope_"))
         }  # fmt: skip
     assert mine == theirs
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_authors_layout_trains_as_the_package(optimizer: str) -> None:
+    """goat_qk_layout 'authors': the query/key rows the package overwrites get a zero gradient
+    and the off gate's vectors none, so weight decay only decays them, as it does the package's.
+    A few steps of both from the same weights: with SGD (linear in the gradients) every tensor
+    stays the same to 1e-5; with AdamW (whose first steps are lr x sign(g), so rounding noise in
+    a near-zero gradient moves a weight by lr) the carried rows and gate vectors stay equal bit
+    for bit, decayed by (1 - lr wd) per step."""
+    module = authors(pos_rank=3, bias=True)
+    layer = from_goat_attention(module).train()
+    module.train()
+    start = {k: v.clone() for k, v in goat_attention_state_dict(layer).items()}
+    x = torch.randn(2, TRAIN, D, generator=torch.Generator().manual_seed(8))
+    target = torch.randn(2, TRAIN, D, generator=torch.Generator().manual_seed(9))
+    content, lr, wd, steps = layer.qk_dim, 1e-2, 0.1, 3
+    make = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
+    opts = [make(m.parameters(), lr=lr, weight_decay=wd) for m in (module, layer)]
+    for _ in range(steps):
+        for opt in opts:
+            opt.zero_grad()
+        ((layer(x) - target) ** 2).mean().backward()
+        ((module(x, x, x, is_causal=True, need_weights=False)[0] - target) ** 2).mean().backward()
+        for proj in (layer.q_proj, layer.k_proj):
+            for grad in (proj.weight.grad, proj.bias.grad):
+                assert grad is not None
+                rows = grad.unflatten(0, (-1, D // HEADS))
+                assert not rows[:, content:].any() and rows[:, :content].abs().sum() > 0
+        assert layer.prior.gate_scale.grad is None and layer.prior.gate_bias.grad is None
+        for opt in opts:
+            opt.step()
+    exported, package = goat_attention_state_dict(layer), module.state_dict()
+    if optimizer == "sgd":
+        for name, tensor in package.items():
+            torch.testing.assert_close(exported[name], tensor, atol=TOL, rtol=TOL, msg=name)
+        return
+    rows = exported["in_proj.weight"][: 2 * D].unflatten(0, (-1, D // HEADS))[:, content:]
+    assert torch.equal(
+        rows, package["in_proj.weight"][: 2 * D].unflatten(0, (-1, D // HEADS))[:, content:]
+    )
+    before = start["in_proj.weight"][: 2 * D].unflatten(0, (-1, D // HEADS))[:, content:]
+    torch.testing.assert_close(rows, before * (1 - lr * wd) ** steps)
+    for name in ("prior_gate_scale_raw", "prior_gate_bias"):
+        assert torch.equal(exported[name], package[name])  # no gradient: AdamW skips them
+
+
+def test_authors_layout_runs_a_wrapped_projection() -> None:
+    """goat_qk_layout 'authors' multiplies a plain Linear by its content rows only; a wrapped
+    projection (peft's LoRA layers are modules of their own) runs its own forward and the
+    output's content rows are taken: the same function either way."""
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Linear) -> None:
+            super().__init__()
+            self.inner = inner
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            return self.inner(x)
+
+    module = authors(pos_rank=3)
+    layer = from_goat_attention(module).eval()
+    x = torch.randn(2, TRAIN, D, generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        plain = layer(x)
+        layer.q_proj, layer.k_proj = Wrapped(layer.q_proj), Wrapped(layer.k_proj)
+        torch.testing.assert_close(layer(x), plain, atol=TOL, rtol=TOL)
+        torch.testing.assert_close(layer(x), theirs(module, x), atol=TOL, rtol=TOL)
+    assert layer.q_proj.calls == layer.k_proj.calls == 2

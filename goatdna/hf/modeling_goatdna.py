@@ -221,6 +221,9 @@ def _init_goat_prior(module: GoatPrior, goat_init: str) -> None:
         _fill(module.slope, slopes if isinstance(slopes, float) else slopes.float())
         if "mlp_w1" not in removed:
             _normal(module.mlp_w1, module.mlp_w1.shape[1] ** -0.5)
+        if hasattr(module, "gate_scale"):  # goat_qk_layout 'authors' keeps the (unused) gate
+            _fill(module.gate_scale, -10.0)
+            _fill(module.gate_bias, 10.0)
     for name in removed:
         _fill(getattr(module, name), 0.0)
     # the fixed frequencies are a non-persistent buffer: never in a checkpoint

@@ -135,6 +135,8 @@ class CausalSelfAttention(nn.Module):
 
     GOAT's and ALiBi's query/key projections produce only ``content_dim`` dims per head (the
     other ``d_p`` dims of q', k' come from the prior); values and the output keep the full head dim.
+    GOAT's ``goat_qk_layout='authors'`` holds goat-attention's full-head q/k weights, of which
+    only the content rows are multiplied (`_content`).
     With ``n_kv_heads`` < ``n_heads`` (grouped-query attention, GOAT only) keys and values have
     ``n_kv_heads`` heads, each read by a group of query heads; the cache keeps only those.
     """
@@ -150,8 +152,10 @@ class CausalSelfAttention(nn.Module):
         # separate projections, not one fused qkv: each output is contiguous, so RoPE's rotation
         # and GOAT's pack read dense rows, and backward has no concatenation of the three
         # gradients (transformers' Llama layout; peft finds them by these names)
-        self.q_proj = nn.Linear(config.d_model, H * self.qk_dim, bias=bias)
-        self.k_proj = nn.Linear(config.d_model, Hkv * self.qk_dim, bias=bias)
+        # goat_qk_layout 'authors': d_h rows per head, the last d_p carried but never read
+        self.qk_rows = config.qk_rows
+        self.q_proj = nn.Linear(config.d_model, H * self.qk_rows, bias=bias)
+        self.k_proj = nn.Linear(config.d_model, Hkv * self.qk_rows, bias=bias)
         self.v_proj = nn.Linear(config.d_model, Hkv * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(H * self.head_dim, config.d_model, bias=bias)
         self.prior: GoatPrior | AlibiPrior | None = None
@@ -179,6 +183,7 @@ class CausalSelfAttention(nn.Module):
                 gate=config.goat_prior_gate,
                 directional=config.goat_directional,
                 sink=config.goat_sink,
+                gate_vectors=config.goat_qk_layout == "authors",
             )
         elif config.positional == "alibi":
             self.prior = AlibiPrior(config.n_heads, config.head_dim)
@@ -187,11 +192,30 @@ class CausalSelfAttention(nn.Module):
                 config.head_dim, config.rope_base, config.rope_extension, config.train_length
             )
 
+    def _content(self, proj: nn.Module, x: Tensor, heads: int) -> Tensor:
+        """The query or key projection's content rows: (B, L, heads, d_qk).
+
+        In goat_qk_layout 'authors' a head's last d_p weight rows are carried, not computed: a
+        plain `nn.Linear` multiplies by its content rows only (the same FLOPs as the 'content'
+        layout; slicing the output instead cost a zero-filled activation-sized gradient in every
+        backward, +4% of the layer's step at 1 x 1,024). The carried rows then get a zero gradient,
+        as in goat-attention, which computes and overwrites them. A wrapped projection (peft's
+        LoRA layers) runs its own forward, and its output's content rows are taken."""
+        B, L, _ = x.shape
+        rows, dqk = self.qk_rows, self.qk_dim
+        if rows == dqk:
+            return proj(x).view(B, L, heads, dqk)
+        if type(proj) is nn.Linear:
+            w = proj.weight.view(heads, rows, -1)[:, :dqk].reshape(heads * dqk, -1)
+            b = None if proj.bias is None else proj.bias.view(heads, rows)[:, :dqk].reshape(-1)
+            return F.linear(x, w, b).view(B, L, heads, dqk)
+        return proj(x).view(B, L, heads, rows)[..., :dqk]
+
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, L, _ = x.shape
-        H, Hkv, dqk, dh = self.n_heads, self.kv_heads, self.qk_dim, self.head_dim
-        q = self.q_proj(x).view(B, L, H, dqk).transpose(1, 2)  # (B, H, L, d_qk)
-        k = self.k_proj(x).view(B, L, Hkv, dqk).transpose(1, 2)  # (B, Hkv, L, d_qk)
+        H, Hkv, dh = self.n_heads, self.kv_heads, self.head_dim
+        q = self._content(self.q_proj, x, H).transpose(1, 2)  # (B, H, L, d_qk)
+        k = self._content(self.k_proj, x, Hkv).transpose(1, 2)  # (B, Hkv, L, d_qk)
         v = self.v_proj(x).view(B, L, Hkv, dh).transpose(1, 2)  # (B, Hkv, L, d_h)
         return q, k, v
 

@@ -32,6 +32,12 @@ class ModelConfig:
     parameter), ``goat_key_mlp='none'`` removes the key-only MLP term g_h, ``goat_sink=False`` the
     first-token bump, and ``goat_equal_content=True`` grows each head by d_p so the content dims
     equal RoPE's ``d_model / n_heads`` (values and the output projection grow with it).
+
+    ``goat_qk_layout='authors'`` gives the query/key projections goat-attention's shape: d_h rows
+    per head, of which the last d_p are computed by the package and overwritten by the position
+    slots (here: carried, never read; their gradient is zero, so training only decays them), and
+    keeps the gate's two per-head vectors when the gate is off. The function is the same as
+    ``'content'``'s; the parameters are the package's one to one (the paper config's count).
     """
 
     positional: Literal["goat", "rope", "alibi", "nope"] = "goat"
@@ -67,6 +73,10 @@ class ModelConfig:
     goat_directional: bool = True  # False: b_r = 0, K_rel(t) even in t (no sin terms)
     goat_sink: bool = True  # False: no first-token bump sink_h 1{j=0}
     goat_equal_content: bool = False  # True: head_dim = d_model / n_heads + d_p (RoPE's d_c)
+    # "content": q/k projections make the d_c content rows of each head; "authors": goat-attention's
+    # full-head q/k projections (d_h rows; the d_p position rows are carried, never read) and its
+    # query-norm gate vectors even with the gate off, so its parameters map one to one (GOAT only)
+    goat_qk_layout: Literal["content", "authors"] = "content"
     # attention layout (goat-attention's grouped-query heads and linear biases)
     n_kv_heads: int | None = None  # None: n_heads (no grouping)
     attention_bias: bool = False
@@ -106,6 +116,10 @@ class ModelConfig:
                 "goat_alignment_slot false leaves no slot for the bf16 split: "
                 "set goat_split_key_bias false too"
             )
+        if self.goat_qk_layout not in ("content", "authors"):
+            raise ValueError(
+                f"goat_qk_layout must be content or authors, got {self.goat_qk_layout!r}"
+            )
         if self.goat_modes < 0 or (self.goat_abs_modes or 0) < 0:
             raise ValueError("goat_modes and goat_abs_modes must be >= 0")
         if self.positional == "goat" and self.goat_modes == 0 and self.goat_abs_modes is None:
@@ -128,6 +142,15 @@ class ModelConfig:
     def kv_heads(self) -> int:
         """Key/value heads: ``n_kv_heads``, or ``n_heads`` when it is None."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def qk_rows(self) -> int:
+        """Rows per head of the query/key projections: d_c, or d_h for GOAT with goat_qk_layout
+        'authors' (whose last d_p rows are parameters that nothing reads). Like every goat_*
+        option, the layout does nothing for the other schemes (a paper config with
+        ``positional`` switched is that scheme's model)."""
+        grown = self.positional == "goat" and self.goat_qk_layout == "authors"
+        return self.head_dim if grown else self.content_dim
 
     @property
     def content_dim(self) -> int:

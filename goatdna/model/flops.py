@@ -16,14 +16,25 @@ import torch
 from .config import ModelConfig
 
 
+def carried_rows(config: ModelConfig) -> int:
+    """GOAT's ``goat_qk_layout: authors``: the query/key weight and bias rows of each head's d_p
+    position dims, held (goat-attention's shape) but never multiplied."""
+    if config.positional != "goat" or config.goat_qk_layout != "authors":
+        return 0
+    heads = config.n_heads + config.kv_heads
+    per_row = config.d_model + int(config.attention_bias)
+    return config.n_layers * heads * config.position_dim * per_row
+
+
 def matmul_params(config: ModelConfig) -> int:
-    """Parameters a token multiplies through: everything but the (untied) embedding table."""
+    """Parameters a token multiplies through: everything but the (untied) embedding table and
+    the q/k rows `carried_rows` counts."""
     from .transformer import DNADecoder
 
     with torch.device("meta"):
         model = DNADecoder(config)
     breakdown = model.param_breakdown()
-    total = sum(breakdown.values())
+    total = sum(breakdown.values()) - carried_rows(config)
     return total if config.tie_embeddings else total - breakdown["embedding"]
 
 

@@ -330,6 +330,7 @@ class GoatPrior(nn.Module):
         gate: str = "none",
         directional: bool = True,
         sink: bool = True,
+        gate_vectors: bool = False,
     ) -> None:
         super().__init__()
         position_dim = 2 * num_modes + 1 + int(alignment_slot)
@@ -405,7 +406,9 @@ class GoatPrior(nn.Module):
                 self.register_parameter(name, None)
             self.key_mlp = SharedKeyMLP(n_features, M)
             self.gain = nn.Parameter(torch.ones(H))
-        if gate == "query_norm":  # per query head, as goat-attention's prior_gate_*
+        # per query head, as goat-attention's prior_gate_*; ``gate_vectors`` keeps them with the
+        # gate off, as the package does (goat_qk_layout 'authors'): unused, so never a gradient
+        if gate == "query_norm" or gate_vectors:
             self.gate_scale = nn.Parameter(torch.full((num_heads,), -10.0))
             self.gate_bias = nn.Parameter(torch.full((num_heads,), 10.0))
         self._init(init)

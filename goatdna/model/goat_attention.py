@@ -8,10 +8,13 @@ dict that ``GoatAttention(**goat_attention_kwargs(config))`` loads. The layer's 
 goat-attention's parameterisation with goatdna's options (`ModelConfig`): ``goat_key_mlp='shared'``,
 ``goat_slope='softplus'``, ``goat_alignment_slot=False``, ``goat_features='float32'`` and so on.
 
-The weights map one to one, but for the query/key projections: goat-attention projects a full
-head (d_h rows per head) and keeps the first d_c = d_h - (2R + 1) rows as content (the rest are
-computed and dropped); goatdna projects only those d_c rows. The way back fills the dropped rows
-with zeros (nothing reads them).
+The weights map one to one. goat-attention projects a full head (d_h rows per head) for queries
+and keys and keeps the first d_c = d_h - (2R + 1) rows as content (the rest are computed and
+overwritten by the position slots), and it holds the query-norm gate's two vectors even with the
+gate off: the converted layer has ``goat_qk_layout='authors'``, which carries those tensors (never
+read), so a state dict goes to goatdna and back unchanged, bit for bit. A layer of goatdna's own
+layout (``'content'``: d_c rows) goes back too, its missing rows zeros and the gate at the
+package's initial values (nothing reads them).
 
 Refusals raise `GoatAttentionConversionError`, a `ValueError` defined here: `goatdna.model` is
 the bottom layer (torch only, no other goatdna import; see pyproject's import-linter contracts), so
@@ -128,17 +131,16 @@ def goat_attention_config(module: Any) -> ModelConfig:
         goat_alignment_slot=False,
         goat_features="float32",
         goat_prior_gate=module.prior_gate,
+        goat_qk_layout="authors",
     )
 
 
-def _content_rows(weight: Tensor, heads: int, head_dim: int, content_dim: int) -> Tensor:
-    """The first ``content_dim`` of each head's ``head_dim`` output rows (weight or bias)."""
-    rows = weight.reshape(heads, head_dim, *weight.shape[1:])[:, :content_dim]
-    return rows.reshape(heads * content_dim, *weight.shape[1:])
-
-
 def _full_rows(weight: Tensor, heads: int, head_dim: int, content_dim: int) -> Tensor:
-    """`_content_rows` undone: each head's d_c rows, then zero rows up to ``head_dim``."""
+    """A ``goat_qk_layout='content'`` projection (d_c rows per head) in the package's shape: each
+    head's d_c rows, then zero rows up to ``head_dim`` (the package overwrites their outputs).
+    An ``'authors'`` projection (``head_dim`` rows already) as it is."""
+    if content_dim == head_dim or weight.shape[0] == heads * head_dim:
+        return weight
     rows = weight.reshape(heads, content_dim, *weight.shape[1:])
     full = rows.new_zeros(heads, head_dim, *weight.shape[1:])
     full[:, :content_dim] = rows
@@ -159,7 +161,6 @@ def from_goat_attention(module: Any) -> CausalSelfAttention:
     layer = CausalSelfAttention(config)
     prior = layer.prior
     assert isinstance(prior, GoatPrior) and prior.key_mlp is not None
-    H, Hkv, hd, dc = config.n_heads, config.kv_heads, config.head_dim, config.content_dim
     E, kvE = module.embed_dim, module.kv_embed_dim
     if module.in_proj is not None:
         w, b = module.in_proj.weight, module.in_proj.bias
@@ -168,22 +169,21 @@ def from_goat_attention(module: Any) -> CausalSelfAttention:
     else:
         q_w, k_w, v_w = module.q_proj.weight, module.k_proj.weight, module.v_proj.weight
         q_b, k_b, v_b = module.q_proj.bias, module.k_proj.bias, module.v_proj.bias
-    with torch.no_grad():
-        layer.q_proj.weight.copy_(_content_rows(q_w, H, hd, dc))
-        layer.k_proj.weight.copy_(_content_rows(k_w, Hkv, hd, dc))
+    with torch.no_grad():  # goat_qk_layout 'authors': every tensor has the package's shape
+        layer.q_proj.weight.copy_(q_w)
+        layer.k_proj.weight.copy_(k_w)
         layer.v_proj.weight.copy_(v_w)
         layer.o_proj.weight.copy_(module.out_proj.weight)
         if config.attention_bias:
             assert q_b is not None and k_b is not None and v_b is not None
-            layer.q_proj.bias.copy_(_content_rows(q_b, H, hd, dc))
-            layer.k_proj.bias.copy_(_content_rows(k_b, Hkv, hd, dc))
+            layer.q_proj.bias.copy_(q_b)
+            layer.k_proj.bias.copy_(k_b)
             layer.v_proj.bias.copy_(v_b)
             layer.o_proj.bias.copy_(module.out_proj.bias)
         for ours, theirs in _PRIOR_NAMES.items():
             _prior_tensor(prior, ours).copy_(_module_tensor(module, theirs))
-        if prior.gate_kind == "query_norm":
-            prior.gate_scale.copy_(module.prior_gate_scale_raw)
-            prior.gate_bias.copy_(module.prior_gate_bias)
+        prior.gate_scale.copy_(module.prior_gate_scale_raw)
+        prior.gate_bias.copy_(module.prior_gate_bias)
     return layer
 
 
@@ -232,7 +232,44 @@ def goat_attention_kwargs(config: ModelConfig) -> dict[str, Any]:
     }
 
 
-def _check_authors_config(config: ModelConfig) -> None:
+_ABLATIONS = {
+    "goat_directional": (
+        False,
+        "b_r fixed at 0: goat-attention 0.1.1 has no switch for it (its lambda_asym is always "
+        "a trained parameter)",
+    ),
+    "goat_sink": (
+        False,
+        "no first-token bump: goat-attention 0.1.1 has no switch for it (its sink_bump is "
+        "always a trained parameter)",
+    ),
+    "goat_key_mlp": (
+        "none",
+        "no key-only MLP term: goat-attention 0.1.1's only switch, enable_key_bias=False, also "
+        "removes the slope, the sink and d_p's key slot",
+    ),
+    "goat_equal_content": (
+        True,
+        "heads of d_model / n_heads + d_p dims: goat-attention 0.1.1's heads are always "
+        "embed_dim / num_heads wide",
+    ),
+}
+"""The ablation switches (docs/ablations.md) -> (the value that ablates, why goat-attention
+cannot express it). Exporting the ablated term as zeros would compute the same function once,
+but the package would train it: not the same model, so refused."""
+
+
+def _refuse_ablation(what: str, key: str) -> GoatAttentionConversionError:
+    value, why = _ABLATIONS[key]
+    return GoatAttentionConversionError(
+        f"{what}: model.{key} is {value!r} ({why}); convert a layer without that ablation"
+    )
+
+
+def _check_authors_config(config: ModelConfig, what: str = "goat_attention_kwargs") -> None:
+    for key, (ablated, _) in _ABLATIONS.items():
+        if getattr(config, key) == ablated:
+            raise _refuse_ablation(what, key)
     wanted = {
         "positional": "goat",
         "goat_key_mlp": "shared",
@@ -240,29 +277,38 @@ def _check_authors_config(config: ModelConfig) -> None:
         "goat_alignment_slot": False,
         "goat_split_key_bias": False,
         "goat_learn_freqs": False,
-        # the ablations (docs/ablations.md) have no goat-attention counterpart
-        "goat_directional": True,
-        "goat_sink": True,
-        "goat_equal_content": False,
     }
     for key, value in wanted.items():
         if getattr(config, key) != value:
             raise GoatAttentionConversionError(
-                f"goat_attention_state_dict: model.{key} is {getattr(config, key)!r}; "
+                f"{what}: model.{key} is {getattr(config, key)!r}; "
                 f"goat-attention's layout needs {value!r} (convert layers built by "
                 "from_goat_attention or configured with its options)"
             )
     if config.goat_abs_modes is None or config.goat_init not in ("seeded", "uniform"):
         raise GoatAttentionConversionError(
-            "goat_attention_state_dict: set model.goat_abs_modes and model.goat_init "
+            f"{what}: set model.goat_abs_modes and model.goat_init "
             "('seeded' or 'uniform') as goat-attention's layout has them"
         )
     hidden = min(2 * (2 * config.goat_abs_modes + 2), 4)
     if config.goat_mlp_hidden not in (None, hidden):
         raise GoatAttentionConversionError(
-            f"goat_attention_state_dict: model.goat_mlp_hidden is {config.goat_mlp_hidden}; "
+            f"{what}: model.goat_mlp_hidden is {config.goat_mlp_hidden}; "
             f"goat-attention's key-bias MLP has {hidden} (set it to null)"
         )
+
+
+def _check_layer_ablations(layer: CausalSelfAttention, prior: GoatPrior) -> None:
+    """`_check_authors_config`'s ablation refusals for a layer (which keeps no config)."""
+    what = "goat_attention_state_dict"
+    if not prior.directional:
+        raise _refuse_ablation(what, "goat_directional")
+    if not prior.has_sink:
+        raise _refuse_ablation(what, "goat_sink")
+    if prior.key_mlp_kind == "none":
+        raise _refuse_ablation(what, "goat_key_mlp")
+    if layer.n_heads * layer.head_dim != layer.o_proj.out_features:
+        raise _refuse_ablation(what, "goat_equal_content")
 
 
 def goat_attention_state_dict(
@@ -273,6 +319,8 @@ def goat_attention_state_dict(
     then computes what ``layer`` does. Only layers in goat-attention's parameterisation
     (`from_goat_attention`'s, or a config with its options) have one; others are refused."""
     prior = layer.prior
+    if isinstance(prior, GoatPrior):
+        _check_layer_ablations(layer, prior)
     if not isinstance(prior, GoatPrior) or prior.key_mlp is None or prior.alignment_slot:
         raise GoatAttentionConversionError(
             "goat_attention_state_dict: the layer's prior is not in goat-attention's layout "
@@ -306,7 +354,7 @@ def goat_attention_state_dict(
         out["out_proj.bias"] = layer.o_proj.bias.detach()
     for ours, theirs in _PRIOR_NAMES.items():
         out[theirs] = _prior_tensor(prior, ours).detach().float()
-    if prior.gate_kind == "query_norm":
+    if hasattr(prior, "gate_scale"):  # the gate on, or its vectors kept (layout 'authors')
         out["prior_gate_scale_raw"] = prior.gate_scale.detach().float()
         out["prior_gate_bias"] = prior.gate_bias.detach().float()
     else:  # goat-attention keeps the gate's parameters even when it is off: its defaults

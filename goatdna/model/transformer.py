@@ -85,7 +85,7 @@ def _split_fused_keys(
     """
     assert isinstance(module, DNADecoder)
     c = module.config
-    q, k, v = c.n_heads * c.content_dim, c.kv_heads * c.content_dim, c.kv_heads * c.head_dim
+    q, k, v = c.n_heads * c.qk_rows, c.kv_heads * c.qk_rows, c.kv_heads * c.head_dim
     sizes = {"attn.qkv.weight": [q, k, v], "mlp.gate_up.weight": [c.mlp_hidden] * 2}
     block_prefix = prefix + "blocks."
     for key in [k for k in state_dict if k.startswith(block_prefix)]:
