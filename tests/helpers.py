@@ -3,6 +3,8 @@
 - `invoke`: run the `goatdna` CLI in-process (a subprocess would pay seconds of imports).
 - `assert_one_error_line`: the house rule for bad input (one `error: ...` line, exit 2, no traceback).
 - `tiny_config`: the tiny decoder most tests build (~30 k parameters, instant on CPU).
+- `printed`: what the commands' console prints of a library result (rich tables and lines), to
+  compare a library call's result with the command's bytes.
 
 tests/test_helpers_one_home.py fails when a test module grows its own copy of these again.
 Test modules import them as ``from helpers import ...`` (pytest puts tests/ on sys.path).
@@ -47,6 +49,20 @@ def assert_one_error_line(result: Result, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+def printed(*parts: Any, width: int = 200) -> str:
+    """``parts`` (rich tables, strings with markup) printed, one after another, as a command
+    prints them through `goatdna.console.output_console` when it is not a terminal and
+    ``COLUMNS`` is ``width`` (so invoke the command with ``env={"COLUMNS": str(width)}``)."""
+    import io
+
+    from goatdna.console import output_console
+
+    console = output_console(file=io.StringIO(), width=width)
+    for part in parts:
+        console.print(part)
+    return console.file.getvalue()  # type: ignore[attr-defined]  # the StringIO given
 
 
 TINY_CONFIG: dict[str, Any] = {

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
 import torch
-from helpers import assert_one_error_line, invoke, tiny_config
+from helpers import assert_one_error_line, invoke, printed, tiny_config
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.model import DNADecoder, ModelConfig, flops_per_token
@@ -97,3 +98,24 @@ def test_model_info_names_what_it_was_given(tmp_path):
         line = assert_one_error_line(invoke(["model-info", path]), str(path))
         assert "config file not found" not in line, line
         assert "YAML" in line or "goatdna export" in line, line
+
+
+def test_model_info_is_one_library_call_printing_the_commands_bytes(tmp_path):
+    """`goatdna model-info` only builds a `ModelInfoRequest`: `describe_model` reads the config
+    and checks the request, and its table and lines, printed, are the command's stdout."""
+    from pathlib import Path
+
+    from goatdna.errors import GoatDNAError
+    from goatdna.model_info import ModelInfoRequest, describe_model
+
+    for path, seq_len in (("configs/goat-tiny.yaml", None), ("configs/rope-tiny.yaml", 4096)):
+        extra = [] if seq_len is None else ["--seq-len", str(seq_len)]
+        res = invoke(["model-info", path, *extra], env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        info = describe_model(ModelInfoRequest(Path(path), seq_len))
+        assert printed(info.table(), *info.lines) == res.stdout
+        assert info.config.positional == Path(path).name.split("-")[0]
+    with pytest.raises(GoatDNAError, match="no such file or folder"):
+        describe_model(ModelInfoRequest(tmp_path / "missing.yaml"))
+    with pytest.raises(GoatDNAError, match="--seq-len must be >= 1"):
+        describe_model(ModelInfoRequest(Path("configs/goat-tiny.yaml"), 0))
