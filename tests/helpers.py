@@ -6,6 +6,9 @@
 - `tiny_config`: the tiny decoder most tests build (~30 k parameters, instant on CPU).
 - `random_sequences`: seeded random 12-base ACGT sequences, the rows of small sequence tables.
 
+- `printed`: what the commands' console prints of a library result (rich tables and lines), to
+  compare a library call's result with the command's bytes.
+
 tests/test_helpers.py fails when a test module grows its own copy of these again.
 Test modules import them as ``from helpers import ...`` (pytest puts tests/ on sys.path).
 """
@@ -63,6 +66,20 @@ def random_sequences(n: int, seed: int = 0, length: int = 12) -> list[str]:
 
     rng = random.Random(seed)
     return ["".join(rng.choice("ACGT") for _ in range(length)) for _ in range(n)]
+
+
+def printed(*parts: Any, width: int = 200) -> str:
+    """``parts`` (rich tables, strings with markup) printed, one after another, as a command
+    prints them through `goatdna.console.output_console` when it is not a terminal and
+    ``COLUMNS`` is ``width`` (so invoke the command with ``env={"COLUMNS": str(width)}``)."""
+    import io
+
+    from goatdna.console import output_console
+
+    console = output_console(file=io.StringIO(), width=width)
+    for part in parts:
+        console.print(part)
+    return console.file.getvalue()  # type: ignore[attr-defined]  # the StringIO given
 
 
 TINY_CONFIG: dict[str, Any] = {

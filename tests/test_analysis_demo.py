@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import invoke
+from helpers import invoke, printed
 
 REDUCED = [
     "--steps", "3", "--genome-length", "120000", "--prompts", "3", "--max-eval-tokens", "256",
@@ -72,3 +72,41 @@ def test_reduced_demo_runs_end_to_end_and_reuses_finished_stages(
     # A different genome in the same directory is refused, not silently mixed.
     other = invoke(["demo", "--out", str(out), *REDUCED[:2], "--genome-length", "100000"])
     assert other.exit_code == 2 and "--force" in other.stderr
+
+
+@pytest.mark.slow
+def test_demo_is_the_library_stages_joined(tmp_path: Path) -> None:
+    """`goatdna demo` only joins `training.demo.demo_stages` (threads, configs, shards, runs)
+    and `analysis.report.demo_report` (the report, kept when current): the same calls on
+    another folder write the command's report tables byte for byte and say what it said, and
+    on the command's folder they keep every stage."""
+    from goatdna.analysis.report import ReportOptions, demo_report
+    from goatdna.training.demo import DemoRequest, demo_stages
+
+    cli_out, lib_out = tmp_path / "cli", tmp_path / "lib"
+    res = invoke(["demo", "--out", cli_out, *REDUCED])
+    assert res.exit_code == 0, res.output
+    overrides = tuple(REDUCED[i + 1] for i, arg in enumerate(REDUCED) if arg == "--set")
+
+    def join(out: Path, said: list[str]) -> object:
+        request = DemoRequest(out, 3, 120_000, overrides=overrides, threads=1)
+        with demo_stages(request, said.append) as demo:
+            genome, runs = demo.prepare_and_train()
+            options = ReportOptions(
+                runs=runs, data_dir=genome.root, out_dir=out / "report",
+                context_lengths=[32, 64], max_eval_tokens=256, n_prompts=3,
+            )  # fmt: skip
+            result = demo_report(options, False, said.append)
+            said.append(demo.done(out / "report" / "report.html"))
+        return result
+
+    said: list[str] = []
+    assert join(lib_out, said) is not None
+    for name in ("evaluation.csv", "gc_continuations.csv", "recall_trials.csv"):
+        assert (lib_out / "report" / name).read_bytes() == (cli_out / "report" / name).read_bytes()
+    timed = ("tokens/s", "done in")  # the lines that carry a speed or a duration
+    for line in (line for line in said if not any(word in line for word in timed)):
+        assert printed(line).replace(str(lib_out), str(cli_out)) in res.stderr, line
+    kept: list[str] = []
+    assert join(cli_out, kept) is None  # the command's own folder: every stage is kept
+    assert "  report is up to date with the checkpoints; kept" in kept

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import invoke, tiny_config
+from helpers import invoke, printed, tiny_config
 
 from goatdna.analysis.evaluate import (
     bits_per_base,
@@ -307,3 +307,35 @@ def test_rope_extension_at_evaluation(
     )  # fmt: skip
     assert res.exit_code == 2
     assert "--rope-extension applies to RoPE models" in res.output and "goat" in res.output
+
+
+def test_evaluate_is_one_library_call_printing_the_commands_bytes(
+    random_checkpoint: Path, synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """`goatdna evaluate` only builds an `EvaluateRequest`: `evaluate_run.evaluate` checks it
+    and evaluates; its parts, printed, are the command's stdout, and `write_evaluation` writes
+    the command's files byte for byte."""
+    from goatdna.analysis.evaluate import write_evaluation
+    from goatdna.analysis.evaluate_run import EvaluateRequest, evaluate, evaluation_parts
+
+    cli_out, lib_out = tmp_path / "cli", tmp_path / "lib"
+    res = invoke(
+        ["evaluate", "-c", random_checkpoint, "-d", synthetic_shards, "--split", "test",
+         "--context-lengths", "32,64", "--max-eval-tokens", "2048", "--out", cli_out],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    request = EvaluateRequest(random_checkpoint, synthetic_shards, "test", "32,64", 2048)
+    evaluation = evaluate(request)
+    lib_out.mkdir()
+    write_evaluation(evaluation, lib_out / "evaluation.json", lib_out / "evaluation.csv")
+    for name in ("evaluation.json", "evaluation.csv"):
+        assert (lib_out / name).read_bytes() == (cli_out / name).read_bytes(), name
+    wrote = f"wrote {cli_out / 'evaluation.json'} and {cli_out / 'evaluation.csv'}\n"
+    assert res.stdout == printed(*evaluation_parts(evaluation)) + wrote
+    taken = tmp_path / "a-file"
+    taken.write_text("x")
+    with pytest.raises(GoatDNAError, match="--out"):
+        evaluate(EvaluateRequest(random_checkpoint, synthetic_shards, out=taken))
+    with pytest.raises(GoatDNAError, match="--batch-tokens must be >= 1"):
+        evaluate(EvaluateRequest(random_checkpoint, synthetic_shards, batch_tokens=0))

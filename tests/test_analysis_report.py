@@ -394,3 +394,46 @@ def test_report_is_current_compares_what_the_report_was_built_from(
     (tmp_path / "r" / INPUTS_FILE).write_text("{")
     assert not current(options, said.append)
     assert said == [f"  {tmp_path / 'r' / INPUTS_FILE}: damaged; building the report again"]
+
+
+def _report_files(out: Path) -> dict[str, bytes]:
+    """Each file of a report, with the minute it was generated and its folder's name blanked."""
+    import re
+
+    files = {}
+    for path in sorted(out.iterdir()):
+        data = path.read_bytes().replace(str(out).encode(), b"OUT")
+        files[path.name] = re.sub(rb"Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", b"", data)
+    return files
+
+
+def test_report_is_one_library_call_writing_the_commands_bytes(
+    tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """`goatdna report` only builds a `ReportRequest`: `report_run.report_from_request` checks
+    it (context lengths, recall distances, device, sampling) and builds the report, whose files
+    are the command's (but for the minute they were generated)."""
+    from goatdna.analysis.report_run import ReportRequest, report_from_request
+    from goatdna.errors import GoatDNAError
+
+    cli_out, lib_out = tmp_path / "cli", tmp_path / "lib"
+    args = ["report", "--run", tiny_runs["goat"], "--data", synthetic_shards, "--name", "g",
+            "--context-lengths", "128", "--max-eval-tokens", "1024", "--prompts", "1",
+            "--recall-trials", "2", "--recall-distances", "16", "--threads", "1"]  # fmt: skip
+    res = invoke([*args, "--out", cli_out])
+    assert res.exit_code == 0, res.output
+    request = ReportRequest(
+        (tiny_runs["goat"],), synthetic_shards, lib_out, names=("g",), context_lengths="128",
+        max_eval_tokens=1024, prompts=1, recall_trials=2, recall_distances="16", threads=1,
+    )  # fmt: skip
+    said: list[str] = []
+    result = report_from_request(request, log=said.append)
+    assert _report_files(lib_out) == _report_files(cli_out)
+    assert said and all(f"report: {line}" in res.stderr for line in said)
+    assert f"and {len(result.files) - 1} other files in {cli_out}" in res.stderr
+    for bad, message in (({"recall_distances": "x"}, "comma-separated integers"),
+                         ({"context_lengths": "a,b"}, "--context-lengths"),
+                         ({"devices": "3"}, "--devices")):  # fmt: skip
+        with pytest.raises(GoatDNAError, match=message):
+            report_from_request(ReportRequest(**{**request.__dict__, "out": tmp_path / "x", **bad}))
+        assert not (tmp_path / "x").exists()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import shutil
 
-from helpers import invoke
+import pytest
+from helpers import invoke, printed
 
 from goatdna.data_prep import ShardedGenome
 
@@ -73,3 +74,27 @@ def test_info_prints_a_folder_name_with_brackets_as_written(synthetic_shards, tm
         result = _run("info", copy)
         assert result.exit_code == 0, (result.output, result.exception)
         assert str(copy) in result.stdout, result.stdout
+
+
+def test_info_is_one_library_call_printing_the_commands_bytes(synthetic_shards, tmp_path):
+    """`goatdna info` only builds a `DatasetInfoRequest`: `describe_dataset` yields what the
+    command prints, in its order, so a failed --verify comes after the tables, as before."""
+    from goatdna.data_prep.dataset_info import DatasetInfoRequest, describe_dataset
+    from goatdna.errors import GoatDNAError
+
+    res = _run("info", synthetic_shards, "--verify", "--max-records", "2")
+    assert res.exit_code == 0, res.output
+    parts = list(describe_dataset(DatasetInfoRequest(synthetic_shards, True, 2)))
+    assert printed(*parts, width=160) == res.stdout
+    assert parts[-1] == "verified: all 12 records match their sha256"
+    copy = tmp_path / "copy"
+    shutil.copytree(synthetic_shards, copy)
+    with open(copy / "test.bin", "ab") as handle:
+        handle.write(b"\0")
+    shown = []
+    with pytest.raises(GoatDNAError, match="the manifest says"):
+        for part in describe_dataset(DatasetInfoRequest(copy, verify=True)):
+            shown.append(part)
+    bad = _run("info", copy, "--verify")
+    assert bad.exit_code == 2 and len(shown) == 3  # the source line, the records, the splits
+    assert printed(*shown, width=160) == bad.stdout

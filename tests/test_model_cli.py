@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 import torch
-from helpers import assert_one_error_line, invoke, tiny_config
+from helpers import assert_one_error_line, invoke, printed, tiny_config
 
 from goatdna.configfile import from_dict, load_yaml
 from goatdna.model import DNADecoder, ModelConfig, flops_per_token
@@ -106,3 +106,24 @@ def test_zero_lengths_are_rejected_not_taken_as_unset(seq_len: str) -> None:
         invoke(["model-info", "configs/goat-tiny.yaml", "--seq-len", seq_len])
     )
     assert "--seq-len" in line and "must be >= 1" in line
+
+
+def test_model_info_is_one_library_call_printing_the_commands_bytes(tmp_path):
+    """`goatdna model-info` only builds a `ModelInfoRequest`: `describe_model` reads the config
+    and checks the request, and its table and lines, printed, are the command's stdout."""
+    from pathlib import Path
+
+    from goatdna.errors import GoatDNAError
+    from goatdna.model_info import ModelInfoRequest, describe_model
+
+    for path, seq_len in (("configs/goat-tiny.yaml", None), ("configs/rope-tiny.yaml", 4096)):
+        extra = [] if seq_len is None else ["--seq-len", str(seq_len)]
+        res = invoke(["model-info", path, *extra], env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        info = describe_model(ModelInfoRequest(Path(path), seq_len))
+        assert printed(info.table(), *info.lines) == res.stdout
+        assert info.config.positional == Path(path).name.split("-")[0]
+    with pytest.raises(GoatDNAError, match="no such file or folder"):
+        describe_model(ModelInfoRequest(tmp_path / "missing.yaml"))
+    with pytest.raises(GoatDNAError, match="--seq-len must be >= 1"):
+        describe_model(ModelInfoRequest(Path("configs/goat-tiny.yaml"), 0))

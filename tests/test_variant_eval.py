@@ -530,3 +530,33 @@ def test_eval_tables_are_read_as_score_variants_reads_them(tmp_path: Path) -> No
     res = _invoke("--scores", scores, "--labels", str(padded), "--label", "truth",
                   "--bootstrap", "0")  # fmt: skip
     assert "40 rows: 36 evaluated" in res.stdout
+
+
+def test_make_variant_task_is_one_library_call_writing_the_commands_bytes(
+    synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """`goatdna make-variant-task` only builds a `VariantTaskRequest`: `write_variant_task`
+    checks it, writes the command's table byte for byte and returns what the command prints."""
+    from goatdna.data_prep.variant_task import (
+        VariantTaskOptions,
+        VariantTaskRequest,
+        write_variant_task,
+    )
+    from goatdna.errors import GoatDNAError
+
+    fasta = synthetic_shards / "synthetic.fa"
+    cli_out, lib_out = tmp_path / "cli.tsv", tmp_path / "lib.tsv"
+    res = invoke(["make-variant-task", "--fasta", fasta, "--out", cli_out, "--positives", "6",
+                  "--seed", "2"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    options = VariantTaskOptions(positives=6, seed=2)
+    result = write_variant_task(VariantTaskRequest(fasta, lib_out, options))
+    assert lib_out.read_bytes() == cli_out.read_bytes()
+    counts = ", ".join(f"{k} {v:,}" for k, v in sorted(result.counts.items()))
+    assert res.stdout == f"{result.rows:,} SNVs: {counts}\nwrote {cli_out}\n"
+    assert result.warnings == [] and res.stderr == "" and result.rows == 4 * 6
+    with pytest.raises(GoatDNAError, match="--positives 0: must be >= 1"):
+        write_variant_task(VariantTaskRequest(fasta, tmp_path / "x.tsv", VariantTaskOptions(0)))
+    with pytest.raises(GoatDNAError, match="--force"):
+        write_variant_task(VariantTaskRequest(fasta, lib_out, options))
+    assert not (tmp_path / "x.tsv").exists() and lib_out.read_bytes() == cli_out.read_bytes()

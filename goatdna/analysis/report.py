@@ -261,6 +261,19 @@ def build_report(
     return result
 
 
+def demo_report(
+    options: ReportOptions, force: bool, say: Callable[[str], None]
+) -> ReportResult | None:
+    """`goatdna demo`'s third stage: the report in ``options.out_dir``, kept when it is current
+    (`report_is_current`; None) unless ``force``, else built (`build_report`, its stages said)."""
+    current = not force and report_is_current(options, say)
+    say("[bold]3/3 report[/bold] evaluate, GC% study, plots -> " + str(options.out_dir))
+    if current:
+        say("  report is up to date with the checkpoints; kept")
+        return None
+    return build_report(options, log=lambda msg: say(f"  {msg}"), progress=True)
+
+
 @dataclass
 class _Writer:
     """Writes the report's files into the staging folder and lists them in the result."""

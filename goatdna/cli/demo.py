@@ -7,15 +7,14 @@ Re-running is cheap and safe: prepared shards are reused, a finished run whose c
 kept, an interrupted run resumes from its last checkpoint, and the report is rebuilt only when a
 checkpoint or a report option changed. ``--force`` redoes every stage.
 
-The stages and their reuse rules are the library's: `goatdna.training.demo` (shards and runs)
-and `goatdna.analysis.report` (`report_is_current`, `build_report`). This command joins them
-because only the CLI may import both rooms (the import contracts in pyproject.toml).
+The stages and their reuse rules are the library's: `goatdna.training.demo` (`demo_stages`:
+threads, configs, shards and runs) and `goatdna.analysis.report` (`demo_report`: kept when
+`report_is_current`, else `build_report`). This command joins them because only the CLI may
+import both rooms (the import contracts in pyproject.toml).
 """
 
 from __future__ import annotations
 
-import time
-from itertools import pairwise
 from pathlib import Path
 from typing import Annotated
 
@@ -67,53 +66,32 @@ def demo(
 ) -> None:
     """Prepare a synthetic genome, train tiny GOAT and RoPE, evaluate, and write the report."""
     from goatdna.analysis.evaluate import parse_context_lengths
-    from goatdna.analysis.report import build_report, report_is_current
-    from goatdna.atomic import check_output_dir
+    from goatdna.analysis.report import demo_report
     from goatdna.cli.common import eval_token_cap
     from goatdna.cli.report_summary import print_summary
     from goatdna.console import output_console
-    from goatdna.runtime import choose_cpu_threads, using_cpu_threads
-    from goatdna.training.demo import demo_configs, prepare_demo_genome, train_demo_runs
+    from goatdna.training.demo import DemoRequest, demo_stages
 
     # --steps, --prompts and --num-samples: their ranges are checked as they are parsed
     # (`common.NUMERIC_RANGES`)
     cap = eval_token_cap(max_eval_tokens)
     console = output_console(stderr=True)
-    say = console.print
-    started = time.perf_counter()
-    check_output_dir(out, "--out")  # before any work: a folder we can write
-    choice = choose_cpu_threads(threads)  # for every stage, training included
-    say(f"torch CPU threads: {choice.reason}")
-    with using_cpu_threads(choice):
-        configs = demo_configs(goat_config, rope_config, overrides or [], steps)
+    request = DemoRequest(
+        out, steps, genome_length, goat_config, rope_config, tuple(overrides or ()), force, threads
+    )
+    with demo_stages(request, console.print) as demo:
         lengths = parse_context_lengths(context_lengths) if context_lengths else None
-        marks = [time.perf_counter()]  # each stage's start, then the end
-        say(f"[bold]1/3 prepare[/bold] synthetic genome ({genome_length:,} bp) -> {out / 'shards'}")
-        genome = prepare_demo_genome(out, genome_length, force)
-        marks.append(time.perf_counter())
-        say(f"[bold]2/3 train[/bold] tiny GOAT and tiny RoPE ({steps} steps each)")
-        runs = train_demo_runs(configs, genome, out / "runs", force, say)
-        marks.append(time.perf_counter())
-        report_dir = out / "report"
+        genome, runs = demo.prepare_and_train()
         options = ReportOptions(
             runs=runs,
             data_dir=genome.root,
-            out_dir=report_dir,
+            out_dir=out / "report",
             context_lengths=lengths,
             max_eval_tokens=cap,
             n_prompts=prompts,
             samples_per_prompt=num_samples,
         )
-        current = not force and report_is_current(options, say)
-        say("[bold]3/3 report[/bold] evaluate, GC% study, plots -> " + str(report_dir))
-        if current:
-            say("  report is up to date with the checkpoints; kept")
-        else:
-            result = build_report(options, log=lambda msg: say(f"  {msg}"), progress=True)
+        result = demo_report(options, force, console.print)
+        if result is not None:
             print_summary(result, console)
-        marks.append(time.perf_counter())
-        prepare_s, train_s, report_s = (b - a for a, b in pairwise(marks))
-        say(
-            f"done in {marks[-1] - started:.0f} s (prepare {prepare_s:.0f} s, train "
-            f"{train_s:.0f} s, report {report_s:.0f} s): open {report_dir / 'report.html'}"
-        )
+        console.print(demo.done(out / "report" / "report.html"))

@@ -39,62 +39,12 @@ def make_variant_task(
     force: Annotated[bool, option("force", "Replace an existing --out.")] = False,
 ) -> None:
     """SNVs that break what the synthetic generator planted (label 1) and background SNVs (0)."""
-    from goatdna.atomic import check_output_file
-    from goatdna.errors import GoatDNAError
-    from goatdna.formats import output_format
-    from goatdna.workdir import output_lock
+    from goatdna.data_prep.variant_task import VariantTaskRequest, write_variant_task
 
-    kind = output_format(out, (".tsv", ".parquet")).kind  # the one suffix rule
-    check_output_file(out, "--out")  # a file we can write, before any work
-    if positives < 1:
-        raise GoatDNAError(f"--positives {positives}: must be >= 1")
-    if not 0 < held_out <= 1:
-        raise GoatDNAError(f"--held-out {held_out}: must be in (0, 1]")
-    if not fasta.is_file():
-        raise GoatDNAError(f"--fasta {fasta}: file not found")
-    with output_lock(out, True):  # one writer of --out, from before the FASTA is read
-        _build_and_write(fasta, out, kind, VariantTaskOptions(positives, held_out, seed), force)
-
-
-def _build_and_write(
-    fasta: Path, out: Path, kind: str, options: VariantTaskOptions, force: bool
-) -> None:
-    from goatdna.atomic import atomic_path
-    from goatdna.data_prep.variant_task import CONTROLS, has_planted_truth
-    from goatdna.data_prep.variant_task import make_variant_task as build
-    from goatdna.errors import GoatDNAError
-    from goatdna.workdir import claim_output
-
-    claim_output([out], force, inputs=[fasta])
-    frame = build(fasta, options)
-    if frame.empty:
-        raise GoatDNAError(
-            f"--fasta {fasta}: no soft-masked homopolymer runs nor background bases found; pass "
-            "a synthetic genome (goatdna prepare --synthetic, or the demo's shards/synthetic.fa)"
-        )
-    with atomic_path(out) as tmp:
-        if kind == "parquet":
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, sep="\t", index=False)
-    if not has_planted_truth(fasta):
-        typer.echo(
-            f"warning: --fasta {fasta} is not a goatdna synthetic genome (no 'synthetic seed=' "
-            "in its headers): the labels mark soft-masked homopolymer breaks and new CpGs, but "
-            "carry no planted truth here",
-            err=True,
-        )
-    made, positives, held_out = int(frame.label.sum()), options.positives, options.held_out
-    negatives = len(frame) - made
-    if made < positives or negatives < CONTROLS * positives:
-        typer.echo(
-            f"warning: made {made:,} positives and {negatives:,} negatives of the {positives:,} "
-            f"and {CONTROLS * positives:,} asked: --held-out {held_out} leaves too few positions "
-            "(raise --held-out, or ask for fewer --positives)",
-            err=True,
-        )
-    counts = frame.element.value_counts().to_dict()
-    typer.echo(
-        f"{len(frame):,} SNVs: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
-    )
+    options = VariantTaskOptions(positives, held_out, seed)
+    result = write_variant_task(VariantTaskRequest(fasta, out, options, force))
+    for warning in result.warnings:
+        typer.echo(warning, err=True)
+    counts = sorted(result.counts.items())
+    typer.echo(f"{result.rows:,} SNVs: " + ", ".join(f"{k} {v:,}" for k, v in counts))
     typer.echo(f"wrote {out}")

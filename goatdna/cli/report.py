@@ -80,46 +80,37 @@ def report(
     """Evaluate each run's best checkpoint, run the GC% study, write tables, plots and report.html."""
     from rich.markup import escape
 
-    from goatdna.analysis.evaluate import parse_context_lengths
-    from goatdna.analysis.generate import SamplingOptions, torch_threads
-    from goatdna.analysis.recall import parse_distances
-    from goatdna.analysis.report import build_report
+    from goatdna.analysis.report_run import ReportRequest, report_from_request
     from goatdna.cli.common import eval_token_cap
     from goatdna.cli.report_summary import print_summary
     from goatdna.console import output_console
-    from goatdna.runtime import single_device
 
     # --recall-trials, --prompts and --num-samples: their ranges are checked as they are parsed
     # (`common.NUMERIC_RANGES`)
-    cap = eval_token_cap(max_eval_tokens)
-    device = single_device(accelerator, devices)
-    distances = parse_distances(recall_distances) if recall_distances else None
-    SamplingOptions(temperature=temperature, top_k=top_k, num_samples=num_samples).validate()
-    console = output_console(stderr=True)
-    options = ReportOptions(
-        runs=list(run),
-        data_dir=data,
-        out_dir=out,
-        names=list(name) if name else None,
+    request = ReportRequest(
+        runs=tuple(run),
+        data=data,
+        out=out,
+        names=tuple(name) if name else None,
         split=split,
-        context_lengths=parse_context_lengths(context_lengths) if context_lengths else None,
-        max_eval_tokens=cap,
-        n_prompts=prompts,
-        samples_per_prompt=num_samples,
+        context_lengths=context_lengths,
+        max_eval_tokens=eval_token_cap(max_eval_tokens),
+        prompts=prompts,
+        num_samples=num_samples,
         temperature=temperature,
         top_k=top_k,
         seed=seed,
         prior_layer=prior_layer,
         recall_trials=recall_trials,
-        recall_distances=distances,
-        device=device,
+        recall_distances=recall_distances,
+        accelerator=accelerator,
+        devices=devices,
+        threads=threads,
     )
-    with torch_threads(threads):
-        result = build_report(
-            options,
-            log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}"),
-            progress=True,
-        )
+    console = output_console(stderr=True)
+    result = report_from_request(
+        request, log=lambda msg: console.print(f"[dim]report:[/dim] {escape(msg)}")
+    )
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     print_summary(result, console)

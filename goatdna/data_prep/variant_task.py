@@ -230,3 +230,82 @@ def _match_groups(frame) -> list[str]:
         for row, p in zip(rows, pos, strict=True):
             groups[row] = f"g{int(anchors[np.argmin(np.abs(anchor_pos - p))]):05d}"
     return groups
+
+
+@dataclass(frozen=True)
+class VariantTaskRequest:
+    """What `goatdna make-variant-task` asks for: the task of ``options`` from the synthetic
+    genome ``fasta``, written to ``out`` (.tsv or .parquet; an existing one only with ``force``)."""
+
+    fasta: Path
+    out: Path
+    options: VariantTaskOptions = VariantTaskOptions()
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class VariantTaskResult:
+    """The written task: ``counts`` per ``element``; ``warnings`` to show the user (no planted
+    truth in a FASTA that is not synthetic; fewer SNVs than asked)."""
+
+    rows: int
+    counts: dict[str, int]
+    warnings: list[str]
+
+
+def write_variant_task(request: VariantTaskRequest) -> VariantTaskResult:
+    """Check the request, build the task and write it to ``request.out`` (atomically, under the
+    output's lock: one writer, from before the FASTA is read)."""
+    from goatdna.atomic import check_output_file
+    from goatdna.errors import GoatDNAError
+    from goatdna.formats import output_format
+    from goatdna.workdir import output_lock
+
+    fasta, out, options = request.fasta, request.out, request.options
+    kind = output_format(out, (".tsv", ".parquet")).kind  # the one suffix rule
+    check_output_file(out, "--out")  # a file we can write, before any work
+    if options.positives < 1:
+        raise GoatDNAError(f"--positives {options.positives}: must be >= 1")
+    if not 0 < options.held_out <= 1:
+        raise GoatDNAError(f"--held-out {options.held_out}: must be in (0, 1]")
+    if not fasta.is_file():
+        raise GoatDNAError(f"--fasta {fasta}: file not found")
+    with output_lock(out, True):
+        return _build_and_write(request, kind)
+
+
+def _build_and_write(request: VariantTaskRequest, kind: str) -> VariantTaskResult:
+    from goatdna.atomic import atomic_path
+    from goatdna.errors import GoatDNAError
+    from goatdna.workdir import claim_output
+
+    fasta, out, options = request.fasta, request.out, request.options
+    claim_output([out], request.force, inputs=[fasta])
+    frame = make_variant_task(fasta, options)
+    if frame.empty:
+        raise GoatDNAError(
+            f"--fasta {fasta}: no soft-masked homopolymer runs nor background bases found; pass "
+            "a synthetic genome (goatdna prepare --synthetic, or the demo's shards/synthetic.fa)"
+        )
+    with atomic_path(out) as tmp:
+        if kind == "parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, sep="\t", index=False)
+    warnings = []
+    if not has_planted_truth(fasta):
+        warnings.append(
+            f"warning: --fasta {fasta} is not a goatdna synthetic genome (no 'synthetic seed=' "
+            "in its headers): the labels mark soft-masked homopolymer breaks and new CpGs, but "
+            "carry no planted truth here"
+        )
+    made, positives, held_out = int(frame.label.sum()), options.positives, options.held_out
+    negatives = len(frame) - made
+    if made < positives or negatives < CONTROLS * positives:
+        warnings.append(
+            f"warning: made {made:,} positives and {negatives:,} negatives of the {positives:,} "
+            f"and {CONTROLS * positives:,} asked: --held-out {held_out} leaves too few positions "
+            "(raise --held-out, or ask for fewer --positives)"
+        )
+    counts = {str(k): int(v) for k, v in frame.element.value_counts().to_dict().items()}
+    return VariantTaskResult(len(frame), counts, warnings)

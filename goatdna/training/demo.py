@@ -7,16 +7,19 @@ finished run is kept when its run directory holds this very run (`RunDir.holds_s
 interrupted run resumes from its last checkpoint. ``force`` redoes both stages.
 
 The third stage (evaluate, GC% study, plots, report; rebuilt only when a checkpoint or an option
-changed) is analysis's: `goatdna.analysis.report.report_is_current` and ``build_report``. The
-two rooms may not import each other (the import contracts in pyproject.toml), so the command,
-`goatdna.cli.demo`, is what joins them; each stage's work and its reuse rule live here and there.
+changed) is analysis's: `goatdna.analysis.report.demo_report`. The two rooms may not import
+each other (the import contracts in pyproject.toml), so the command, `goatdna.cli.demo`, is what
+joins them; each stage's work and its reuse rule live here and there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,3 +148,73 @@ def train_demo_runs(
         train_or_keep(name, configs[name], genome, runs_dir / name, force, say)
         runs.append(runs_dir / name)
     return runs
+
+
+@dataclass(frozen=True)
+class DemoRequest:
+    """What `goatdna demo` asks of its first two stages: ``out`` for the shards and runs, the
+    synthetic genome's size, each run's config (None: configs/{goat,rope}-tiny.yaml) with
+    ``overrides`` and ``steps`` training steps, ``force`` to redo both, torch's CPU threads
+    (None: `goatdna.runtime.choose_cpu_threads` decides) for every stage."""
+
+    out: Path
+    steps: int
+    genome_length: int
+    goat_config: Path | None = None
+    rope_config: Path | None = None
+    overrides: tuple[str, ...] = ()
+    force: bool = False
+    threads: int | None = None
+
+
+@dataclass
+class DemoStages:
+    """A demo under way: its run configs, and when it started and each stage began."""
+
+    request: DemoRequest
+    say: Callable[[str], None]
+    configs: dict[str, RunConfig]
+    started: float
+    marks: list[float] = field(default_factory=list)  # each stage's start, then the end
+
+    def prepare_and_train(self) -> tuple[ShardedGenome, list[Path]]:
+        """Stages 1 and 2: the shards (`prepare_demo_genome`) and the runs (`train_demo_runs`)."""
+        request, say = self.request, self.say
+        self.marks.append(time.perf_counter())
+        say(
+            f"[bold]1/3 prepare[/bold] synthetic genome ({request.genome_length:,} bp) -> "
+            f"{request.out / 'shards'}"
+        )
+        genome = prepare_demo_genome(request.out, request.genome_length, request.force)
+        self.marks.append(time.perf_counter())
+        say(f"[bold]2/3 train[/bold] tiny GOAT and tiny RoPE ({request.steps} steps each)")
+        runs = train_demo_runs(self.configs, genome, request.out / "runs", request.force, say)
+        self.marks.append(time.perf_counter())
+        return genome, runs
+
+    def done(self, report: Path) -> str:
+        """The closing line, once the third stage (``report``'s) has ended: the time taken."""
+        self.marks.append(time.perf_counter())
+        prepare_s, train_s, report_s = (b - a for a, b in pairwise(self.marks))
+        return (
+            f"done in {self.marks[-1] - self.started:.0f} s (prepare {prepare_s:.0f} s, train "
+            f"{train_s:.0f} s, report {report_s:.0f} s): open {report}"
+        )
+
+
+@contextlib.contextmanager
+def demo_stages(request: DemoRequest, say: Callable[[str], None]) -> Iterator[DemoStages]:
+    """The demo's setting for every stage, the report's included: ``out`` checked writable
+    before any work, the CPU threads chosen (and said) and used, the run configs read."""
+    from goatdna.atomic import check_output_dir
+    from goatdna.runtime import choose_cpu_threads, using_cpu_threads
+
+    started = time.perf_counter()
+    check_output_dir(request.out, "--out")  # before any work: a folder we can write
+    choice = choose_cpu_threads(request.threads)  # for every stage, training included
+    say(f"torch CPU threads: {choice.reason}")
+    with using_cpu_threads(choice):
+        configs = demo_configs(
+            request.goat_config, request.rope_config, list(request.overrides), request.steps
+        )
+        yield DemoStages(request, say, configs, started)
