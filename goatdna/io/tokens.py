@@ -6,7 +6,7 @@ that was lowercase (soft-masked repeat) in the source FASTA, so ``byte & 0x7F`` 
 ``byte & 0x80`` the repeat flag. Anything else is not DNA and is rejected.
 
 This is the one home of the numpy token table, the encoder and the reverse complement (issue 42):
-every reader, writer and room imports them from here (``tests/test_io_one_home.py`` fails on a
+every reader, writer and room imports them from here (``tests/test_io.py`` fails on a
 second definition elsewhere).
 
 The ids are the model's vocabulary too (`goatdna.model.vocab`, where `IGNORE_TARGET` is N). This
