@@ -36,9 +36,9 @@ reference base's entry 0, NaN where the reference is N or a strand has no value)
   `pass_bytes`: ``4 k L`` positions of `memory.position_bytes` (the prefix rows' KV cache lives
   on while the ``3k`` suffix rows run on their own copies) plus the suffix's ``(3k, heads,
   queries, keys)`` attention scores. A ``batch_size`` batch whose estimate is within
-  `memory.MEMORY_BOUND_BYTES` runs in one pass, exactly as before the bound existed (the usual
-  windows and batch sizes: their numbers do not move). A batch past it runs as consecutive passes
-  of fewer groups, with the suffix queries in blocks (`plan_pass`): the same LLRs to float
+  `memory.MEMORY_BOUND_BYTES` runs in one pass, exactly as before the bound existed, and its
+  numbers do not move (on the default 18 x 768 model: W <= 215 at batch size 64; the small test
+  models' runs). A batch past it runs as consecutive passes of fewer groups, with the suffix queries in blocks (`plan_pass`): the same LLRs to float
   rounding (about 1e-6), not bit for bit, since a cut moves which rows share a pass, the shared
   prefix length and the matrix shapes. A window whose single group cannot fit even so is refused
   before any work (`check_full_window`).
