@@ -170,6 +170,125 @@ def test_full_runs_through_pair_scorings_prefix_pass() -> None:
     assert not hasattr(mutagenesis, "_padded") and not hasattr(pair_scoring, "_padded")
 
 
+def _record_passes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    """Every model call of a ``full`` scan as (kind, rows, queries): ``prefix`` (a prefix pass,
+    rows = groups), ``whole`` (a pass without a shared prefix, rows = groups) and ``suffix`` (a
+    call on a grown cache, rows = 3 x groups)."""
+    from goatdna.inference import mutagenesis
+
+    calls: list[tuple[str, int, int]] = []
+    prefix_pass, sequence_ll = mutagenesis.prefix_pass, mutagenesis.sequence_ll
+    forward_cached = DNADecoder.forward_cached
+
+    def on_prefix(model, seqs, *args):
+        calls.append(("prefix", len(seqs), 0))
+        return prefix_pass(model, seqs, *args)
+
+    def on_whole(model, seqs, device):
+        calls.append(("whole", len(seqs) // 4, 0))
+        return sequence_ll(model, seqs, device)
+
+    def on_cached(model, idx, cache):
+        if cache.length > 0:  # the prefix pass starts an empty cache
+            calls.append(("suffix", idx.shape[0], idx.shape[1]))
+        return forward_cached(model, idx, cache)
+
+    monkeypatch.setattr(mutagenesis, "prefix_pass", on_prefix)
+    monkeypatch.setattr(mutagenesis, "sequence_ll", on_whole)
+    monkeypatch.setattr(DNADecoder, "forward_cached", on_cached)
+    return calls
+
+
+def _small_bound(monkeypatch: pytest.MonkeyPatch, model: DNADecoder, length: int) -> int:
+    """Patch the memory bound to four groups of ``length`` tokens' rows (two groups a pass, half
+    the bound each) and the attention block to three queries of two groups -> the bound."""
+    from goatdna.inference import memory
+    from goatdna.inference.mutagenesis import pass_bytes
+
+    rows = pass_bytes(model.config, 1, length, 0)
+    block = pass_bytes(model.config, 2, length, 3) - pass_bytes(model.config, 2, length, 0)
+    monkeypatch.setattr(memory, "MEMORY_BOUND_BYTES", 4 * rows)
+    monkeypatch.setattr(memory, "ATTENTION_BLOCK_BYTES", block)
+    return 4 * rows
+
+
+def test_full_past_the_memory_bound_runs_smaller_passes_with_the_same_numbers(
+    checkpoints, fasta, tmp_path, monkeypatch
+) -> None:
+    """Before: a batch of ``--batch-size`` groups ran as one pass whatever it held (64 groups of
+    a long window: a cache of 4 x 64 rows and (192, heads, W/2, W) attention scores, past the
+    8 GiB bound every other command keeps). Now a batch past the bound runs as passes of fewer
+    groups with the suffix queries in blocks, and the LLRs agree with one pass to float rounding."""
+    model = load_checkpoint(checkpoints["goat"]).model
+    contig = Reference(fasta, tmp_path).contig_tokens("chrA")
+    positions = range(0, len(CONTIG))
+    options = MutagenesisOptions(32, "full", "both", batch_size=16)
+    calls = _record_passes(monkeypatch)
+    one_pass = full_scores(model, contig, positions, options)
+    unbounded = list(calls)
+    assert max(rows for kind, rows, _ in unbounded if kind != "suffix") == 16
+    assert max(q for kind, _, q in unbounded if kind == "suffix") > 4
+    calls.clear()
+    _small_bound(monkeypatch, model, 33)  # the longest sequence: 16 + 1 + 16 bases
+    cut = full_scores(model, contig, positions, options)
+    np.testing.assert_allclose(cut, one_pass, rtol=0, atol=1e-5)  # NaN (N bases) where it was
+    assert np.isfinite(cut).sum() == np.isfinite(one_pass).sum() > 0
+    assert max(rows for kind, rows, _ in calls if kind != "suffix") <= 3  # 2 at 33 bases
+    assert max(q for kind, _, q in calls if kind == "suffix") <= 4  # 3 at 33 bases
+    assert len(calls) > 3 * len(unbounded)
+
+
+def test_full_within_the_memory_bound_runs_one_pass_a_batch(checkpoints, fasta, tmp_path,
+                                                             monkeypatch) -> None:  # fmt: skip
+    """The cuts apply only past the bound: at the default bound every batch of ``batch_size``
+    groups is one prefix pass and one suffix call, as before (so the numbers of every run that
+    fits, the tests above and a ``--resume`` of an older run among them, do not move)."""
+    model = load_checkpoint(checkpoints["rope"]).model
+    contig = Reference(fasta, tmp_path).contig_tokens("chrA")
+    calls = _record_passes(monkeypatch)
+    options = MutagenesisOptions(16, "full", "both", batch_size=7)
+    full_scores(model, contig, range(0, len(CONTIG)), options)
+    groups = 2 * sum(c != "N" for c in CONTIG.upper())
+    passes = [rows for kind, rows, _ in calls if kind != "suffix"]
+    assert passes == [7] * (groups // 7) + ([groups % 7] if groups % 7 else [])
+    suffixes = [rows for kind, rows, _ in calls if kind == "suffix"]
+    assert suffixes == [3 * rows for kind, rows, _ in calls if kind == "prefix"]
+
+
+def _peak_allocated(run) -> int:
+    """Peak growth of torch's CPU allocations while ``run()`` runs (the profiler's memory
+    events summed in time order): tensors the passes really held, not an estimate."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    events = prof.profiler.kineto_results.events()
+    changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+    held = peak = 0
+    for _, nbytes in changes:
+        held += nbytes
+        peak = max(peak, held)
+    return peak
+
+
+def test_full_memory_estimate_covers_the_tensors_a_pass_holds(checkpoints, fasta, tmp_path,
+                                                              monkeypatch) -> None:  # fmt: skip
+    """`pass_bytes` is what the cuts trust: the allocations measured while one batch runs stay
+    within its estimate, and within a small patched bound once the passes are cut."""
+    from goatdna.inference.mutagenesis import pass_bytes
+
+    model = load_checkpoint(checkpoints["goat"]).model
+    contig = Reference(fasta, tmp_path).contig_tokens("chrA")
+    options = MutagenesisOptions(32, "full", "both", batch_size=16)
+    positions = range(40, 56)  # 16 positions x 2 strands, all with 16-base flanks: two batches
+    peak = _peak_allocated(lambda: full_scores(model, contig, positions, options))
+    estimate = pass_bytes(model.config, 16, 33, 32)
+    assert estimate / 4 < peak <= estimate
+    bound = _small_bound(monkeypatch, model, 33)
+    assert bound < peak  # the uncut passes would not fit it
+    assert _peak_allocated(lambda: full_scores(model, contig, positions, options)) <= bound
+
+
 def _args(checkpoint: Path, fasta: Path, *outs: Path, region: str = "chrA:3-150") -> list[str]:
     args = ["mutagenesis", "-c", str(checkpoint), "--fasta", str(fasta), "--region", region,
             "--window", "16", "--chunk-size", "40", "--accelerator", "cpu"]  # fmt: skip
@@ -304,6 +423,26 @@ def test_bad_inputs_are_one_line_errors_without_output(checkpoints, fasta, tmp_p
     bad("exists; pass --force", outs=(out,))
     assert out.read_text() == "keep me"
     out.unlink()
+
+
+def test_a_full_window_that_cannot_fit_one_position_is_refused_before_any_work(
+    checkpoints, fasta, tmp_path, monkeypatch
+) -> None:
+    """score-variants' window bound holds one allele pair (2W positions); ``full`` holds four
+    sequences of up to W + 1 bases a position, so a window within the first can still not fit
+    at ``--batch-size 1``: refused with one line, no output, before the FASTA is read."""
+    from goatdna.inference import memory
+
+    config = load_checkpoint(checkpoints["goat"]).model_config
+    monkeypatch.setattr(memory, "MEMORY_BOUND_BYTES", 2 * 16 * memory.position_bytes(config))
+    out = tmp_path / "ism.tsv"
+    res = invoke([*_args(checkpoints["goat"], fasta, out), "--batch-size", "1"])
+    assert res.exit_code == 2, res.output + str(res.exception)
+    assert res.stderr.startswith("error: --window 16: --method full holds about"), res.stderr
+    assert "--batch-size 1" in res.stderr and "--method local" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+    res = invoke([*_args(checkpoints["goat"], fasta, out), "--method", "local"])
+    assert res.exit_code == 0, res.output + str(res.exception)  # the window bound itself holds
 
 
 def test_an_output_that_cannot_be_written_is_refused_before_the_scan(checkpoints, fasta, tmp_path,

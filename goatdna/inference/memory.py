@@ -1,12 +1,13 @@
 """The memory budget of a forward pass: one bound and one per-position estimate for every command.
 
-Why one home: the ``--window`` bound of score-variants and mutagenesis (`check_window`), the
-batch cuts and attention blocks of the shared-prefix pair scoring (`pair_scoring`), score-track's
-longest window, attribute's rows per pass and check-precision's refusal all promise the same
-thing, that no single pass asks for more than `MEMORY_BOUND_BYTES`, and they must measure a
-position the same way (`position_bytes`) for the promise to be one promise. The numbers are
-float32 estimates (allocator slack ignored) used to cut work into passes and to refuse a request
-up front with one ``error:`` line, not to predict a process's resident memory.
+Why one home: the ``--window`` bound of score-variants and mutagenesis (`check_window`), the batch
+cuts and attention blocks of the shared-prefix pair scoring (`pair_scoring`) and of mutagenesis's
+``full`` passes (`mutagenesis.pass_bytes`), score-track's longest window, attribute's rows per pass
+and check-precision's refusal all promise the same thing, that no single pass asks for more than
+`MEMORY_BOUND_BYTES`, and they must measure a position the same way (`position_bytes`) for the
+promise to be one promise. The numbers are float32 estimates (allocator slack ignored) used to cut
+work into passes and to refuse a request up front with one ``error:`` line, not to predict a
+process's resident memory.
 """
 
 from __future__ import annotations

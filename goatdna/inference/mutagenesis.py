@@ -27,10 +27,21 @@ reference base's entry 0, NaN where the reference is N or a strand has no value)
   position would run ``s_ref`` three times: 4.5 windows instead of 2.5); (2) the LLR sums the
   suffix log-probabilities only, where `score_pairs` returns whole LLs (prefix + suffix) whose
   difference rounds differently in the last bits (hence the 1e-5 tolerance between the two in
-  tests/test_inference_mutagenesis.py); (3) groups are cut by ``batch_size`` alone, in
-  prefix-length order, where `score_pairs` also cuts by `MEMORY_BOUND_BYTES` and runs suffixes
-  in `ATTENTION_BLOCK_BYTES` query blocks: another cut changes which rows share a pass and the
-  batch's shared length, so where the cancelled flank sum ends.
+  tests/test_inference_mutagenesis.py); (3) groups are cut by ``batch_size`` in prefix-length
+  order, and further only where a pass would pass the memory bound (below), where `score_pairs`
+  cuts by its own pair sizes: another cut changes which rows share a pass and the batch's shared
+  length, so where the cancelled flank sum ends.
+
+  Memory. A ``full`` pass of ``k`` groups whose longest sequence has ``L`` tokens holds about
+  `pass_bytes`: ``4 k L`` positions of `memory.position_bytes` (the prefix rows' KV cache lives
+  on while the ``3k`` suffix rows run on their own copies) plus the suffix's ``(3k, heads,
+  queries, keys)`` attention scores. A ``batch_size`` batch whose estimate is within
+  `memory.MEMORY_BOUND_BYTES` runs in one pass, exactly as before the bound existed, and its
+  numbers do not move (on the default 18 x 768 model: W <= 215 at batch size 64; the small test
+  models' runs). A batch past it runs as consecutive passes of fewer groups, with the suffix queries in blocks (`plan_pass`): the same LLRs to float
+  rounding (about 1e-6), not bit for bit, since a cut moves which rows share a pass, the shared
+  prefix length and the matrix shapes. A window whose single group cannot fit even so is refused
+  before any work (`check_full_window`).
 
 ``local`` -- an approximation: only the changed base's own probability, from one causal pass:
 
@@ -59,6 +70,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.errors import GoatDNAError
+from goatdna.inference import memory
 from goatdna.inference.pair_scoring import padded, prefix_pass, sequence_ll
 from goatdna.inference.variants import STRANDS
 from goatdna.io.tokens import COMPLEMENT, NUM_BASES, reverse_complement
@@ -66,6 +78,7 @@ from goatdna.io.tokens import COMPLEMENT, NUM_BASES, reverse_complement
 if TYPE_CHECKING:  # torch is imported where the model runs, not when this module loads
     import torch
 
+    from goatdna.model.config import ModelConfig
     from goatdna.model.transformer import DNADecoder
 
 METHODS = ("full", "local")
@@ -139,11 +152,61 @@ def position_groups(contig: np.ndarray, p: int, flank: int, strands: str) -> lis
     return groups
 
 
+def pass_bytes(config: ModelConfig, groups: int, length: int, queries: int) -> int:
+    """Estimated float32 bytes of one ``full`` pass over ``groups`` groups whose longest sequence
+    has ``length`` tokens, the suffix queries run ``queries`` at a time.
+
+    Four rows a group of up to ``length`` positions at `memory.position_bytes` each (KV cache plus
+    one layer's activations: the prefix row's cache is still held while its three suffix rows run
+    on copies of it; a group without a shared prefix runs four whole rows), plus the suffix pass's
+    float32 attention scores, (3 rows, heads, queries, up to ``length`` keys) a group. The same
+    kind of estimate `pair_scoring` and score-track cut by: for bounding passes, not for
+    predicting RSS.
+    """
+    rows = 4 * groups * length * memory.position_bytes(config)
+    return rows + 4 * 3 * groups * config.n_heads * queries * length
+
+
+def plan_pass(config: ModelConfig, groups: int, length: int) -> tuple[int, int | None]:
+    """How a batch of ``groups`` groups (longest sequence ``length``) runs -> (groups per pass,
+    suffix queries per block, None for all in one block).
+
+    Within `memory.MEMORY_BOUND_BYTES` (by `pass_bytes`, all queries at once): the whole batch
+    in one pass, as before the bound (byte-identical numbers). Past it: as many groups as fit in
+    half the bound (at least one), and query blocks that fill the rest, each at most
+    `memory.ATTENTION_BLOCK_BYTES` (at least one query).
+    """
+    bound = memory.MEMORY_BOUND_BYTES
+    queries = max(1, length - 1)  # the suffix never runs more queries than its length - 1
+    if pass_bytes(config, groups, length, queries) <= bound:
+        return groups, None
+    per_group = pass_bytes(config, 1, length, 0)
+    fit = max(1, min(groups, bound // (2 * per_group)))
+    per_query = pass_bytes(config, fit, length, 1) - pass_bytes(config, fit, length, 0)
+    room = min(bound - pass_bytes(config, fit, length, 0), memory.ATTENTION_BLOCK_BYTES)
+    return fit, max(1, min(queries, room // per_query))
+
+
+def check_full_window(window: int, config: ModelConfig) -> None:
+    """One ``error:`` line, before any work, for a ``full`` window whose single group (four
+    sequences of up to ``W + 1`` bases, one query at a time) would not fit
+    `memory.MEMORY_BOUND_BYTES`: no ``--batch-size`` can help it."""
+    need = pass_bytes(config, 1, window + 1, 1)
+    if need > memory.MEMORY_BOUND_BYTES:
+        raise GoatDNAError(
+            f"--window {window}: --method full holds about {need / 2**30:,.1f} GiB for one "
+            f"position (four sequences of up to {window + 1:,} bases and their KV cache) even at "
+            f"--batch-size 1, above the {memory.MEMORY_BOUND_BYTES // 2**30} GiB bound "
+            "(docs/mutagenesis.md); use a smaller --window, or --method local"
+        )
+
+
 def score_groups(model: DNADecoder, groups: Sequence[PositionGroup], batch_size: int) -> np.ndarray:
     """``LL(s_b) - LL(s_ref)`` of every group's four rows -> (len(groups), 4) float64 (0 at REF).
 
-    Groups are batched in a fixed order (by prefix length), so the numbers depend only on the
-    list and ``batch_size``, never on what else runs.
+    Groups are batched in a fixed order (by prefix length), ``batch_size`` a batch, so the
+    numbers depend only on the list, ``batch_size`` and the memory bound, never on what else
+    runs. A batch past the bound runs as smaller passes with suffix query blocks (`plan_pass`).
     """
     import torch
 
@@ -152,13 +215,17 @@ def score_groups(model: DNADecoder, groups: Sequence[PositionGroup], batch_size:
     device = next(model.parameters()).device
     with torch.inference_mode():
         for b in range(0, len(order), batch_size):
-            rows = order[b : b + batch_size]
-            batch = [groups[i] for i in rows]
-            shared = min(g.prefix.size for g in batch)
-            if shared >= 1:
-                out[rows] = _score_on_prefix(model, batch, shared, device)
-            else:
-                out[rows] = _score_whole(model, batch, device)
+            batch_rows = order[b : b + batch_size]
+            length = max(groups[i].prefix.size + 1 + groups[i].tail.size for i in batch_rows)
+            fit, block = plan_pass(model.config, len(batch_rows), length)
+            for c in range(0, len(batch_rows), fit):
+                rows = batch_rows[c : c + fit]
+                batch = [groups[i] for i in rows]
+                shared = min(g.prefix.size for g in batch)
+                if shared >= 1:
+                    out[rows] = _score_on_prefix(model, batch, shared, device, block)
+                else:
+                    out[rows] = _score_whole(model, batch, device)
     return out
 
 
@@ -173,10 +240,15 @@ def _score_whole(
 
 
 def _score_on_prefix(
-    model: DNADecoder, batch: Sequence[PositionGroup], shared: int, device: torch.device
+    model: DNADecoder,
+    batch: Sequence[PositionGroup],
+    shared: int,
+    device: torch.device,
+    block: int | None = None,
 ) -> np.ndarray:
     """s_ref in one causal pass that also fills the KV cache of the shared prefix, then the
-    three alternatives' suffixes (3B rows) on copies of that prefix's cache.
+    three alternatives' suffixes (3B rows) on copies of that prefix's cache, their queries in one
+    block (``block`` None) or ``block`` at a time (a pass past the memory bound, `plan_pass`).
 
     The prefix pass is `pair_scoring.prefix_pass`; the suffix pass differs from
     `pair_scoring`'s (three suffixes per prefix, suffix-only sums: see the module docstring), so
@@ -199,8 +271,12 @@ def _score_on_prefix(
         grown.keys[:, :, :, :shared] = cache.keys[:, :, :, :shared].repeat_interleave(3, dim=1)
         grown.values[:, :, :, :shared] = cache.values[:, :, :, :shared].repeat_interleave(3, 1)
         grown.length = shared
-        rest = model.forward_cached(targets[:, :-1], grown)  # (3B, Ls - 1, V)
-        logits = torch.cat([logits, rest], dim=1)  # (3B, Ls, V)
+        inputs = targets[:, :-1]
+        step = inputs.shape[1] if block is None else block
+        pieces = [logits]
+        for q in range(0, inputs.shape[1], step):  # (3B, <= step, V) each
+            pieces.append(model.forward_cached(inputs[:, q : q + step], grown))
+        logits = torch.cat(pieces, dim=1)  # (3B, Ls, V)
     ll_alt = target_log_probs(logits, targets).double().sum(dim=1).view(n, 3)
     llr = (ll_alt - ll_ref[:, None]).cpu().numpy()
     out = np.zeros((n, 4))

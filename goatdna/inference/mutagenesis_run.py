@@ -40,7 +40,13 @@ from goatdna.inference.loop import (
     save_arrays,
 )
 from goatdna.inference.memory import check_window
-from goatdna.inference.mutagenesis import BASES, MutagenesisOptions, combine, scan
+from goatdna.inference.mutagenesis import (
+    BASES,
+    MutagenesisOptions,
+    check_full_window,
+    combine,
+    scan,
+)
 from goatdna.inference.reference import Reference
 from goatdna.io.bigwig import open_track
 from goatdna.io.bigwig import output_paths as track_paths
@@ -234,6 +240,8 @@ def _run(request: MutagenesisRequest, region: Region, fabric: Fabric, progress: 
     window = request.window if request.window is not None else loaded.train_length
     check_window(window, loaded.model_config)  # score-variants' memory bound: the same windows
     options = MutagenesisOptions(window, request.method, request.strands, request.batch_size)
+    if options.method == "full":
+        check_full_window(window, loaded.model_config)  # one group at a time must fit too
     first_out = request.outs[0]
     cache_dir = request.cache_dir or first_out.parent / ".goatdna-cache"
     reference = Reference(request.fasta, cache_dir, message=print if progress else None)
