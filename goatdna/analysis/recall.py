@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from goatdna.configfile import comma_list
 from goatdna.data_prep.window_search import window_is_n_free
 from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import TOKEN_MASK, N
@@ -79,7 +80,7 @@ def parse_distances(text: str, *, option: str) -> list[int]:
     never told about a flag their command does not have.
     """
     try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
+        values = sorted({int(part) for part in comma_list(text)})
     except ValueError:
         raise GoatDNAError(
             f"{option} {text!r}: expected comma-separated integers such as 64,256,1024"
