@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from goatdna.configfile import comma_list
 from goatdna.errors import GoatDNAError
 
 if TYPE_CHECKING:
@@ -209,8 +210,7 @@ def adapter_spec(run_config: Mapping[str, Any], source: Path) -> AdapterSpec | N
 
 def split_targets(text: str | Sequence[str]) -> tuple[str, ...]:
     """``--lora-targets q_proj,v_proj`` (or a YAML list) as a tuple of module names."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    return tuple(item.strip() for item in items if item.strip())
+    return tuple(comma_list(text))
 
 
 def file_sha256(path: str | Path) -> str:

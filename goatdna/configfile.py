@@ -18,7 +18,7 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -231,6 +231,19 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 "--set 'optim.betas=[0.9, 0.95]' or --set optim.lr=3e-4"
             ) from None
     return out
+
+
+def comma_list(value: str | Iterable[str]) -> list[str]:
+    """The items of a comma-separated flag value (``"q_proj, v_proj"``), or of a YAML list.
+
+    The one convention for every such value (--layer/--pool, --devices, --lora-targets,
+    --positive/--negative, --distances, --context-lengths): each item is stripped and empty
+    items are dropped, so ``"a,,b, "`` is ``["a", "b"]`` and ``""`` is ``[]``. A list's items
+    are taken as given (not split again). Callers check what the items mean, and refuse an empty
+    result where one item is needed.
+    """
+    items = value.split(",") if isinstance(value, str) else value
+    return [item.strip() for item in items if item.strip()]
 
 
 def parse_scalar(raw: str) -> object:

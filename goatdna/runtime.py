@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # torch and Lightning are imported inside the functions that 
     from lightning_fabric.loggers import Logger
     from lightning_fabric.strategies import Strategy
 
+from goatdna.configfile import comma_list
 from goatdna.errors import GoatDNAError
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
@@ -44,10 +45,7 @@ def parse_devices(value: int | str, option: str = "--devices") -> int | str | li
         if text == "auto":
             return text
         try:
-            if "," in text:
-                count = [int(part) for part in text.split(",") if part.strip()]
-            else:
-                count = int(text)
+            count = [int(part) for part in comma_list(text)] if "," in text else int(text)
         except ValueError:
             raise GoatDNAError(
                 f"{option} {value!r}: expected a count (e.g. 2), -1 for all, 'auto', "

@@ -149,6 +149,15 @@ def test_cli_writes_the_tables_and_rejects_bad_options(
 
 
 def test_parse_distances() -> None:
-    assert parse_distances("1024,64,64") == [64, 1024]
+    assert parse_distances("1024,64,64", option="--distances") == [64, 1024]
     with pytest.raises(GoatDNAError):
-        parse_distances("-1")
+        parse_distances("-1", option="--distances")
+
+
+@pytest.mark.parametrize("text", ["5,x", "-1", ","])
+def test_parse_distances_names_the_callers_flag(text: str) -> None:
+    """probe-recall (--distances) and report (--recall-distances) share the parser: each error
+    names the flag of the command that was run, not the other's."""
+    with pytest.raises(GoatDNAError) as caught:
+        parse_distances(text, option="--recall-distances")
+    assert str(caught.value).startswith(f"--recall-distances {text!r}: ")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from Bio.SeqUtils import gc_fraction as bio_gc_fraction
-from helpers import invoke
+from helpers import assert_one_error_line, invoke
 
 from goatdna.analysis.gc_study import GC_COLUMNS
 from goatdna.analysis.report import SUMMARY_COLUMNS
@@ -201,8 +202,23 @@ def test_recall_probe_too_long_for_the_split_fails_before_any_work(
         ["report", "--run", str(tiny_runs["goat"]), "--data", str(synthetic_shards),
          "--out", str(out), "--recall-distances", "100000000"],
     )  # fmt: skip
-    assert res.exit_code == 2, res.output
-    assert "no record of at least" in res.output
+    line = assert_one_error_line(res, "no record of at least", "--recall-distances")
+    assert re.search(r"(?<!recall)--distances", line) is None, line  # probe-recall's flag
+    assert not out.exists()
+
+
+def test_bad_recall_distances_name_reports_own_flag(
+    tiny_runs: dict[str, Path], synthetic_shards: Path, tmp_path: Path
+) -> None:
+    """`report --recall-distances x` names --recall-distances (it once said --distances, the
+    flag of probe-recall, which shares the parser)."""
+    out = tmp_path / "report"
+    res = invoke(
+        ["report", "--run", str(tiny_runs["goat"]), "--data", str(synthetic_shards),
+         "--out", str(out), "--recall-distances", "x"],
+    )  # fmt: skip
+    line = assert_one_error_line(res, "--recall-distances 'x'")
+    assert re.search(r"(?<!recall)--distances", line) is None, line
     assert not out.exists()
 
 

@@ -1,8 +1,11 @@
+import ast
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import pytest
 
+import goatdna
 from goatdna.configfile import (
     COUNT,
     OPEN_FRACTION,
@@ -12,6 +15,7 @@ from goatdna.configfile import (
     bounded,
     bounds_of,
     check_bounds,
+    comma_list,
     config_with_flags,
     from_dict,
     to_dict,
@@ -132,3 +136,59 @@ def test_config_with_flags_merges_overrides_then_flags_and_names_the_source() ->
         config_with_flags(Holder, base, HOLDER_FLAGS, {}, ["part.steps=0"])
     assert HOLDER_FLAGS[0].help_text == "Steps (default: config key part.steps)."
     assert HOLDER_FLAGS[1].help_text is None  # the concept's shared help
+
+
+PACKAGE = Path(goatdna.__file__).resolve().parent
+
+COMMA_SPLIT_ALLOWED = {
+    "configfile.py",  # comma_list itself
+    # `_names` there parses --contigs/--exclude-contigs by hand; another branch is rewriting
+    # cli/prepare.py, so it moves to comma_list after that rewrite lands
+    "cli/prepare.py",
+}
+
+
+def comma_splits(source: str) -> list[int]:
+    """Lines that split a value on commas (``<expr>.split(",")``)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "split"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == ","
+    ]
+
+
+def test_comma_separated_values_have_one_parser() -> None:
+    """Comma-separated flag values (--layer/--pool, --devices, --lora-targets, --positive,
+    --distances, --context-lengths) were each split by hand in their own module; one parser,
+    `comma_list`, keeps one convention (items stripped, empty items dropped)."""
+    found = [
+        f"{path.relative_to(PACKAGE).as_posix()}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).as_posix() not in COMMA_SPLIT_ALLOWED
+        for line in comma_splits(path.read_text())
+    ]
+    assert found == [], "use goatdna.configfile.comma_list in: " + ", ".join(found)
+    assert comma_splits((PACKAGE / "configfile.py").read_text()), "the scan sees no split"
+    assert comma_splits('x = text.split(",")\ny = text.split(";")\n') == [1]
+
+
+@pytest.mark.parametrize(
+    ("value", "items"),
+    [
+        ("a,b", ["a", "b"]),
+        (" a , b ", ["a", "b"]),
+        ("a,,b,", ["a", "b"]),
+        ("", []),
+        (" , ", []),
+        ("q_proj", ["q_proj"]),
+        (["q_proj ", "", " v_proj"], ["q_proj", "v_proj"]),  # a YAML list: items as given
+        (("a,b",), ["a,b"]),  # a list's items are not split again
+    ],
+)
+def test_comma_list_strips_items_and_drops_empty_ones(value, items) -> None:
+    assert comma_list(value) == items

@@ -17,8 +17,7 @@ import numpy as np
 import pyBigWig
 import pytest
 import torch
-from helpers import invoke as cli_invoke
-from helpers import tiny_config
+from helpers import invoke, tiny_config
 
 from goatdna.configfile import to_dict
 from goatdna.inference.attribute import AttributeOptions, language_model_target
@@ -87,12 +86,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"fasta": fasta, "ref": ref, "bed": bed}
 
 
-def invoke(*args: object):
-    return cli_invoke(args)
-
-
 def run_ok(*args: object) -> dict[str, np.ndarray]:
-    result = invoke("attribute", "--no-progress", *args)
+    result = invoke(["attribute", "--no-progress", *args])
     assert result.exit_code == 0, (result.output, result.exception)
     out = Path(str(args[list(args).index("--out") + 1]))
     with np.load(out) as data:
@@ -104,9 +99,9 @@ def test_ism_of_the_loglik_is_the_mutagenesis_llr_matrix(checkpoints, inputs, tm
     """A window holding the whole contig (W // 2 >= its length): mutagenesis' exact LLR of
     every SNV is the change of the whole sequence's log-likelihood, what ism explains."""
     matrix = tmp_path / "m.npz"
-    res = invoke("mutagenesis", "--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"],
-                 "--region", f"chrA:1-{len(CONTIG)}", "--window", 2 * len(CONTIG) + 2,
-                 "--strands", strands, "--out", matrix)  # fmt: skip
+    res = invoke(["mutagenesis", "--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"],
+                  "--region", f"chrA:1-{len(CONTIG)}", "--window", 2 * len(CONTIG) + 2,
+                  "--strands", strands, "--out", matrix])  # fmt: skip
     assert res.exit_code == 0, res.output
     bed = tmp_path / "one.bed"
     bed.write_text(f"chrA\t0\t{len(CONTIG)}\n")
@@ -279,8 +274,8 @@ def test_base_target_on_both_strands_is_score_tracks_value_of_that_base(
 
     n = 19  # chrA's first 19 bases: no N
     track = tmp_path / "t.bw"
-    res = invoke("score-track", "--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"],
-                 "--region", f"chrA:1-{n}", "--context", n, "--out", track)  # fmt: skip
+    res = invoke(["score-track", "--checkpoint", checkpoints["lm"], "--fasta", inputs["ref"],
+                  "--region", f"chrA:1-{n}", "--context", n, "--out", track])  # fmt: skip
     assert res.exit_code == 0, res.output
     bw = pyBigWig.open(str(track))
     want = np.array(bw.values("chrA", 0, n))
@@ -341,8 +336,8 @@ def test_log_odds_target_is_log_p_over_one_minus_p(checkpoints, inputs, tmp_path
     got = run_ok("--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"], "--method",
                  "ism", "--target", "log-odds:pos", "--out", out)  # fmt: skip
     assert str(got["target"]) == "log-odds:pos"
-    result = invoke("attribute", "--checkpoint", checkpoints["cls"], "--sequences",
-                    inputs["fasta"], "--target", "log-odds:maybe", "--out", tmp_path / "no.npz")  # fmt: skip
+    result = invoke(["attribute", "--checkpoint", checkpoints["cls"], "--sequences",
+                     inputs["fasta"], "--target", "log-odds:maybe", "--out", tmp_path / "no.npz"])  # fmt: skip
     assert result.exit_code == 2 and result.output.startswith("error: --target 'log-odds:maybe'")
     assert not (tmp_path / "no.npz").exists()
 
@@ -434,10 +429,10 @@ def test_a_killed_run_resumes_to_the_same_bytes(
 
     monkeypatch.setattr(attribute_run, "crash_point", crash)
     cut = tmp_path / "cut.npz"
-    res = invoke("attribute", "--no-progress", *args, "--out", cut)
+    res = invoke(["attribute", "--no-progress", *args, "--out", cut])
     assert isinstance(res.exception, Killed) and not cut.exists()
     assert len(list(work_dir_for(cut).glob("unit-*.npz"))) == 2
-    refused = invoke("attribute", "--no-progress", *args, "--out", cut)
+    refused = invoke(["attribute", "--no-progress", *args, "--out", cut])
     assert refused.exit_code == 2 and "--resume" in refused.output
     monkeypatch.setattr(attribute_run, "crash_point", lambda point, value: None)
     # written at another time of day: the bytes must not hold the clock (zip time stamps)
@@ -464,7 +459,7 @@ def test_integrated_gradients_record_and_warn_about_their_completeness(
     16 steps do not (issue 40.5: nothing recorded, the docs promised 1e-3 at 64 steps)."""
     args = ["attribute", "--no-progress", "--checkpoint", checkpoints["cls"], "--sequences",
             inputs["fasta"], "--method", "integrated-gradients", "--target", "pos"]  # fmt: skip
-    res = invoke(*args, "--steps", "4", "--out", tmp_path / "four.npz")
+    res = invoke([*args, "--steps", "4", "--out", tmp_path / "four.npz"])
     assert res.exit_code == 0, res.output
     warnings = [line for line in res.output.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "3 of 3 sequences" in warnings[0], res.output
@@ -477,7 +472,7 @@ def test_integrated_gradients_record_and_warn_about_their_completeness(
                                rtol=1e-3, atol=1e-6)  # fmt: skip
     assert got["completeness_gap"].min() > 0.01
     assert str(got["baseline"]) == "zeros" and list(got["steps"]) == [4, 4, 4]
-    res = invoke(*args, "--steps", "16", "--out", tmp_path / "sixteen.npz")
+    res = invoke([*args, "--steps", "16", "--out", tmp_path / "sixteen.npz"])
     assert res.exit_code == 0 and "warning:" not in res.output, res.output
     assert np.load(tmp_path / "sixteen.npz")["completeness_gap"].max() < 1e-4
 
@@ -510,9 +505,9 @@ def test_steps_auto_doubles_each_sequence_until_complete(checkpoints, inputs, tm
     from goatdna.inference import attribute
 
     monkeypatch.setattr(attribute, "AUTO_FIRST_STEPS", 2)
-    res = invoke("attribute", "--no-progress", "--checkpoint", checkpoints["cls"], "--sequences",
-                 inputs["fasta"], "--method", "integrated-gradients", "--target", "pos",
-                 "--steps", "auto", "--tolerance", "1e-3", "--out", tmp_path / "a.npz")  # fmt: skip
+    res = invoke(["attribute", "--no-progress", "--checkpoint", checkpoints["cls"], "--sequences",
+                  inputs["fasta"], "--method", "integrated-gradients", "--target", "pos",
+                  "--steps", "auto", "--tolerance", "1e-3", "--out", tmp_path / "a.npz"])  # fmt: skip
     assert res.exit_code == 0 and "warning:" not in res.output, res.output
     got = np.load(tmp_path / "a.npz")
     assert list(got["steps"]) == [16, 8, 8]
@@ -570,8 +565,8 @@ def test_a_sequence_too_long_for_one_pass_is_refused_up_front(checkpoints, input
 
     monkeypatch.setattr(memory, "MEMORY_BOUND_BYTES", 64 * 2**10)  # 24 bases need ~86 KiB
     out = tmp_path / "a.npz"
-    res = invoke("attribute", "--no-progress", "--checkpoint", checkpoints["lm"], "--sequences",
-                 inputs["fasta"], "--method", "saliency", "--out", out)  # fmt: skip
+    res = invoke(["attribute", "--no-progress", "--checkpoint", checkpoints["lm"], "--sequences",
+                  inputs["fasta"], "--method", "saliency", "--out", out])  # fmt: skip
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert res.exit_code == 2 and len(lines) == 1, res.output
     assert lines[0].startswith("error: --sequences: sequence s2 (30 bases)") and "GiB" in lines[0]
@@ -606,12 +601,12 @@ def test_a_stop_before_any_unit_finished_leaves_nothing_to_resume(
     out = tmp_path / "a.npz"
     args = ["attribute", "--checkpoint", checkpoints["cls"], "--sequences", inputs["fasta"],
             "--method", "ism", "--batch-size", "6", "--out", out]  # fmt: skip
-    res = invoke(*args)
+    res = invoke(args)
     assert res.exit_code == 143 and "rerun the same command" in res.output, res.output
     assert "--resume" not in res.output and len(passes) == 1
     assert not out.exists() and not work_dir_for(out).exists()
     monkeypatch.undo()
-    assert invoke(*args).exit_code == 0 and out.exists()
+    assert invoke(args).exit_code == 0 and out.exists()
 
 
 @pytest.mark.parametrize(
@@ -641,7 +636,7 @@ def test_bad_input_is_one_error_line(checkpoints, inputs, tmp_path, monkeypatch,
     args = [a for k, v in base.items() if k not in extra for a in (k, v)]
     if extra[0] == "--out" and extra[1] == "x.bw":
         args += ["--out", "a.npz"]
-    result = invoke("attribute", "--no-progress", *args, *extra)
+    result = invoke(["attribute", "--no-progress", *args, *extra])
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
@@ -652,12 +647,12 @@ def test_a_class_of_a_regression_model_and_an_existing_output_are_refused(
     checkpoints, inputs, tmp_path
 ) -> None:
     out = tmp_path / "a.npz"
-    res = invoke("attribute", "--checkpoint", checkpoints["reg"], "--sequences", inputs["fasta"],
-                 "--target", "pos", "--out", out)  # fmt: skip
+    res = invoke(["attribute", "--checkpoint", checkpoints["reg"], "--sequences", inputs["fasta"],
+                  "--target", "pos", "--out", out])  # fmt: skip
     assert res.exit_code == 2 and "regression model" in res.output and not out.exists()
     out.write_bytes(b"old")
-    res = invoke("attribute", "--checkpoint", checkpoints["lm"], "--sequences", inputs["fasta"],
-                 "--out", out)  # fmt: skip
+    res = invoke(["attribute", "--checkpoint", checkpoints["lm"], "--sequences", inputs["fasta"],
+                  "--out", out])  # fmt: skip
     assert res.exit_code == 2 and "--force" in res.output and out.read_bytes() == b"old"
 
 

@@ -437,6 +437,23 @@ def test_cli_bad_inputs_one_line_exit_2_no_output(tmp_path: Path, checkpoint: Pa
     assert not out.exists() and not list(tmp_path.glob(".x.bw*"))
 
 
+def test_cli_regions_neither_or_both_each_say_what_happened(
+    tmp_path: Path, checkpoint: Path, fasta
+) -> None:
+    """No regions at all is not "both": each case has its own line (the neither case once said
+    "..., not both")."""
+    path, _ = fasta
+    out = tmp_path / "x.bw"
+    bed = tmp_path / "r.bed"
+    bed.write_text("chrA\t0\t50\n")
+    base = ["-c", str(checkpoint), "-f", str(path), "-o", str(out)]
+    neither = _cli_error(base)
+    assert "--region" in neither and "--bed" in neither and "both" not in neither, neither
+    both = _cli_error([*base, "-r", "chrA:1-50", "--bed", str(bed)])
+    assert "not both" in both, both
+    assert not out.exists() and not list(tmp_path.glob(".x.bw*"))
+
+
 @pytest.mark.shared_data
 def test_cli_contig_naming_mismatch_on_real_b37_names(
     tmp_path: Path, checkpoint: Path, chr20_sample: Path
@@ -680,6 +697,7 @@ def test_score_track_is_one_library_call_writing_the_commands_bytes(
     result = score_track(request, Runtime())
     assert result is not None and result.paths == {"entropy": lib_out}
     assert lib_out.read_bytes() == cli_out.read_bytes()
-    with pytest.raises(GoatDNAError, match="--region .* or with --bed, not both"):
+    with pytest.raises(GoatDNAError, match="no regions to score: give --region .* or --bed") as e:
         score_track(ScoreTrackRequest(checkpoint, path, tmp_path / "x.bw"), Runtime())
+    assert "both" not in str(e.value)
     assert not (tmp_path / "x.bw").exists()

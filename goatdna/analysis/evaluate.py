@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from goatdna.atomic import atomic_write_text
+from goatdna.configfile import comma_list
 from goatdna.data_prep.heldout import heldout_window_starts
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
@@ -250,10 +251,7 @@ class Evaluation:
 def parse_context_lengths(text: str) -> list[int]:
     """``"1024,2048"`` -> [1024, 2048] (sorted, unique); bad items are a GoatDNAError."""
     values: list[int] = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
+    for item in comma_list(text):
         try:
             value = int(item)
         except ValueError:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from goatdna.configfile import comma_list
 from goatdna.data_prep.window_search import window_is_n_free
 from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import TOKEN_MASK, N
@@ -71,16 +72,21 @@ class RecallRow:
     copy_accuracy: float
 
 
-def parse_distances(text: str) -> list[int]:
-    """``"64,256,1024"`` -> [64, 256, 1024] (sorted, unique); every distance >= 0."""
+def parse_distances(text: str, *, option: str) -> list[int]:
+    """``"64,256,1024"`` -> [64, 256, 1024] (sorted, unique); every distance >= 0.
+
+    ``option`` is the flag the caller's command reads the text from (probe-recall's
+    ``--distances``, report's ``--recall-distances``): the error names that one, so a user is
+    never told about a flag their command does not have.
+    """
     try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
+        values = sorted({int(part) for part in comma_list(text)})
     except ValueError:
         raise GoatDNAError(
-            f"--distances {text!r}: expected comma-separated integers such as 64,256,1024"
+            f"{option} {text!r}: expected comma-separated integers such as 64,256,1024"
         ) from None
     if not values or values[0] < 0:
-        raise GoatDNAError(f"--distances {text!r}: give at least one distance, all >= 0")
+        raise GoatDNAError(f"{option} {text!r}: give at least one distance, all >= 0")
     return values
 
 
@@ -91,13 +97,15 @@ def draw_trials(
     segment_length: int = 50,
     max_distance: int = 16384,
     seed: int = 0,
+    distances_option: str = "--distances",
 ) -> list[RecallTrial]:
     """Draw ``n_trials`` (segment, filler) pairs from ``split``, deterministically for ``seed``.
 
     A segment start is uniform over the starts that keep ``segment_length`` bases inside one
     record (redrawn while it holds N); a filler start is uniform over the starts that keep
     ``max_distance`` bases inside one record and off the segment. Raises GoatDNAError when the
-    split is too small for those lengths.
+    split is too small for those lengths; it names ``distances_option``, the caller's flag for
+    the distances (report's is ``--recall-distances``).
     """
     if n_trials < 1 or segment_length < 2:
         raise GoatDNAError("recall probe: --trials must be >= 1 and --segment >= 2")
@@ -110,7 +118,7 @@ def draw_trials(
         if not usable:
             raise GoatDNAError(
                 f"split '{split}' of {genome.root} has no record of at least {length} bases; "
-                "probe shorter distances (--distances) or prepare a larger genome"
+                f"probe shorter distances ({distances_option}) or prepare a larger genome"
             )
         counts = np.array([r.length - length + 1 for r in usable], dtype=np.int64)
         cumulative = np.cumsum(counts)

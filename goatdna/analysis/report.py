@@ -217,7 +217,7 @@ def plan_recall(
     )
     trials = draw_trials(
         genome, options.gc_split, options.recall_trials, options.recall_segment,
-        max(distances), options.seed,
+        max(distances), options.seed, distances_option="--recall-distances",
     )  # fmt: skip
     return RecallPlan(distances, trials)
 

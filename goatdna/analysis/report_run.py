@@ -49,7 +49,8 @@ def report_from_request(
     from goatdna.runtime import single_device
 
     device = single_device(request.accelerator, request.devices)
-    distances = parse_distances(request.recall_distances) if request.recall_distances else None
+    text = request.recall_distances
+    distances = parse_distances(text, option="--recall-distances") if text else None
     SamplingOptions(
         temperature=request.temperature, top_k=request.top_k, num_samples=request.num_samples
     ).validate()

@@ -9,10 +9,11 @@ import typer
 
 from goatdna.analysis.variant_eval import EvalOptions
 from goatdna.cli.common import ProgressLine, SeedOpt, default_of, option
+from goatdna.configfile import comma_list
 
 
 def _csv(values: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in values.split(",") if v.strip()) if values else ()
+    return tuple(comma_list(values)) if values else ()
 
 
 def eval_variants(

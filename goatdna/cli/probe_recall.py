@@ -60,8 +60,9 @@ def probe_recall(
     from goatdna.console import output_console
     from goatdna.runtime import single_device
 
+    wanted = parse_distances(distances, option="--distances")
     summary = run_probe(
-        checkpoint, data, out, parse_distances(distances), segment, trials, split, seed,
+        checkpoint, data, out, wanted, segment, trials, split, seed,
         batch_tokens, single_device(accelerator, devices), show_progress=True, force=force,
     )  # fmt: skip
     table = Table(title=f"Recall of a {segment}-base segment ({trials} trials; nats/base)")

@@ -605,8 +605,12 @@ def score_track(request: ScoreTrackRequest, runtime: Runtime) -> TrackResult | N
     from goatdna.io.regions import parse_region
 
     what = request.what or DEFAULT_WHAT
-    if bool(request.regions) == (request.bed is not None):
+    if request.regions and request.bed is not None:
         raise GoatDNAError("give the regions with --region (repeatable) or with --bed, not both")
+    if not request.regions and request.bed is None:
+        raise GoatDNAError(
+            "no regions to score: give --region CHROM:START-END (repeatable) or --bed REGIONS.bed"
+        )
     paths = output_paths(request.out, what)
     for path in paths.values():  # bad extension or folder: before any work
         check_output_file(path, "--out")
