@@ -327,7 +327,8 @@ class ConfigFlag:
     ``name`` is the command's parameter: its flag is ``--name`` (``_`` as ``-``; a switch gets
     ``--no-name`` too) unless the CLI spells the concept for every command
     (`goatdna.cli.common.OPTION_NAMES`). Type, bounds and choices are the field's; the flag's
-    default is None, which keeps the config's value. ``help`` None: the concept's shared help;
+    default is None, which keeps the config's value (an options dataclass that only flags fill,
+    `options_with_flags`: the field's default). ``help`` None: the concept's shared help;
     ``names_key``: the help ends "(default: config key KEY)."
     """
 
@@ -335,6 +336,8 @@ class ConfigFlag:
     key: str
     help: str | None = None
     names_key: bool = False
+    short: str = ""
+    """A one-letter alias (``-j``) beside the long flag; "" none."""
 
     @property
     def help_text(self) -> str | None:
@@ -404,6 +407,27 @@ def config_with_flags(
         if item is None:
             raise
         raise GoatDNAError(f"--set {item!r}: {err.detail}") from None
+
+
+def options_with_flags(
+    cls: type[T], flags: Sequence[ConfigFlag], values: Mapping[str, object], **fixed: Any
+) -> T:
+    """An options dataclass that only a command's flags fill (no config file, no ``--set``):
+    ``fixed`` (what the command sets itself) and each flag's value at its field; text for a list
+    field is its comma-separated items (``a, b`` -> ``["a", "b"]``; ``""`` -> none).
+
+    The flags' defaults are the fields' own (`goatdna.cli.common.config_flags` with
+    ``own_defaults``), so a flag not given passes its field's default on.
+    """
+    kwargs = dict(fixed)
+    for flag in flags:
+        value = values[flag.name]
+        field_tp = field_type(cls, flag.key)
+        lists = [a for a in (field_tp, *typing.get_args(field_tp)) if typing.get_origin(a) is list]
+        if isinstance(value, str) and lists:
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        kwargs[flag.key] = value
+    return cls(**kwargs)
 
 
 def flag_spelling(flag: ConfigFlag) -> str:

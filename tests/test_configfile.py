@@ -14,6 +14,7 @@ from goatdna.configfile import (
     check_bounds,
     config_with_flags,
     from_dict,
+    options_with_flags,
     to_dict,
 )
 from goatdna.errors import GoatDNAError
@@ -132,3 +133,22 @@ def test_config_with_flags_merges_overrides_then_flags_and_names_the_source() ->
         config_with_flags(Holder, base, HOLDER_FLAGS, {}, ["part.steps=0"])
     assert HOLDER_FLAGS[0].help_text == "Steps (default: config key part.steps)."
     assert HOLDER_FLAGS[1].help_text is None  # the concept's shared help
+
+
+@dataclass
+class Options:
+    names: list[str] | None = None
+    count: int = 3
+    required: str = ""
+
+
+OPTION_FLAGS = (ConfigFlag("names", "names"), ConfigFlag("count", "count"))
+
+
+def test_options_with_flags_fills_a_plain_options_dataclass_from_flag_values() -> None:
+    built = options_with_flags(
+        Options, OPTION_FLAGS, {"names": " a, b ,", "count": 5}, required="x"
+    )
+    assert built == Options(names=["a", "b"], count=5, required="x")
+    assert options_with_flags(Options, OPTION_FLAGS, {"names": "", "count": 3}).names == []
+    assert options_with_flags(Options, OPTION_FLAGS, {"names": None, "count": 3}).names is None

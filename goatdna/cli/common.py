@@ -18,7 +18,7 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import EllipsisType
+from types import EllipsisType, UnionType
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypedDict, TypeVar
 
 import typer
@@ -502,6 +502,8 @@ def config_flags(
     owner: type,
     flags: Sequence[ConfigFlag],
     layout: Sequence[str | EllipsisType],
+    *,
+    own_defaults: bool = False,
 ) -> Callable[P, R]:
     """``func`` whose signature is its own parameters plus one option per `ConfigFlag` of the
     config dataclass ``owner`` (the flags arrive in its ``**flags``), in ``layout`` order: names
@@ -509,7 +511,10 @@ def config_flags(
 
     The library's table holds each flag once (name, config key, help); its type, bounds and
     metavar are the config field's (`bounds_of`, as `default_of` reads defaults); its default
-    is None, which keeps the config's value. Typer builds the command from this signature.
+    is None, which keeps the config's value. ``own_defaults``: ``owner`` is an options
+    dataclass that only the flags fill (`goatdna.configfile.options_with_flags`, `prepare`), so
+    each flag's default is its field's, shown in --help. Typer builds the command from this
+    signature.
     """
     own = {
         p.name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
@@ -530,30 +535,35 @@ def config_flags(
                 if isinstance(item, str)
                 else [flag for flag in flags if flag.name not in named]
             )
-            parameters += [_flag_parameter(owner, flag) for flag in chosen]
+            parameters += [_flag_parameter(owner, flag, own_defaults) for flag in chosen]
     func.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return func
 
 
-def _flag_parameter(owner: type, flag: ConfigFlag) -> inspect.Parameter:
-    """One option of a config flag: ``X | None`` of the field's number or switch type (text
-    otherwise: a choice, a path, a list spec), its bounds in the annotation for the range check."""
+def _flag_parameter(owner: type, flag: ConfigFlag, own_default: bool) -> inspect.Parameter:
+    """One option of a config flag: ``X | None`` of the field's number, switch or path type
+    (``int | None`` too; text otherwise: a choice, a list spec), its bounds in the annotation for
+    the range check; its default None, or with ``own_default`` the field's (`default_of`)."""
     import typing
 
     section, name = field_owner(owner, flag.key)
     hint = field_type(owner, flag.key)
-    plain = hint if hint in (int, float, bool) else str
+    members = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, UnionType) and len(members) == 1:
+        hint = members[0]  # X | None
+    plain = hint if hint in (int, float, bool, Path) else str
     help_text = flag.help_text
     if flag.name in OPTION_NAMES:
         info = option(flag.name, help_text)
     else:
         spelled = flag.name.replace("_", "-")
         names = f"--{spelled}/--no-{spelled}" if plain is bool else f"--{spelled}"
-        info = typer.Option(names, help=help_text)
+        info = typer.Option(names, *([flag.short] if flag.short else []), help=help_text)
     bounds = bounds_of(section, name) if plain in (int, float) else None
     metadata = (info,) if bounds is None else (info, bounds)
     args = (plain | None, *metadata)
     annotation = typing.Annotated[args]  # type: ignore[valid-type]
+    default = default_of(section, name) if own_default else None
     return inspect.Parameter(
-        flag.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+        flag.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
     )
