@@ -326,7 +326,7 @@ class ConfigFlag:
 
     ``name`` is the command's parameter: its flag is ``--name`` (``_`` as ``-``; a switch gets
     ``--no-name`` too) unless the CLI spells the concept for every command
-    (`goatdna.cli.common.OPTION_NAMES`). Type, bounds and choices are the field's; the flag's
+    (`goatdna.cli.common.OPTION_NAMES`) or ``names`` spells it. Type, bounds and choices are the field's; the flag's
     default is None, which keeps the config's value (an options dataclass that only flags fill,
     `options_with_flags`: the field's default). ``help`` None: the concept's shared help;
     ``names_key``: the help ends "(default: config key KEY)."
@@ -336,8 +336,9 @@ class ConfigFlag:
     key: str
     help: str | None = None
     names_key: bool = False
-    short: str = ""
-    """A one-letter alias (``-j``) beside the long flag; "" none."""
+    names: tuple[str, ...] = ()
+    """The flag's own spelling where it is not ``--name`` (``("--workers", "-j")``, a switch's
+    ``("--length-fair/--length-unfair",)``); () for ``--name``."""
 
     @property
     def help_text(self) -> str | None:

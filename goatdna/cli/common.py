@@ -504,6 +504,7 @@ def config_flags(
     layout: Sequence[str | EllipsisType],
     *,
     own_defaults: bool = False,
+    more: Mapping[type, Sequence[ConfigFlag]] | None = None,
 ) -> Callable[P, R]:
     """``func`` whose signature is its own parameters plus one option per `ConfigFlag` of the
     config dataclass ``owner`` (the flags arrive in its ``**flags``), in ``layout`` order: names
@@ -513,15 +514,18 @@ def config_flags(
     metavar are the config field's (`bounds_of`, as `default_of` reads defaults); its default
     is None, which keeps the config's value. ``own_defaults``: ``owner`` is an options
     dataclass that only the flags fill (`goatdna.configfile.options_with_flags`, `prepare`), so
-    each flag's default is its field's, shown in --help. Typer builds the command from this
-    signature.
+    each flag's default is its field's, shown in --help. ``more``: the flags of further
+    dataclasses the command fills (a request's optional part: score-variants' calibration),
+    after ``flags`` in the table order. Typer builds the command from this signature.
     """
     own = {
         p.name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
         for p in inspect.signature(func).parameters.values()
         if p.kind is not inspect.Parameter.VAR_KEYWORD
     }
-    by_name = {flag.name: flag for flag in flags}
+    tables = [(owner, flags), *(more or {}).items()]
+    every = [(table_owner, flag) for table_owner, table in tables for flag in table]
+    by_name = {flag.name: (table_owner, flag) for table_owner, flag in every}
     named = {item for item in layout if isinstance(item, str)}
     if set(own) - named or named - set(own) - set(by_name):
         raise KeyError(f"{func.__name__}: layout {layout} must name each own parameter once")
@@ -533,9 +537,9 @@ def config_flags(
             chosen = (
                 [by_name[item]]
                 if isinstance(item, str)
-                else [flag for flag in flags if flag.name not in named]
+                else [(o, flag) for o, flag in every if flag.name not in named]
             )
-            parameters += [_flag_parameter(owner, flag, own_defaults) for flag in chosen]
+            parameters += [_flag_parameter(o, flag, own_defaults) for o, flag in chosen]
     func.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return func
 
@@ -555,10 +559,12 @@ def _flag_parameter(owner: type, flag: ConfigFlag, own_default: bool) -> inspect
     help_text = flag.help_text
     if flag.name in OPTION_NAMES:
         info = option(flag.name, help_text)
+    elif flag.names:
+        info = typer.Option(*flag.names, help=help_text)
     else:
         spelled = flag.name.replace("_", "-")
         names = f"--{spelled}/--no-{spelled}" if plain is bool else f"--{spelled}"
-        info = typer.Option(names, *([flag.short] if flag.short else []), help=help_text)
+        info = typer.Option(names, help=help_text)
     bounds = bounds_of(section, name) if plain in (int, float) else None
     metadata = (info,) if bounds is None else (info, bounds)
     args = (plain | None, *metadata)
@@ -567,3 +573,16 @@ def _flag_parameter(owner: type, flag: ConfigFlag, own_default: bool) -> inspect
     return inspect.Parameter(
         flag.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
     )
+
+
+# ----------------------------------------------------------------------------- shared by several
+
+# Options that several commands declare word for word (one declaration each, issue 42.3).
+TrainCheckpointOpt = Annotated[Path, option("checkpoint", "A .ckpt written by `goatdna train`.")]
+OutCacheDirOpt = Annotated[
+    Path | None,
+    option(
+        "cache_dir",
+        "Where a plain-gzip FASTA is decompressed once (default: OUT's folder/.goatdna-cache).",
+    ),
+]

@@ -11,6 +11,8 @@ from goatdna.cli.common import (
     AcceleratorOpt,
     DevicesOpt,
     NumNodesOpt,
+    OutCacheDirOpt,
+    TrainCheckpointOpt,
     WorkForceOpt,
     WorkResumeOpt,
     default_of,
@@ -34,7 +36,7 @@ def _draw(result: MutagenesisResult, path: Path) -> object:
 
 
 def mutagenesis(
-    checkpoint: Annotated[Path, option("checkpoint", "A .ckpt written by `goatdna train`.")],
+    checkpoint: TrainCheckpointOpt,
     fasta: Annotated[Path, option("fasta")],
     region: Annotated[
         str, option("region", "contig:start-end, 1-based inclusive, e.g. 20:1000001-1000200.")
@@ -85,13 +87,7 @@ def mutagenesis(
     num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
     resume: WorkResumeOpt = False,
     force: WorkForceOpt = False,
-    cache_dir: Annotated[
-        Path | None,
-        option(
-            "cache_dir",
-            "Where a plain-gzip FASTA is decompressed once (default: OUT's folder/.goatdna-cache).",
-        ),
-    ] = None,
+    cache_dir: OutCacheDirOpt = None,
 ) -> None:
     """Score every position of a region x its 3 alternative bases: exact LLRs or a fast local one."""
     from goatdna.atomic import check_output_file

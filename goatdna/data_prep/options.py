@@ -100,7 +100,10 @@ PREPARE_FLAGS: tuple[ConfigFlag, ...] = (
         "Without hold-out contigs: share of each contig's tail (after val) held out for test.",
     ),
     ConfigFlag(
-        "workers", "workers", "Parallel worker processes (default: up to 4 CPU cores).", short="-j"
+        "workers",
+        "workers",
+        "Parallel worker processes (default: up to 4 CPU cores).",
+        names=("--workers", "-j"),
     ),
     ConfigFlag("force", "force", "Overwrite a dataset or an interrupted run already in OUT."),
     ConfigFlag("resume", "resume", "Finish an interrupted run in OUT (same input and options)."),
