@@ -410,6 +410,11 @@ def config_with_flags(
         raise GoatDNAError(f"--set {item!r}: {err.detail}") from None
 
 
+def comma_items(text: str) -> list[str]:
+    """The items of a comma-separated flag value, stripped; empty items dropped (``""``: none)."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def options_with_flags(
     cls: type[T], flags: Sequence[ConfigFlag], values: Mapping[str, object], **fixed: Any
 ) -> T:
@@ -426,7 +431,7 @@ def options_with_flags(
         field_tp = field_type(cls, flag.key)
         lists = [a for a in (field_tp, *typing.get_args(field_tp)) if typing.get_origin(a) is list]
         if isinstance(value, str) and lists:
-            value = [item.strip() for item in value.split(",") if item.strip()]
+            value = comma_items(value)
         kwargs[flag.key] = value
     return cls(**kwargs)
 

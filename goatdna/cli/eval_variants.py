@@ -11,10 +11,6 @@ from goatdna.analysis.variant_eval import EvalOptions
 from goatdna.cli.common import ProgressLine, SeedOpt, default_of, option
 
 
-def _csv(values: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in values.split(",") if v.strip()) if values else ()
-
-
 def eval_variants(
     scores: Annotated[
         Path,
@@ -108,13 +104,14 @@ def eval_variants(
     bootstrap intervals, per subset and within match groups."""
     from goatdna.analysis.variant_eval import join_labels
     from goatdna.analysis.variant_eval_run import check_eval_outputs, run_eval
+    from goatdna.configfile import comma_items
     from goatdna.inference.variant_io import read_labels, read_scores
 
     check_eval_outputs(out, plots)  # before any work
     options = EvalOptions(
-        label=label, score=score, kind=kind, positive=_csv(positive), negative=_csv(negative),
-        subsets=tuple(subset or ()), match_group=match_group, resamples=bootstrap, seed=seed,
-        level=level,
+        label=label, score=score, kind=kind, positive=tuple(comma_items(positive or "")),
+        negative=tuple(comma_items(negative or "")), subsets=tuple(subset or ()),
+        match_group=match_group, resamples=bootstrap, seed=seed, level=level,
     )  # fmt: skip
 
     def read():

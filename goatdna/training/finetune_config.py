@@ -36,6 +36,7 @@ from goatdna.configfile import (
     ConfigFlag,
     bounded,
     check_bounds,
+    comma_items,
     config_with_flags,
     load_yaml,
     to_dict,
@@ -57,7 +58,7 @@ FINAL_LAYER = "final"
 
 def spec_items(spec: int | str) -> list[str]:
     """The comma-separated items of a ``--layer``/``--pool`` value."""
-    return [item.strip() for item in str(spec).split(",") if item.strip()]
+    return comma_items(str(spec))
 
 
 def check_layer_spec(spec: int | str) -> None:
