@@ -339,8 +339,9 @@ class ConfigFlag:
 
     ``name`` is the command's parameter: its flag is ``--name`` (``_`` as ``-``; a switch gets
     ``--no-name`` too) unless the CLI spells the concept for every command
-    (`goatdna.cli.common.OPTION_NAMES`). Type, bounds and choices are the field's; the flag's
-    default is None, which keeps the config's value. ``help`` None: the concept's shared help;
+    (`goatdna.cli.common.OPTION_NAMES`) or ``names`` spells it. Type, bounds and choices are the field's; the flag's
+    default is None, which keeps the config's value (an options dataclass that only flags fill,
+    `options_with_flags`: the field's default). ``help`` None: the concept's shared help;
     ``names_key``: the help ends "(default: config key KEY)."
     """
 
@@ -348,6 +349,9 @@ class ConfigFlag:
     key: str
     help: str | None = None
     names_key: bool = False
+    names: tuple[str, ...] = ()
+    """The flag's own spelling where it is not ``--name`` (``("--workers", "-j")``, a switch's
+    ``("--length-fair/--length-unfair",)``); () for ``--name``."""
 
     @property
     def help_text(self) -> str | None:
@@ -417,6 +421,27 @@ def config_with_flags(
         if item is None:
             raise
         raise GoatDNAError(f"--set {item!r}: {err.detail}") from None
+
+
+def options_with_flags(
+    cls: type[T], flags: Sequence[ConfigFlag], values: Mapping[str, object], **fixed: Any
+) -> T:
+    """An options dataclass that only a command's flags fill (no config file, no ``--set``):
+    ``fixed`` (what the command sets itself) and each flag's value at its field; text for a list
+    field is its comma-separated items (``a, b`` -> ``["a", "b"]``; ``""`` -> none).
+
+    The flags' defaults are the fields' own (`goatdna.cli.common.config_flags` with
+    ``own_defaults``), so a flag not given passes its field's default on.
+    """
+    kwargs = dict(fixed)
+    for flag in flags:
+        value = values[flag.name]
+        field_tp = field_type(cls, flag.key)
+        lists = [a for a in (field_tp, *typing.get_args(field_tp)) if typing.get_origin(a) is list]
+        if isinstance(value, str) and lists:
+            value = comma_list(value)
+        kwargs[flag.key] = value
+    return cls(**kwargs)
 
 
 def flag_spelling(flag: ConfigFlag) -> str:

@@ -248,3 +248,45 @@ def test_two_prepares_into_one_out_at_once_leave_one_valid_dataset(tmp_path):
     # whichever came second: refused while the first held the lock, or after it had finished
     assert "in use by another goatdna process" in loser or "different dataset" in loser, loser
     assert _cli("info", out, "--verify").exit_code == 0
+
+
+def test_prepare_options_are_the_library_flags_with_the_fields_defaults() -> None:
+    """`goatdna prepare`'s flags that set `PrepareOptions` are `PREPARE_FLAGS` (one declaration,
+    next to the dataclass), each defaulting to its field's default (issue 42.3)."""
+    import inspect
+    import typing
+
+    from goatdna.cli.prepare import prepare
+    from goatdna.data_prep.options import PREPARE_FLAGS
+
+    parameters = inspect.signature(prepare).parameters
+    for flag in PREPARE_FLAGS:
+        parameter = parameters[flag.name]
+        assert parameter.default == getattr(PrepareOptions(), flag.key), flag.name
+        assert typing.get_args(parameter.annotation)[1].help == flag.help_text, flag.name
+    import typer.main
+
+    from goatdna.cli.app import app
+
+    click_command = typer.main.get_command(app).commands["prepare"]  # type: ignore[attr-defined]
+    workers = next(p for p in click_command.params if p.name == "workers")
+    assert workers.opts == ["--workers", "-j"]
+
+
+def test_prepare_reads_comma_separated_flags_as_lists(source, tmp_path, monkeypatch) -> None:
+    seen: list[PrepareOptions] = []
+
+    class Stop(Exception):
+        pass
+
+    def record(fasta, out, options, synthetic, reporter):
+        seen.append(options)
+        raise Stop
+
+    monkeypatch.setattr("goatdna.data_prep.prepare.prepare_dataset", record)
+    result = _cli("prepare", source, "-o", tmp_path / "o", "--contigs", "chr1, chr2", "--exclude-contigs",
+                  "", "--val-fraction", "0.1", "-j", "2")  # fmt: skip
+    assert isinstance(result.exception, Stop), result.output
+    assert seen[0] == PrepareOptions(
+        contigs=["chr1", "chr2"], exclude_contigs=[], val_fraction=0.1, workers=2
+    )

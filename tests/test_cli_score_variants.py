@@ -158,3 +158,31 @@ def test_a_vcf_whose_contigs_are_all_missing_warns(vcf_inputs, tmp_path: Path) -
     assert "warning: no allele was scored: most are missing_contig" in res.stderr, res.stderr
     res = _score(vcf_inputs, vcf_inputs["vcf"], tmp_path / "t.tsv")
     assert "warning" not in res.stderr
+
+
+def test_score_variants_flags_fill_the_request_from_the_library_tables(
+    vcf_inputs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flags of `SCORE_VARIANTS_FLAGS` / `CALIBRATION_FLAGS` (declared next to the requests,
+    issue 42.3) reach `ScoreVariantsRequest` and its `CalibrationRequest`; without --calibrate
+    or --null there is no calibration, whatever --null-size says."""
+    import goatdna.inference.variant_run as variant_run
+    from goatdna.inference.calibration import CalibrationRequest
+    from goatdna.inference.variant_run import ScoreVariantsRequest
+    from goatdna.runtime import Runtime
+
+    seen: list[ScoreVariantsRequest] = []
+    monkeypatch.setattr(Runtime, "fabric", lambda self: None)
+    monkeypatch.setattr(variant_run, "score_variants", lambda request, fabric: seen.append(request))
+    inputs = [vcf_inputs[name] for name in ("checkpoint", "fasta", "vcf")]
+    common = ["score-variants", "-c", inputs[0], "-f", inputs[1], "--variants", inputs[2]]
+    out = tmp_path / "o.tsv"
+    flags = ["--window", "32", "--strands", "forward", "--length-unfair", "--chunk-size", "5"]
+    flags += ["--calibrate", "--null-size", "7", "--seed", "3"]
+    assert_ok(invoke([*common, "-o", out, *flags]))
+    request = seen[-1]
+    assert (request.window, request.strands, request.length_fair) == (32, "forward", False)
+    assert (request.batch_size, request.chunk_size) == (64, 5)
+    assert request.calibration == CalibrationRequest(None, 3, 7)
+    assert_ok(invoke([*common, "-o", out, "--null-size", "1"]))
+    assert seen[-1] == ScoreVariantsRequest(*inputs, out)  # the defaults, no calibration

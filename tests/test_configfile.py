@@ -18,6 +18,7 @@ from goatdna.configfile import (
     comma_list,
     config_with_flags,
     from_dict,
+    options_with_flags,
     to_dict,
 )
 from goatdna.errors import GoatDNAError
@@ -142,9 +143,6 @@ PACKAGE = Path(goatdna.__file__).resolve().parent
 
 COMMA_SPLIT_ALLOWED = {
     "configfile.py",  # comma_list itself
-    # `_names` there parses --contigs/--exclude-contigs by hand; another branch is rewriting
-    # cli/prepare.py, so it moves to comma_list after that rewrite lands
-    "cli/prepare.py",
 }
 
 
@@ -192,3 +190,22 @@ def test_comma_separated_values_have_one_parser() -> None:
 )
 def test_comma_list_strips_items_and_drops_empty_ones(value, items) -> None:
     assert comma_list(value) == items
+
+
+@dataclass
+class Options:
+    names: list[str] | None = None
+    count: int = 3
+    required: str = ""
+
+
+OPTION_FLAGS = (ConfigFlag("names", "names"), ConfigFlag("count", "count"))
+
+
+def test_options_with_flags_fills_a_plain_options_dataclass_from_flag_values() -> None:
+    built = options_with_flags(
+        Options, OPTION_FLAGS, {"names": " a, b ,", "count": 5}, required="x"
+    )
+    assert built == Options(names=["a", "b"], count=5, required="x")
+    assert options_with_flags(Options, OPTION_FLAGS, {"names": "", "count": 3}).names == []
+    assert options_with_flags(Options, OPTION_FLAGS, {"names": None, "count": 3}).names is None

@@ -16,6 +16,7 @@ from goatdna.errors import GoatDNAError
 from goatdna.training.finetune_config import (
     FINETUNE_FLAGS,
     FinetuneConfig,
+    finetune_runtime,
     load_finetune_config,
 )
 
@@ -79,12 +80,11 @@ def test_a_wrong_flag_value_names_the_flag(tmp_path: Path) -> None:
     with pytest.raises(GoatDNAError, match=r"^--task 'bogus': config key 'task.task' must be"):
         load_finetune_config(tmp_path, resume=False, overrides=[],
                              flags={"train": "t.csv", "task": "bogus"})  # fmt: skip
-    with pytest.raises(GoatDNAError, match=r"^--devices 'abc': expected a count"):
-        load_finetune_config(tmp_path, resume=False, overrides=[],
-                             flags={"train": "t.csv", "devices": "abc"})  # fmt: skip
-    with pytest.raises(GoatDNAError, match=r"^--devices '0': must be >= 1"):
-        load_finetune_config(tmp_path, resume=False, overrides=[],
-                             flags={"train": "t.csv", "devices": "0"})  # fmt: skip
+    for typed, says in (("abc", "expected a count"), ("0", "must be >= 1")):
+        flags = {"train": "t.csv", "devices": typed}
+        config = load_finetune_config(tmp_path, resume=False, overrides=[], flags=flags)
+        with pytest.raises(GoatDNAError, match=rf"^--devices '{typed}': {says}"):
+            finetune_runtime(config, flags)  # the flag as typed, parsed once
     with pytest.raises(GoatDNAError, match=r"^--train is required"):
         load_finetune_config(tmp_path, resume=False, overrides=[], flags={})
 
@@ -102,3 +102,29 @@ def test_the_cli_range_is_the_configs_own(
     result = invoke(["finetune", "--out", tmp_path / "run", "--train", "t.csv", flag, value])
     assert_one_error_line(result, f"{flag} {float(value)}: must be {bounds}")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_finetune_run_parses_its_devices_once(
+    backbone: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`trainer.devices` is parsed once per run, into the run's `Runtime` (`finetune_runtime`):
+    the command's early check and the run's Fabric each parsed it (two parses of one value)."""
+    from helpers import assert_ok, random_sequences
+
+    import goatdna.runtime
+
+    parsed: list[object] = []
+    real = goatdna.runtime.parse_devices
+
+    def counting(value: int | str, option: str = "--devices") -> int | str | list[int]:
+        parsed.append(value)
+        return real(value, option)
+
+    monkeypatch.setattr(goatdna.runtime, "parse_devices", counting)
+    train = tmp_path / "train.csv"
+    rows = [f"{s},{i % 2}" for i, s in enumerate(random_sequences(8))]
+    train.write_text("sequence,label\n" + "\n".join(rows) + "\n")
+    inputs = ["--checkpoint", backbone, "--train", train, "--out", tmp_path / "run"]
+    flags = ["--no-progress", "--epochs", "1", "--accelerator", "cpu", "--devices", "1"]
+    assert_ok(invoke(["finetune", *inputs, *flags]))
+    assert parsed == ["1"], parsed

@@ -18,7 +18,7 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import EllipsisType
+from types import EllipsisType, UnionType
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypedDict, TypeVar
 
 import typer
@@ -502,6 +502,9 @@ def config_flags(
     owner: type,
     flags: Sequence[ConfigFlag],
     layout: Sequence[str | EllipsisType],
+    *,
+    own_defaults: bool = False,
+    more: Mapping[type, Sequence[ConfigFlag]] | None = None,
 ) -> Callable[P, R]:
     """``func`` whose signature is its own parameters plus one option per `ConfigFlag` of the
     config dataclass ``owner`` (the flags arrive in its ``**flags``), in ``layout`` order: names
@@ -509,14 +512,20 @@ def config_flags(
 
     The library's table holds each flag once (name, config key, help); its type, bounds and
     metavar are the config field's (`bounds_of`, as `default_of` reads defaults); its default
-    is None, which keeps the config's value. Typer builds the command from this signature.
+    is None, which keeps the config's value. ``own_defaults``: ``owner`` is an options
+    dataclass that only the flags fill (`goatdna.configfile.options_with_flags`, `prepare`), so
+    each flag's default is its field's, shown in --help. ``more``: the flags of further
+    dataclasses the command fills (a request's optional part: score-variants' calibration),
+    after ``flags`` in the table order. Typer builds the command from this signature.
     """
     own = {
         p.name: p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
         for p in inspect.signature(func).parameters.values()
         if p.kind is not inspect.Parameter.VAR_KEYWORD
     }
-    by_name = {flag.name: flag for flag in flags}
+    tables = [(owner, flags), *(more or {}).items()]
+    every = [(table_owner, flag) for table_owner, table in tables for flag in table]
+    by_name = {flag.name: (table_owner, flag) for table_owner, flag in every}
     named = {item for item in layout if isinstance(item, str)}
     if set(own) - named or named - set(own) - set(by_name):
         raise KeyError(f"{func.__name__}: layout {layout} must name each own parameter once")
@@ -528,24 +537,30 @@ def config_flags(
             chosen = (
                 [by_name[item]]
                 if isinstance(item, str)
-                else [flag for flag in flags if flag.name not in named]
+                else [(o, flag) for o, flag in every if flag.name not in named]
             )
-            parameters += [_flag_parameter(owner, flag) for flag in chosen]
+            parameters += [_flag_parameter(o, flag, own_defaults) for o, flag in chosen]
     func.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return func
 
 
-def _flag_parameter(owner: type, flag: ConfigFlag) -> inspect.Parameter:
-    """One option of a config flag: ``X | None`` of the field's number or switch type (text
-    otherwise: a choice, a path, a list spec), its bounds in the annotation for the range check."""
+def _flag_parameter(owner: type, flag: ConfigFlag, own_default: bool) -> inspect.Parameter:
+    """One option of a config flag: ``X | None`` of the field's number, switch or path type
+    (``int | None`` too; text otherwise: a choice, a list spec), its bounds in the annotation for
+    the range check; its default None, or with ``own_default`` the field's (`default_of`)."""
     import typing
 
     section, name = field_owner(owner, flag.key)
     hint = field_type(owner, flag.key)
-    plain = hint if hint in (int, float, bool) else str
+    members = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, UnionType) and len(members) == 1:
+        hint = members[0]  # X | None
+    plain = hint if hint in (int, float, bool, Path) else str
     help_text = flag.help_text
     if flag.name in OPTION_NAMES:
         info = option(flag.name, help_text)
+    elif flag.names:
+        info = typer.Option(*flag.names, help=help_text)
     else:
         spelled = flag.name.replace("_", "-")
         names = f"--{spelled}/--no-{spelled}" if plain is bool else f"--{spelled}"
@@ -554,6 +569,20 @@ def _flag_parameter(owner: type, flag: ConfigFlag) -> inspect.Parameter:
     metadata = (info,) if bounds is None else (info, bounds)
     args = (plain | None, *metadata)
     annotation = typing.Annotated[args]  # type: ignore[valid-type]
+    default = default_of(section, name) if own_default else None
     return inspect.Parameter(
-        flag.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+        flag.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
     )
+
+
+# ----------------------------------------------------------------------------- shared by several
+
+# Options that several commands declare word for word (one declaration each, issue 42.3).
+TrainCheckpointOpt = Annotated[Path, option("checkpoint", "A .ckpt written by `goatdna train`.")]
+OutCacheDirOpt = Annotated[
+    Path | None,
+    option(
+        "cache_dir",
+        "Where a plain-gzip FASTA is decompressed once (default: OUT's folder/.goatdna-cache).",
+    ),
+]

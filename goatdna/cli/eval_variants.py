@@ -12,10 +12,6 @@ from goatdna.cli.common import ProgressLine, SeedOpt, default_of, option
 from goatdna.configfile import comma_list
 
 
-def _csv(values: str | None) -> tuple[str, ...]:
-    return tuple(comma_list(values)) if values else ()
-
-
 def eval_variants(
     scores: Annotated[
         Path,
@@ -113,9 +109,9 @@ def eval_variants(
 
     check_eval_outputs(out, plots)  # before any work
     options = EvalOptions(
-        label=label, score=score, kind=kind, positive=_csv(positive), negative=_csv(negative),
-        subsets=tuple(subset or ()), match_group=match_group, resamples=bootstrap, seed=seed,
-        level=level,
+        label=label, score=score, kind=kind, positive=tuple(comma_list(positive or "")),
+        negative=tuple(comma_list(negative or "")), subsets=tuple(subset or ()),
+        match_group=match_group, resamples=bootstrap, seed=seed, level=level,
     )  # fmt: skip
 
     def read():

@@ -35,11 +35,12 @@ def finetune(
     """Fine-tune a pretrained model for sequence classification or regression."""
     from goatdna.atomic import check_output_dir
     from goatdna.training.finetune import finetune as run_finetune
-    from goatdna.training.finetune_config import load_finetune_config
+    from goatdna.training.finetune_config import finetune_runtime, load_finetune_config
 
     config = load_finetune_config(out, resume=resume, overrides=overrides or [], flags=flags)
+    runtime = finetune_runtime(config, flags)  # the devices parsed once, before any work
     check_output_dir(out, "--out")  # before any work: a run folder we can write
-    summary = run_finetune(config, out, resume=resume, force=force)
+    summary = run_finetune(config, out, resume=resume, force=force, runtime=runtime)
     shown = {k: summary[k] for k in ("task", "mode", "steps", "best_step")}
     if summary.get("probe"):
         shown["probe"] = summary["probe"]

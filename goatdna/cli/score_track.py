@@ -11,6 +11,7 @@ from goatdna.cli.common import (
     AcceleratorOpt,
     DevicesOpt,
     NumNodesOpt,
+    TrainCheckpointOpt,
     default_of,
     option,
 )
@@ -19,7 +20,7 @@ from goatdna.runtime import Runtime
 
 
 def score_track(
-    checkpoint: Annotated[Path, option("checkpoint", "A .ckpt written by `goatdna train`.")],
+    checkpoint: TrainCheckpointOpt,
     fasta: Annotated[Path, option("fasta")],
     out: Annotated[
         Path,

@@ -1,9 +1,14 @@
-"""`goatdna score-variants`: zero-shot log-likelihood ratios of the ALT alleles of a VCF or table."""
+"""`goatdna score-variants`: zero-shot log-likelihood ratios of the ALT alleles of a VCF or table.
+
+Its flags that set `ScoreVariantsRequest` and `CalibrationRequest` fields (``--window``,
+``--null-size`` ...) are the library's `SCORE_VARIANTS_FLAGS` and `CALIBRATION_FLAGS`, declared
+next to the requests (`config_flags`, with the fields' defaults).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -11,17 +16,24 @@ from goatdna.cli.common import (
     AcceleratorOpt,
     DevicesOpt,
     NumNodesOpt,
+    OutCacheDirOpt,
+    TrainCheckpointOpt,
     WorkResumeOpt,
+    config_flags,
     default_of,
     option,
 )
 from goatdna.inference.calibration import CalibrationRequest
-from goatdna.inference.variant_run import ScoreVariantsRequest
+from goatdna.inference.variant_run import (
+    CALIBRATION_FLAGS,
+    SCORE_VARIANTS_FLAGS,
+    ScoreVariantsRequest,
+)
 from goatdna.runtime import Runtime
 
 
 def score_variants(
-    checkpoint: Annotated[Path, option("checkpoint", "A .ckpt written by `goatdna train`.")],
+    checkpoint: TrainCheckpointOpt,
     fasta: Annotated[
         Path,
         option("fasta", "Reference FASTA (.fa, .fa.gz or bgzip) the VCF is called against."),
@@ -44,38 +56,6 @@ def score_variants(
             "INFO/GOATDNA_LLR added; bgzipped and tabix-indexed).",
         ),
     ],
-    window: Annotated[
-        int | None,
-        typer.Option(
-            "--window",
-            help="W: W // 2 reference bases on each side of the alleles (default: training "
-            "length). At most the model's memory bound (docs/variants.md); alleles longer than "
-            "W are not scored (status too_long).",
-        ),
-    ] = None,
-    strands: Annotated[
-        str,
-        option(
-            "strands",
-            "both: average the forward and reverse-complement LLRs; forward: forward only.",
-        ),
-    ] = default_of(ScoreVariantsRequest, "strands"),
-    length_fair: Annotated[
-        bool,
-        typer.Option(
-            "--length-fair/--length-unfair",
-            help="Indels: extend the shorter allele's window so both score the same number of "
-            "positions (default), or score the plain windows of unequal length (the earlier "
-            "definition).",
-        ),
-    ] = default_of(ScoreVariantsRequest, "length_fair"),
-    batch_size: Annotated[
-        int, option("batch_size", "Allele pairs (one strand each) per forward pass.")
-    ] = default_of(ScoreVariantsRequest, "batch_size"),
-    chunk_size: Annotated[
-        int,
-        typer.Option("--chunk-size", help="Alleles per resumable chunk (the unit --resume keeps)."),
-    ] = default_of(ScoreVariantsRequest, "chunk_size"),
     accelerator: AcceleratorOpt = default_of(Runtime, "accelerator"),
     devices: DevicesOpt = str(default_of(Runtime, "devices")),
     num_nodes: NumNodesOpt = default_of(Runtime, "num_nodes"),
@@ -83,17 +63,10 @@ def score_variants(
     force: Annotated[
         bool,
         option(
-            "force",
-            "Replace an existing file at --out, and start over an interrupted run's work.",
+            "force", "Replace an existing file at --out, and start over an interrupted run's work."
         ),
     ] = False,
-    cache_dir: Annotated[
-        Path | None,
-        option(
-            "cache_dir",
-            "Where a plain-gzip FASTA is decompressed once (default: OUT's folder/.goatdna-cache).",
-        ),
-    ] = None,
+    cache_dir: OutCacheDirOpt = None,
     calibrate: Annotated[
         bool,
         typer.Option(
@@ -102,56 +75,42 @@ def score_variants(
             "SNVs of its trinucleotide context (scored once, then reused from the cache folder).",
         ),
     ] = False,
-    null: Annotated[
-        Path | None,
-        typer.Option(
-            "--null",
-            help="The null's file (.npz): made on the first run, reused while the inputs and "
-            "options match (implies --calibrate).",
-        ),
-    ] = None,
-    seed: Annotated[int, option("seed", "Seed of the null's SNVs (same seed, same null).")] = (
-        default_of(CalibrationRequest, "seed")
-    ),
-    null_size: Annotated[
-        int, typer.Option("--null-size", help="Null SNVs per trinucleotide context (32 contexts).")
-    ] = default_of(CalibrationRequest, "per_context"),
+    **flags: Any,
 ) -> None:
     """Score each ALT allele of a VCF or table: LL(alt window) - LL(ref window), strands averaged."""
     from goatdna.atomic import check_output_file
-    from goatdna.console import output_console
-    from goatdna.inference.variant_run import no_score_warning, summary_table
+    from goatdna.configfile import options_with_flags
+    from goatdna.inference.variant_run import calibration_request, print_summary
     from goatdna.inference.variant_run import score_variants as run
     from goatdna.workdir import stops_with_resume_hint, work_dir_for
 
     check_output_file(out, "--out")  # before any work: a file we can write (and its cache)
     runtime = Runtime.from_options(accelerator, devices, num_nodes)
-    calibration = CalibrationRequest(null, seed, null_size) if calibrate or null else None
-    request = ScoreVariantsRequest(
+    request = options_with_flags(
+        ScoreVariantsRequest,
+        SCORE_VARIANTS_FLAGS,
+        flags,
         checkpoint=checkpoint,
         fasta=fasta,
         variants=variants,
         out=out,
-        window=window,
-        strands=strands,
-        batch_size=batch_size,
-        chunk_size=chunk_size,
         resume=resume,
         force=force,
         cache_dir=cache_dir,
-        length_fair=length_fair,
-        calibration=calibration,
+        calibration=calibration_request(calibrate, flags),
     )
     with stops_with_resume_hint("score-variants", work_dir_for(out)):
         summary = run(request, runtime.fabric())
-    if summary is None:  # not global rank 0: rank 0 reports
-        return
-    console = output_console()
-    console.print(summary_table(summary))
-    if summary.resumed_chunks:
-        console.print(f"resumed: {summary.resumed_chunks} chunk(s) were already scored")
-    tbi = " (+ .tbi)" if str(out).endswith(".vcf.gz") else ""
-    console.print(f"wrote {summary.out}{tbi}", markup=False)
-    warning = no_score_warning(summary)
-    if warning is not None:
-        typer.echo(warning, err=True)
+    if summary is not None:  # global rank 0 reports
+        print_summary(summary)
+
+
+config_flags(
+    score_variants,
+    ScoreVariantsRequest,
+    SCORE_VARIANTS_FLAGS,
+    ("checkpoint", "fasta", "variants", "out", ..., "accelerator", "devices", "num_nodes")
+    + ("resume", "force", "cache_dir", "calibrate", "null", "seed", "null_size"),
+    own_defaults=True,
+    more={CalibrationRequest: CALIBRATION_FLAGS},
+)

@@ -1,9 +1,16 @@
-"""`PrepareOptions`: every knob of `goatdna prepare`, as one dataclass the CLI fills in."""
+"""`PrepareOptions`: every knob of `goatdna prepare`, as one dataclass the CLI fills in.
+
+`PREPARE_FLAGS` are the command's flags, one per field they set (the command's signature is
+built from them, `goatdna.configfile.options_with_flags` fills the dataclass from their values);
+type and default are the field's.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from goatdna.configfile import ConfigFlag
 
 DEFAULT_EXCLUDE_CONTIGS: tuple[str, ...] = ("_alt", "_random", "_fix", "chrUn", "EBV", "HLA-")
 """Regexes searched in contig names: alt haplotypes, unplaced/unlocalised scaffolds, patches,
@@ -45,3 +52,72 @@ class PrepareOptions:
     cache_dir: Path | None = None
     progress: bool = True
     source_names: list[str] | None = None
+
+
+PREPARE_FLAGS: tuple[ConfigFlag, ...] = (
+    ConfigFlag(
+        "contigs",
+        "contigs",
+        "Comma-separated contig names or regexes (full match) to keep; default: all. Names "
+        "given here must exist.",
+    ),
+    ConfigFlag(
+        "exclude_contigs",
+        "exclude_contigs",
+        "Comma-separated regexes searched in contig names to leave out; default: "
+        f"{','.join(DEFAULT_EXCLUDE_CONTIGS)}  ('' excludes nothing).",
+    ),
+    ConfigFlag(
+        "min_contig_length",
+        "min_contig_length",
+        "Leave out contigs shorter than this many bases.",
+    ),
+    ConfigFlag(
+        "val_contigs",
+        "val_contigs",
+        "Comma-separated contigs held out for validation (default chr20 when chr20 and chr21 are "
+        "both present; otherwise the tail of each contig, see --val-fraction).",
+    ),
+    ConfigFlag(
+        "test_contigs",
+        "test_contigs",
+        "Comma-separated contigs held out for test (default chr21, as --val-contigs).",
+    ),
+    ConfigFlag(
+        "split_bed",
+        "split_bed",
+        "BED file 'chrom start end split' (split: train/val/test, e.g. HyenaDNA's "
+        "sequences_human.bed); its intervals become the records. Overlaps are an error.",
+    ),
+    ConfigFlag(
+        "val_fraction",
+        "val_fraction",
+        "Without hold-out contigs: share of each contig's tail held out for validation.",
+    ),
+    ConfigFlag(
+        "test_fraction",
+        "test_fraction",
+        "Without hold-out contigs: share of each contig's tail (after val) held out for test.",
+    ),
+    ConfigFlag(
+        "workers",
+        "workers",
+        "Parallel worker processes (default: up to 4 CPU cores).",
+        names=("--workers", "-j"),
+    ),
+    ConfigFlag("force", "force", "Overwrite a dataset or an interrupted run already in OUT."),
+    ConfigFlag("resume", "resume", "Finish an interrupted run in OUT (same input and options)."),
+    ConfigFlag(
+        "source_names",
+        "source_names",
+        "Comma-separated name of each FASTA, in order (default: the file names without "
+        ".fa/.gz). Contig options then take source:contig for one source; hold-outs apply per "
+        "source; contigs found in several files are stored as source:contig.",
+    ),
+    ConfigFlag(
+        "cache_dir",
+        "cache_dir",
+        "Where a plain-gzip FASTA is decompressed once (default OUT/cache).",
+    ),
+)
+"""`goatdna prepare`'s flags that set `PrepareOptions` fields, in --help order."""

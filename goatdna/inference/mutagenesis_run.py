@@ -24,11 +24,12 @@ import io
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from goatdna.atomic import atomic_path, atomic_write_bytes
+from goatdna.configfile import ConfigFlag
 from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import (
     Arrays,
@@ -106,6 +107,34 @@ class MutagenesisRequest:
     cache_dir: Path | None = None
 
 
+MUTAGENESIS_FLAGS: tuple[ConfigFlag, ...] = (
+    ConfigFlag(
+        "method",
+        "method",
+        "full: the exact score-variants LLR of each SNV; local: log p(alt | left) - log p(ref | "
+        "left) at the base itself (a fast approximation).",
+    ),
+    ConfigFlag(
+        "window", "window", "W: W // 2 reference bases on each side (default: training length)."
+    ),
+    ConfigFlag(
+        "strands",
+        "strands",
+        "both: average forward and reverse complement; forward: forward only.",
+    ),
+    ConfigFlag(
+        "batch_size",
+        "batch_size",
+        "full: positions per pass, one strand each (s_ref + 3 ALT suffixes); local: windows.",
+    ),
+    ConfigFlag(
+        "chunk_size", "chunk_size", "Positions per resumable unit (the unit --resume keeps)."
+    ),
+)
+"""`goatdna mutagenesis`' flags that set `MutagenesisRequest` fields (their defaults are the
+fields'), declared next to the request as `SCORE_VARIANTS_FLAGS` are."""
+
+
 @dataclass
 class MutagenesisResult:
     """The scan of one region: per-position values and what was written."""
@@ -139,6 +168,24 @@ class MutagenesisResult:
             f"({self.options.method}, window {self.options.window}, strands "
             f"{self.options.strands})"
         )
+
+    def figure_labels(self) -> dict[str, Any]:
+        """How the heatmap (`goatdna.analysis.plots.plot_ism`, drawn by the command: analysis
+        is not inference's to import) labels the scan: first base, title, the score's name."""
+        label = f"{self.score_name} (nats)"
+        return {"start": self.region.start, "title": self.title, "score_label": label}
+
+    def print_report(self) -> None:
+        """What `goatdna mutagenesis` prints after a run: the summary, the units resumed, the
+        files written (stdout)."""
+        from goatdna.console import output_console
+
+        console = output_console()
+        console.print(self.summary(), markup=False)
+        if self.resumed_units:
+            console.print(f"resumed: {self.resumed_units} unit(s) were already scored")
+        for path in self.written:
+            console.print(f"wrote {path}", markup=False)
 
     def alternative_values(self) -> np.ndarray:
         """(L, 3): the three alternative bases' values per position (NaN rows at N)."""

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from goatdna.configfile import ConfigFlag, options_with_flags
 from goatdna.errors import GoatDNAError
 from goatdna.inference.calibration import (
     CALIBRATION_COLUMNS,
@@ -100,6 +101,55 @@ class ScoreVariantsRequest:
     calibration: CalibrationRequest | None = None  # --calibrate / --null: percentiles, z-scores
 
 
+SCORE_VARIANTS_FLAGS: tuple[ConfigFlag, ...] = (
+    ConfigFlag(
+        "window",
+        "window",
+        "W: W // 2 reference bases on each side of the alleles (default: training length). At "
+        "most the model's memory bound (docs/variants.md); alleles longer than W are not scored "
+        "(status too_long).",
+    ),
+    ConfigFlag(
+        "strands",
+        "strands",
+        "both: average the forward and reverse-complement LLRs; forward: forward only.",
+    ),
+    ConfigFlag(
+        "length_fair",
+        "length_fair",
+        "Indels: extend the shorter allele's window so both score the same number of positions "
+        "(default), or score the plain windows of unequal length (the earlier definition).",
+        names=("--length-fair/--length-unfair",),
+    ),
+    ConfigFlag("batch_size", "batch_size", "Allele pairs (one strand each) per forward pass."),
+    ConfigFlag(
+        "chunk_size", "chunk_size", "Alleles per resumable chunk (the unit --resume keeps)."
+    ),
+)
+"""`goatdna score-variants`' flags that set `ScoreVariantsRequest` fields (their defaults are
+the fields'): declared next to the request, as `PREPARE_FLAGS` are next to `PrepareOptions`."""
+
+CALIBRATION_FLAGS: tuple[ConfigFlag, ...] = (
+    ConfigFlag(
+        "null",
+        "null",
+        "The null's file (.npz): made on the first run, reused while the inputs and options "
+        "match (implies --calibrate).",
+    ),
+    ConfigFlag("seed", "seed", "Seed of the null's SNVs (same seed, same null)."),
+    ConfigFlag("null_size", "per_context", "Null SNVs per trinucleotide context (32 contexts)."),
+)
+"""`goatdna score-variants`' flags that set its `CalibrationRequest` (with ``--calibrate``)."""
+
+
+def calibration_request(calibrate: bool, flags: Mapping[str, object]) -> CalibrationRequest | None:
+    """The run's calibration from ``--calibrate`` and `CALIBRATION_FLAGS`' values: None unless
+    ``--calibrate`` or ``--null`` (which implies it) is given."""
+    if not calibrate and flags["null"] is None:
+        return None
+    return options_with_flags(CalibrationRequest, CALIBRATION_FLAGS, flags)
+
+
 @dataclass
 class ScoreVariantsSummary:
     """What a run did: allele counts by status and notes on the statuses."""
@@ -138,6 +188,24 @@ def no_score_warning(summary: ScoreVariantsSummary) -> str | None:
         f"warning: no allele was scored: most are {worst}, "
         f"{STATUS_MEANING[worst]}{hint if worst == 'missing_contig' else ''}"
     )
+
+
+def print_summary(summary: ScoreVariantsSummary) -> None:
+    """What `score-variants` prints after a run: the status table, the chunks resumed and the
+    file written on stdout, and `no_score_warning` on stderr."""
+    import sys
+
+    from goatdna.console import output_console
+
+    console = output_console()
+    console.print(summary_table(summary))
+    if summary.resumed_chunks:
+        console.print(f"resumed: {summary.resumed_chunks} chunk(s) were already scored")
+    tbi = " (+ .tbi)" if str(summary.out).endswith(".vcf.gz") else ""
+    console.print(f"wrote {summary.out}{tbi}", markup=False)
+    warning = no_score_warning(summary)
+    if warning is not None:
+        print(warning, file=sys.stderr)
 
 
 def _chunk_name(chunk: int) -> str:

@@ -55,10 +55,10 @@ from goatdna.configfile import from_dict, load_yaml, to_dict
 from goatdna.errors import GoatDNAError
 from goatdna.model import DNADecoder, ModelConfig
 from goatdna.model.classifier import SequenceTaskConfig, SequenceTaskModel
-from goatdna.runtime import Runtime, gather_blocks, rank_block, resolve_precision
+from goatdna.runtime import Runtime, gather_blocks, rank_block
 from goatdna.training import preflight
 from goatdna.training.checkpoints import training_checkpoint_bytes
-from goatdna.training.finetune_config import FINETUNE_SECTIONS, FinetuneConfig
+from goatdna.training.finetune_config import FINETUNE_SECTIONS, FinetuneConfig, finetune_runtime
 from goatdna.training.finetune_data import (
     Split,
     StepBatches,
@@ -288,11 +288,19 @@ def resolve(config: FinetuneConfig, task: TaskData, model_config: dict[str, Any]
 
 
 def finetune(
-    config: FinetuneConfig, run_dir: str | Path, *, resume: bool = False, force: bool = False
+    config: FinetuneConfig,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    runtime: Runtime | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``config.backbone.checkpoint`` on ``config.task`` into ``run_dir``; returns
     the summary (also written to summary.json). Raises GoatDNAError for user errors, and
-    `Interrupted` after Ctrl-C/SIGTERM (last.ckpt then holds the step it stopped at)."""
+    `Interrupted` after Ctrl-C/SIGTERM (last.ckpt then holds the step it stopped at).
+
+    ``runtime``: the run's one `Runtime` where the caller built it (`finetune_runtime`: the
+    command, before any work); None builds it here, so the devices are parsed once either way."""
     wall_start = time.perf_counter()
     run = RunDir(Path(run_dir))
     config = _check_backbone_options(config, run, resume)
@@ -321,8 +329,7 @@ def finetune(
     _before_work(run, config, task, backbone, len(choices), resume)
     print_warnings(task)
     tr = config.trainer
-    precision = resolve_precision(tr.precision, tr.accelerator)
-    runtime = Runtime.from_options(tr.accelerator, tr.devices, tr.num_nodes, precision)
+    runtime = runtime if runtime is not None else finetune_runtime(config)
     with (
         preflight.reported_stops(run.root, f"goatdna finetune --out {run.root} --resume"),
         contextlib.ExitStack() as locks,
@@ -352,7 +359,7 @@ def finetune(
             chosen_features = features.by_choice[chosen] if features is not None else None
             summary = _fit(fabric, config, resolved, backbone, task, plan, run,
                            start_plan.checkpoint, wall_start, chosen_features)  # fmt: skip
-            summary.update(positional=backbone.config.positional, precision=precision)
+            summary.update(positional=backbone.config.positional, precision=runtime.precision)
             if config.backbone.mode == "probe":
                 summary["probe"] = {"layer": chosen.layer_name, "pool": chosen.pool,
                                     "pairs_swept": len(choices)}  # fmt: skip

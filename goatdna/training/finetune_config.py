@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from goatdna.adapters import (
     ADAPTER_MODES,
@@ -48,6 +48,9 @@ from goatdna.training.config import (
     NUM_NODES_FLAG,
     resumed_config,
 )
+
+if TYPE_CHECKING:
+    from goatdna.runtime import Runtime
 
 PROBE_POOLS = ("mean", "last")
 FINAL_LAYER = "final"
@@ -306,9 +309,8 @@ def load_finetune_config(
     run_dir: Path, *, resume: bool, overrides: Sequence[str], flags: Mapping[str, object]
 ) -> FinetuneConfig:
     """The run's config: the defaults (a resumed run: its config.yaml's sections), ``--set``
-    items, then the flags given; checked before any work (devices, --train)."""
-    from goatdna.runtime import parse_devices
-
+    items, then the flags given; checked before any work (--train; the devices are parsed
+    once, by `finetune_runtime`)."""
     stored = resumed_config(run_dir, resume)
     if stored is None:
         base = to_dict(FinetuneConfig())
@@ -316,8 +318,20 @@ def load_finetune_config(
         saved = load_yaml(stored)
         base = {k: saved[k] for k in FINETUNE_SECTIONS if k in saved}
     config = config_with_flags(FinetuneConfig, base, FINETUNE_FLAGS, flags, overrides)
-    typed = flags.get("devices")  # the flag's value as typed, for its message (it is the config's)
-    parse_devices(typed if isinstance(typed, str) else config.trainer.devices)
     if not config.task.train:
         raise GoatDNAError("--train is required (a CSV/TSV/Parquet file with sequence,label)")
     return config
+
+
+def finetune_runtime(config: FinetuneConfig, flags: Mapping[str, object] | None = None) -> Runtime:
+    """The run's one `Runtime`: ``trainer.devices`` is parsed here, once, and the run reads the
+    parsed value from it (as `preflight.check_before_training` does for `train`). The command
+    builds it before any work, so a bad ``--devices`` is one line before the run folder is
+    touched; its message quotes the flag as typed (``flags["devices"]``), else the config's."""
+    from goatdna.runtime import Runtime, resolve_precision
+
+    trainer = config.trainer
+    typed = (flags or {}).get("devices")
+    devices = typed if isinstance(typed, str) else trainer.devices
+    precision = resolve_precision(trainer.precision, trainer.accelerator)
+    return Runtime.from_options(trainer.accelerator, devices, trainer.num_nodes, precision)
