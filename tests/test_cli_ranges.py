@@ -215,3 +215,64 @@ def test_attribute_help_shows_its_own_method_and_baseline_choices() -> None:
     assert "full|local" not in text
     mutagenesis = invoke(["mutagenesis", "--help"], env={"COLUMNS": "250"})
     assert "<full|local>" in mutagenesis.output
+
+
+def test_an_option_takes_the_bounds_its_library_field_declares() -> None:
+    """A numeric option's range is read from the library field that holds its value (as
+    `default_of` reads defaults): the range --help shows and the CLI checks is the field's, one
+    concept has one range in every command, and NUMERIC_RANGES keeps only what no field holds."""
+    from goatdna.cli.common import FIELD_NAMES, field_range, option_range, range_owners
+    from goatdna.configfile import bounds_of
+
+    by_concept: dict[str, set[tuple[str, Bounds]]] = {}
+    from_fields, from_table = set(), set()
+    for command, flag, _ in _numeric_options():
+        if command in ("train", "finetune"):  # config flags: the field's bounds travel with them
+            continue
+        param = next(p for p in CLICK_APP.commands[command].params if flag in p.opts)
+        bounds = option_range(command, param.name)
+        assert (param.help or "").endswith(f"[{bounds.describe()}]"), (command, flag)
+        assert not bounds.accepts(-(10**30)) or bounds.low is None
+        declared = field_range(command, param.name)
+        if declared is not None:
+            assert bounds == declared, (command, flag)
+            from_fields.add(param.name)
+        else:
+            from_table.add(param.name)
+        by_concept.setdefault(param.name, set()).add((command, bounds))
+    # one concept, one range: batch_size is score-track's only other meaning (0: from the context)
+    for name, uses in by_concept.items():
+        ranges = {b for command, b in uses if (command, name) != ("score-track", "batch_size")}
+        assert len(ranges) == 1, (name, uses)
+    assert {"tolerance", "batch_size", "seed", "min_spearman", "plant_rate"} <= from_fields
+    # no table entry that a field now holds in every command, none unused
+    assert set(NUMERIC_RANGES) <= from_table, set(NUMERIC_RANGES) - from_table
+    # every renamed field exists on an owner of its command, and declares bounds
+    for (command, option), field in FIELD_NAMES.items():
+        owners = [o for o in range_owners()[command] if field in o.__dataclass_fields__]
+        assert owners and bounds_of(owners[0], field) is not None, (command, option)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        ("goatdna.inference.attribute:AttributeOptions(tolerance=0.0)", "tolerance must be > 0"),
+        ("goatdna.analysis.motifs:MotifOptions(flank=-1)", "flank must be >= 0, got -1"),
+        ("goatdna.analysis.variant_eval:EvalOptions(level=1.0)", "level must be > 0 and < 1"),
+        ("goatdna.inference.tracks:TrackOptions(8, 4, batch_size=-1)", "batch_size must be >= 0"),
+        ("goatdna.inference.precision_check:Thresholds(min_spearman=2.0)", "min_spearman must be"),
+        ("goatdna.runtime:Runtime(num_nodes=0)", "num_nodes must be >= 1, got 0"),
+    ],
+)
+def test_a_library_request_checks_its_fields_bounds_in_one_form(build: str, message: str) -> None:
+    """The library's own check of an option is `check_bounds` over the same declared bounds: a
+    user error naming the field (library callers pass no flags), not a second copy of the CLI's
+    message (`TrackOptions` said `--batch-size -1: must be >= 1` of a range that takes 0)."""
+    import importlib
+
+    from goatdna.errors import GoatDNAError
+
+    module, call = build.split(":")
+    namespace = vars(importlib.import_module(module))
+    with pytest.raises(GoatDNAError, match=f"^{re.escape(message)}"):
+        eval(call, dict(namespace))  # noqa: S307 - a test's own literal
