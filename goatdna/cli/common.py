@@ -118,7 +118,7 @@ OPTION_HELP: dict[str, str] = {
 
 class OptionExtras(TypedDict, total=False):
     """What a command may add to a shared option (forwarded to `typer.Option`). Not a range:
-    ranges are declared once, in NUMERIC_RANGES below (or on a config field, `config_flags`)."""
+    ranges are declared once, on the library field (`option_range`) or in NUMERIC_RANGES below."""
 
     show_default: bool
 
@@ -485,7 +485,7 @@ def metavar_of(command: str, name: str, annotation: Any) -> str:
 
 
 def with_declared_ranges(func: Callable[P, R]) -> Callable[P, R]:
-    """``func`` with the range check of NUMERIC_RANGES on each numeric option, and --help's
+    """``func`` with the range check of `option_range` on each numeric option, and --help's
     metavars (no ``<bool>`` on a switch, choices instead of ``<str>``, no Python types).
 
     Applied by the app to every command, so a command never declares a range itself; a numeric
