@@ -262,6 +262,8 @@ def test_an_option_takes_the_bounds_its_library_field_declares() -> None:
         ("goatdna.inference.tracks:TrackOptions(8, 4, batch_size=-1)", "batch_size must be >= 0"),
         ("goatdna.inference.precision_check:Thresholds(min_spearman=2.0)", "min_spearman must be"),
         ("goatdna.runtime:Runtime(num_nodes=0)", "num_nodes must be >= 1, got 0"),
+        ("goatdna.inference.variants:VariantOptions(8, batch_size=0)", "batch_size must be >= 1"),
+        ("goatdna.inference.mutagenesis:MutagenesisOptions(8, batch_size=0)", "batch_size must"),
     ],
 )
 def test_a_library_request_checks_its_fields_bounds_in_one_form(build: str, message: str) -> None:
