@@ -328,6 +328,7 @@ FIELD_NAMES: dict[tuple[str, str], str] = {
 def range_owners() -> dict[str, tuple[type, ...]]:
     """The library dataclasses whose fields each command's options fill in.
     Imported here, when the app is built: the command modules import the same light modules."""
+    from goatdna.analysis.attention_run import AttentionRequest
     from goatdna.analysis.generate import SamplingOptions
     from goatdna.analysis.motifs import MotifOptions
     from goatdna.analysis.report_options import ReportOptions
@@ -347,6 +348,7 @@ def range_owners() -> dict[str, tuple[type, ...]]:
     from goatdna.runtime import Runtime
 
     return {
+        "attention": (AttentionRequest,),
         "attribute": (AttributeOptions, Runtime),
         "check-precision": (PrecisionRequest, Thresholds),
         "demo": (ReportOptions,),
@@ -375,8 +377,8 @@ def field_range(command: str, name: str) -> Bounds | None:
     return None
 
 
-# What has no library field with bounds, by parameter name; `(command, name)` where one command
-# gives the name another meaning. Each stays because its value is a function's parameter (probe-
+# What has no library field with bounds, by parameter name (a name another command's field
+# holds takes the same range: one concept, one range). Each stays because its value is a function's parameter (probe-
 # recall's `run_probe`, predict's `predict_file`, evaluate's), a command's own (demo's, info's,
 # model-info's, --threads: the process's), a CLI spelling the field does not hold (0 for None:
 # --max-eval-tokens), or the library's own rule is stricter than the flag's range and says why
@@ -404,10 +406,6 @@ NUMERIC_RANGES: dict[str, Bounds] = {
     "max_train": COUNT,  # make-task (the library wants >= 2)
     "max_eval": COUNT,  # make-task (the library wants >= 2)
     "null_size": COUNT,  # score-variants (the library wants >= 2)
-}
-COMMAND_RANGES: dict[tuple[str, str], Bounds] = {
-    ("attention", "layer"): COUNT_OR_ZERO,  # 0-based block, as the figure names it
-    ("attention", "head"): COUNT_OR_ZERO,  # 0-based head
 }
 
 # Options that take one of a fixed set of words: shown as <a|b|c> in --help (the library checks
@@ -442,17 +440,13 @@ _TYPE_NAMES = {int: "int", float: "float", str: "text", Path: "path", bool: ""}
 
 def option_range(command: str, name: str) -> Bounds:
     """The range of numeric option ``name`` of ``command``: its library field's bounds
-    (`field_range`), else COMMAND_RANGES, else NUMERIC_RANGES; a KeyError where none says."""
-    bounds = (
-        field_range(command, name)
-        or COMMAND_RANGES.get((command, name))
-        or NUMERIC_RANGES.get(name)
-    )
+    (`field_range`), else NUMERIC_RANGES; a KeyError where neither says."""
+    bounds = field_range(command, name) or NUMERIC_RANGES.get(name)
     if bounds is None:
         raise KeyError(
             f"goatdna {command}: numeric option {name!r} has no declared range; declare bounds "
             "on its library field (`bounded`, `range_owners`) or add it to NUMERIC_RANGES "
-            "(or COMMAND_RANGES) in goatdna/cli/common.py"
+            "in goatdna/cli/common.py"
         )
     return bounds
 
