@@ -232,7 +232,6 @@ def test_an_option_takes_the_bounds_its_library_field_declares() -> None:
         param = next(p for p in CLICK_APP.commands[command].params if flag in p.opts)
         bounds = option_range(command, param.name)
         assert (param.help or "").endswith(f"[{bounds.describe()}]"), (command, flag)
-        assert not bounds.accepts(-(10**30)) or bounds.low is None
         declared = field_range(command, param.name)
         if declared is not None:
             assert bounds == declared, (command, flag)
@@ -253,28 +252,30 @@ def test_an_option_takes_the_bounds_its_library_field_declares() -> None:
         assert owners and bounds_of(owners[0], field) is not None, (command, option)
 
 
-@pytest.mark.parametrize(
-    ("build", "message"),
-    [
-        ("goatdna.inference.attribute:AttributeOptions(tolerance=0.0)", "tolerance must be > 0"),
-        ("goatdna.analysis.motifs:MotifOptions(flank=-1)", "flank must be >= 0, got -1"),
-        ("goatdna.analysis.variant_eval:EvalOptions(level=1.0)", "level must be > 0 and < 1"),
-        ("goatdna.inference.tracks:TrackOptions(8, 4, batch_size=-1)", "batch_size must be >= 0"),
-        ("goatdna.inference.precision_check:Thresholds(min_spearman=2.0)", "min_spearman must be"),
-        ("goatdna.runtime:Runtime(num_nodes=0)", "num_nodes must be >= 1, got 0"),
-        ("goatdna.inference.variants:VariantOptions(8, batch_size=0)", "batch_size must be >= 1"),
-        ("goatdna.inference.mutagenesis:MutagenesisOptions(8, batch_size=0)", "batch_size must"),
-    ],
-)
-def test_a_library_request_checks_its_fields_bounds_in_one_form(build: str, message: str) -> None:
+def test_a_library_request_checks_its_fields_bounds_in_one_form() -> None:
     """The library's own check of an option is `check_bounds` over the same declared bounds: a
     user error naming the field (library callers pass no flags), not a second copy of the CLI's
     message (`TrackOptions` said `--batch-size -1: must be >= 1` of a range that takes 0)."""
-    import importlib
-
+    from goatdna.analysis.motifs import MotifOptions
+    from goatdna.analysis.variant_eval import EvalOptions
     from goatdna.errors import GoatDNAError
+    from goatdna.inference.attribute import AttributeOptions
+    from goatdna.inference.mutagenesis import MutagenesisOptions
+    from goatdna.inference.precision_check import Thresholds
+    from goatdna.inference.tracks import TrackOptions
+    from goatdna.inference.variants import VariantOptions
+    from goatdna.runtime import Runtime
 
-    module, call = build.split(":")
-    namespace = vars(importlib.import_module(module))
-    with pytest.raises(GoatDNAError, match=f"^{re.escape(message)}"):
-        eval(call, dict(namespace))  # noqa: S307 - a test's own literal
+    cases = [
+        (lambda: AttributeOptions(tolerance=0.0), "tolerance must be > 0 and < 1, got 0.0"),
+        (lambda: MotifOptions(flank=-1), "flank must be >= 0, got -1"),
+        (lambda: EvalOptions(level=1.0), "level must be > 0 and < 1, got 1.0"),
+        (lambda: TrackOptions(8, 4, batch_size=-1), "batch_size must be >= 0, got -1"),
+        (lambda: Thresholds(min_spearman=2.0), "min_spearman must be >= -1 and <= 1, got 2.0"),
+        (lambda: Runtime(num_nodes=0), "num_nodes must be >= 1, got 0"),
+        (lambda: VariantOptions(8, batch_size=0), "batch_size must be >= 1, got 0"),
+        (lambda: MutagenesisOptions(8, batch_size=0), "batch_size must be >= 1, got 0"),
+    ]
+    for build, message in cases:
+        with pytest.raises(GoatDNAError, match=f"^{re.escape(message)}$"):
+            build()
