@@ -301,6 +301,8 @@ NON_NEGATIVE = Bounds(0, None)  # finite floats >= 0 (thresholds, temperature)
 POSITIVE = Bounds(0, None, low_open=True)
 FRACTION = Bounds(0, 1, high_open=True)
 OPEN_FRACTION = Bounds(0, 1, low_open=True, high_open=True)
+TOP_K = Bounds(1, 4)  # sampling among the k most likely of the four bases
+SHARE = Bounds(0, 1, low_open=True)  # (0, 1]: a share that may be the whole
 
 _BOUNDS = "goatdna.bounds"
 
@@ -319,15 +321,21 @@ def bounds_of(owner: type, name: str) -> Bounds | None:
     raise KeyError(f"{owner.__name__} has no field {name!r}")
 
 
-def check_bounds(obj: DataclassInstance) -> None:
+def check_bounds(obj: DataclassInstance, error: type[Exception] = ValueError) -> None:
     """Refuse a field outside its declared `Bounds` (a ValueError that names the field: the
-    `from_dict` error then names its key), in field order; None passes (an optional field)."""
+    `from_dict` error then names its key), in field order; None passes (an optional field), and
+    so does a value that is not a number (a field of ``int | str`` such as ``"auto"``).
+
+    ``error``: the class raised; a library request built from command-line options raises a
+    `GoatDNAError` (a user error), though the CLI refused the same values first (the flag's range
+    is the field's)."""
     for item in dataclasses.fields(obj):
         bounds = item.metadata.get(_BOUNDS)
         value = getattr(obj, item.name)
-        if isinstance(bounds, Bounds) and value is not None and not bounds.accepts(value):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(bounds, Bounds) and number and not bounds.accepts(value):
             why = f" ({bounds.note})" if bounds.note else ""
-            raise ValueError(f"{item.name} must be {bounds.describe()}{why}, got {value}")
+            raise error(f"{item.name} must be {bounds.describe()}{why}, got {value}")
 
 
 # ------------------------------------------------------------------ flags that set config keys

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # torch and Lightning are imported inside the functions that 
     from lightning_fabric.loggers import Logger
     from lightning_fabric.strategies import Strategy
 
-from goatdna.configfile import comma_list
+from goatdna.configfile import COUNT, bounded, check_bounds, comma_list
 from goatdna.errors import GoatDNAError
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
@@ -158,7 +158,7 @@ class Runtime:
 
     accelerator: str = "auto"
     devices: int | str | list[int] = 1
-    num_nodes: int = 1
+    num_nodes: int = bounded(1, COUNT)
     precision: str = "32-true"
 
     @classmethod
@@ -170,9 +170,10 @@ class Runtime:
         precision: str = "32-true",
     ) -> Runtime:
         """Build from CLI values, turning every bad one into a one-line user error."""
-        if num_nodes < 1:
-            raise GoatDNAError(f"--num-nodes {num_nodes}: must be >= 1")
         return cls(check_accelerator(accelerator), parse_devices(devices), num_nodes, precision)
+
+    def __post_init__(self) -> None:
+        check_bounds(self, GoatDNAError)
 
     def fabric(
         self, strategy: Strategy | str = "auto", loggers: list[Logger] | None = None

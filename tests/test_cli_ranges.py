@@ -13,7 +13,7 @@ import typer
 from helpers import invoke
 
 from goatdna.cli.app import app
-from goatdna.cli.common import COMMAND_RANGES, NUMERIC_RANGES, Bounds, with_declared_ranges
+from goatdna.cli.common import NUMERIC_RANGES, Bounds, with_declared_ranges
 
 CLICK_APP = typer.main.get_command(app)
 HUGE = {int: "1" + "0" * 30, float: "1e400"}  # past int64; float overflow reads as inf
@@ -91,7 +91,7 @@ def test_a_numeric_option_without_a_declared_range_is_refused() -> None:
 
     with pytest.raises(KeyError, match="frobs"):
         with_declared_ranges(new_command)
-    assert all(isinstance(b, Bounds) for b in (*NUMERIC_RANGES.values(), *COMMAND_RANGES.values()))
+    assert all(isinstance(b, Bounds) for b in NUMERIC_RANGES.values())
 
 
 def test_bounds_refuse_nan_inf_and_respect_open_ends() -> None:
@@ -215,3 +215,67 @@ def test_attribute_help_shows_its_own_method_and_baseline_choices() -> None:
     assert "full|local" not in text
     mutagenesis = invoke(["mutagenesis", "--help"], env={"COLUMNS": "250"})
     assert "<full|local>" in mutagenesis.output
+
+
+def test_an_option_takes_the_bounds_its_library_field_declares() -> None:
+    """A numeric option's range is read from the library field that holds its value (as
+    `default_of` reads defaults): the range --help shows and the CLI checks is the field's, one
+    concept has one range in every command, and NUMERIC_RANGES keeps only what no field holds."""
+    from goatdna.cli.common import FIELD_NAMES, field_range, option_range, range_owners
+    from goatdna.configfile import bounds_of
+
+    by_concept: dict[str, set[tuple[str, Bounds]]] = {}
+    from_fields, from_table = set(), set()
+    for command, flag, _ in _numeric_options():
+        if command in ("train", "finetune"):  # config flags: the field's bounds travel with them
+            continue
+        param = next(p for p in CLICK_APP.commands[command].params if flag in p.opts)
+        bounds = option_range(command, param.name)
+        assert (param.help or "").endswith(f"[{bounds.describe()}]"), (command, flag)
+        declared = field_range(command, param.name)
+        if declared is not None:
+            assert bounds == declared, (command, flag)
+            from_fields.add(param.name)
+        else:
+            from_table.add(param.name)
+        by_concept.setdefault(param.name, set()).add((command, bounds))
+    # one concept, one range: batch_size is score-track's only other meaning (0: from the context)
+    for name, uses in by_concept.items():
+        ranges = {b for command, b in uses if (command, name) != ("score-track", "batch_size")}
+        assert len(ranges) == 1, (name, uses)
+    assert {"tolerance", "batch_size", "seed", "min_spearman", "plant_rate"} <= from_fields
+    # no table entry that a field now holds in every command, none unused
+    assert set(NUMERIC_RANGES) <= from_table, set(NUMERIC_RANGES) - from_table
+    # every renamed field exists on an owner of its command, and declares bounds
+    for (command, option), field in FIELD_NAMES.items():
+        owners = [o for o in range_owners()[command] if field in o.__dataclass_fields__]
+        assert owners and bounds_of(owners[0], field) is not None, (command, option)
+
+
+def test_a_library_request_checks_its_fields_bounds_in_one_form() -> None:
+    """The library's own check of an option is `check_bounds` over the same declared bounds: a
+    user error naming the field (library callers pass no flags), not a second copy of the CLI's
+    message (`TrackOptions` said `--batch-size -1: must be >= 1` of a range that takes 0)."""
+    from goatdna.analysis.motifs import MotifOptions
+    from goatdna.analysis.variant_eval import EvalOptions
+    from goatdna.errors import GoatDNAError
+    from goatdna.inference.attribute import AttributeOptions
+    from goatdna.inference.mutagenesis import MutagenesisOptions
+    from goatdna.inference.precision_check import Thresholds
+    from goatdna.inference.tracks import TrackOptions
+    from goatdna.inference.variants import VariantOptions
+    from goatdna.runtime import Runtime
+
+    cases = [
+        (lambda: AttributeOptions(tolerance=0.0), "tolerance must be > 0 and < 1, got 0.0"),
+        (lambda: MotifOptions(flank=-1), "flank must be >= 0, got -1"),
+        (lambda: EvalOptions(level=1.0), "level must be > 0 and < 1, got 1.0"),
+        (lambda: TrackOptions(8, 4, batch_size=-1), "batch_size must be >= 0, got -1"),
+        (lambda: Thresholds(min_spearman=2.0), "min_spearman must be >= -1 and <= 1, got 2.0"),
+        (lambda: Runtime(num_nodes=0), "num_nodes must be >= 1, got 0"),
+        (lambda: VariantOptions(8, batch_size=0), "batch_size must be >= 1, got 0"),
+        (lambda: MutagenesisOptions(8, batch_size=0), "batch_size must be >= 1, got 0"),
+    ]
+    for build, message in cases:
+        with pytest.raises(GoatDNAError, match=f"^{re.escape(message)}$"):
+            build()

@@ -286,5 +286,5 @@ def test_the_command_is_one_library_call(
     write_report(report, lib_out)
     assert lib_out.read_bytes() == cli_out.read_bytes()
     missing = tmp_path / "never-read.fa"
-    with pytest.raises(GoatDNAError, match="--max-variants 0: must be >= 1"):
+    with pytest.raises(GoatDNAError, match="^max_variants must be >= 1, got 0$"):
         check_precision(PrecisionRequest(ckpt, missing, variants=missing, max_variants=0))

@@ -49,7 +49,7 @@ def test_gpu_without_cuda_is_a_user_error() -> None:
         Runtime.from_options(accelerator="gpu")
     with pytest.raises(GoatDNAError, match="--accelerator"):
         Runtime.from_options(accelerator="tpu-v9")
-    with pytest.raises(GoatDNAError, match="--num-nodes"):
+    with pytest.raises(GoatDNAError, match="^num_nodes must be >= 1, got 0$"):
         Runtime.from_options(num_nodes=0)
 
 

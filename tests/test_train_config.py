@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from goatdna.configfile import to_dict
 from goatdna.errors import GoatDNAError
@@ -117,3 +120,41 @@ def test_train_config_resumes_from_the_run_directory(tmp_path: Path) -> None:
     assert resumed_config(tmp_path, False) is None  # a new run never reads a stored config
     config = train_config(None, tmp_path, resume=True, overrides=[], flags={"max_steps": 5})
     assert config.trainer.max_steps == 5
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "message"),
+    [
+        ("optim.grad_clip=-1", "optim.grad_clip", "grad_clip must be >= 0, got -1.0"),
+        ("optim.lr=.nan", "optim.lr", "lr must be > 0, got nan"),
+        ("optim.min_lr_ratio=2", "optim.min_lr_ratio", "min_lr_ratio must be >= 0 and <= 1"),
+        ("data.rc_prob=-0.5", "data.rc_prob", "rc_prob must be >= 0 and <= 1, got -0.5"),
+        ("data.num_workers=-1", "data.num_workers", "num_workers must be >= 0, got -1"),
+        ("data.seq_len=0", "data.seq_len", "seq_len must be > 0, got 0"),
+    ],
+)
+def test_data_and_optim_bounds_are_declared_on_their_fields(
+    override: str, key: str, message: str
+) -> None:
+    """DataConfig and OptimConfig check their numbers with `check_bounds` (the bounds are the
+    fields'): one message form, and the error's key is the field, so `--set` is named. A NaN
+    learning rate passed `lr <= 0` and reached the optimizer; grad_clip shared one message with
+    two other fields and its key was the section."""
+    from goatdna.configfile import ConfigKeyError, bounds_of, from_dict
+    from goatdna.training.config import DataConfig, OptimConfig, RunConfig
+
+    section = key.split(".")[0]
+    expected = f"--set '{override}': config '{section}': {message}"
+    with pytest.raises(GoatDNAError, match=f"^{re.escape(expected)}"):
+        load_run_config(CONFIGS / "goat-tiny.yaml", [override])
+    value = yaml.safe_load(override.split("=")[1])
+    with pytest.raises(ConfigKeyError) as err:
+        from_dict(RunConfig, {section: {key.split(".")[1]: value}})
+    assert err.value.key == key
+    numbers = [
+        (owner, item.name)
+        for owner in (DataConfig, OptimConfig)
+        for item in dataclasses.fields(owner)
+        if item.type in ("int", "float")
+    ]
+    assert len(numbers) == 14 and all(bounds_of(owner, name) for owner, name in numbers)

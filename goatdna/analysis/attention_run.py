@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from goatdna.analysis.attention import AttentionMaps
+from goatdna.configfile import COUNT_OR_ZERO, bounded
 from goatdna.errors import GoatDNAError
 
 SUFFIXES = (".npz", ".png")
@@ -35,7 +36,7 @@ class AttentionRequest:
     fasta: Path | None = None
     region: str | None = None
     layers: tuple[int, ...] | None = None  # None: every block
-    head: int = 0
+    head: int = bounded(0, COUNT_OR_ZERO)  # 0-based, below the model's heads (`attention`)
     force: bool = False
     accelerator: str = "cpu"
     devices: str = "1"

@@ -14,7 +14,6 @@ same whether you ask for one sample or ten (up to float rounding differences bet
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from goatdna.configfile import COUNT, NON_NEGATIVE, SEED, TOP_K, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.io.regions import parse_region
 from goatdna.io.tokens import BASES, NUM_BASES, TOKEN_MASK, N, encode
@@ -42,32 +42,21 @@ as the next prompt (--prompt-fasta)."""
 class SamplingOptions:
     """How continuations are drawn. temperature 0 means greedy (argmax)."""
 
-    max_new_tokens: int = 200
-    temperature: float = 1.0
-    top_k: int | None = None
-    num_samples: int = 1
-    seed: int = 0
-    batch_size: int = 128  # rows (prompt x sample) decoded together
+    max_new_tokens: int = bounded(200, COUNT)  # and at most MAX_NEW_TOKENS (`validate`)
+    temperature: float = bounded(1.0, NON_NEGATIVE)  # 0 = greedy
+    top_k: int | None = bounded(None, TOP_K)
+    num_samples: int = bounded(1, COUNT)
+    seed: int = bounded(0, SEED)
+    batch_size: int = bounded(128, COUNT)  # rows (prompt x sample) decoded together
 
     def validate(self) -> None:
-        if self.max_new_tokens < 1:
-            raise GoatDNAError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        check_bounds(self, GoatDNAError)
         if self.max_new_tokens > MAX_NEW_TOKENS:
             raise GoatDNAError(
                 f"--max-new-tokens {self.max_new_tokens:,} is above the limit of "
                 f"{MAX_NEW_TOKENS:,} bases per sample (memory grows with it); generate in pieces, "
                 "feeding each output back as the prompt (--prompt-fasta)"
             )
-        if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise GoatDNAError(
-                f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}"
-            )
-        if self.top_k is not None and self.top_k < 1:
-            raise GoatDNAError(f"--top-k must be >= 1, got {self.top_k}")
-        if self.num_samples < 1:
-            raise GoatDNAError(f"--num-samples must be >= 1, got {self.num_samples}")
-        if self.batch_size < 1:
-            raise GoatDNAError(f"batch size must be >= 1, got {self.batch_size}")
 
 
 def parse_prompt(text: str, what: str = "prompt") -> np.ndarray:

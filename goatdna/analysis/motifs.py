@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from goatdna.configfile import COUNT, COUNT_OR_ZERO, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 
 BASES = "ACGT"
@@ -40,29 +41,23 @@ class MotifOptions:
     The defaults suit sequences of ~50-500 bases and motifs of ~6-12 (modisco-lite's own, window
     21, flank 10, trim 30, suit 1 kb inputs); seqlets are ``window + 2 * flank`` wide."""
 
-    window: int = 9
+    window: int = bounded(9, COUNT)
     """Sliding window that scores seqlet candidates (modisco's ``sliding_window_size``)."""
-    flank: int = 3
+    flank: int = bounded(3, COUNT_OR_ZERO)
     """Bases added on each side of a seqlet (``flank_size``)."""
-    trim: int = 14
+    trim: int = bounded(14, COUNT)
     """Width patterns are trimmed to (``trim_to_window_size``)."""
-    min_seqlets: int = 20
+    min_seqlets: int = bounded(20, COUNT)
     """Fewest seqlets a pattern may have (``final_min_cluster_size``)."""
-    max_seqlets: int = 20000
+    max_seqlets: int = bounded(20000, COUNT)
     """Seqlets used per sign (``max_seqlets_per_metacluster``)."""
-    min_metacluster: int = 50
+    min_metacluster: int = bounded(50, COUNT)
     """Fewest seqlets of one sign worth clustering (``min_metacluster_size``)."""
-    leiden_runs: int = 50
+    leiden_runs: int = bounded(50, COUNT)
     """Leiden clusterings per round, the best kept (``n_leiden_runs``; fewer is faster)."""
 
     def __post_init__(self) -> None:
-        for name in ("window", "trim", "min_seqlets", "max_seqlets", "min_metacluster",
-                     "leiden_runs"):  # fmt: skip
-            if getattr(self, name) < 1:
-                flag = name.replace("_", "-")
-                raise GoatDNAError(f"--{flag} {getattr(self, name)}: must be >= 1")
-        if self.flank < 0:
-            raise GoatDNAError(f"--flank {self.flank}: must be >= 0")
+        check_bounds(self, GoatDNAError)
         if self.max_seqlets < MIN_SEQLETS_CLUSTERED:
             raise GoatDNAError(
                 f"--max-seqlets {self.max_seqlets}: TF-MoDISco clusters seqlets by their "

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.analysis import variant_metrics as vm
+from goatdna.configfile import OPEN_FRACTION, SEED, Bounds, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.formats import json_text
 
@@ -50,17 +51,14 @@ class EvalOptions:
     negative: tuple[str, ...] = ()  # label values counted as 0 (default: every other value)
     subsets: tuple[str, ...] = ()
     match_group: str | None = None
-    resamples: int = 1000
-    seed: int = 0
-    level: float = 0.95
+    resamples: int = bounded(1000, Bounds(0, 100_000))  # 0: no intervals (and see min_resamples)
+    seed: int = bounded(0, SEED)
+    level: float = bounded(0.95, OPEN_FRACTION)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise GoatDNAError(f"--kind {self.kind!r}: choose auto, binary or continuous")
-        if self.resamples < 0:
-            raise GoatDNAError(f"--bootstrap {self.resamples}: must be >= 0 (0: no intervals)")
-        if not 0 < self.level < 1:
-            raise GoatDNAError(f"--level {self.level}: must be between 0 and 1, e.g. 0.95")
+        check_bounds(self, GoatDNAError)
         fewest = min_resamples(self.level)
         if 0 < self.resamples < fewest:
             raise GoatDNAError(

@@ -2,7 +2,7 @@
 
 Each command lives in its own module under `goatdna.cli` and is wrapped by `user_errors`, so a
 `GoatDNAError` anywhere below prints one line and exits 2; `with_declared_ranges` gives every
-numeric option its range (a config field's own, else `common.NUMERIC_RANGES`). A mistake on the command line itself
+numeric option its range (its library field's own, else `common.NUMERIC_RANGES`). A mistake on the command line itself
 (a missing required option, an unknown flag, a value out of range) gets the same one line and
 exit 2 from `OneLineErrors`, instead of Click's usage box (`goatdna.cli.click_classes`).
 """

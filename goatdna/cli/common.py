@@ -26,9 +26,6 @@ import typer
 from goatdna.configfile import (  # the bounds' vocabulary (NUMERIC_RANGES)
     COUNT,
     COUNT_OR_ZERO,
-    FRACTION,
-    NON_NEGATIVE,
-    OPEN_FRACTION,
     SEED,
     Bounds,
     ConfigFlag,
@@ -121,7 +118,7 @@ OPTION_HELP: dict[str, str] = {
 
 class OptionExtras(TypedDict, total=False):
     """What a command may add to a shared option (forwarded to `typer.Option`). Not a range:
-    ranges are declared once, in NUMERIC_RANGES below (or on a config field, `config_flags`)."""
+    ranges are declared once, on the library field (`option_range`) or in NUMERIC_RANGES below."""
 
     show_default: bool
 
@@ -310,70 +307,105 @@ def print_frame(
 
 # ----------------------------------------------------------------------------- numeric ranges
 
-# Every int/float option of every command, by parameter name; `(command, name)` where one
-# command gives the name another meaning. `with_declared_ranges` refuses a command whose numeric
-# option is in neither table, so a new option cannot go unchecked. A flag that sets a config
-# field (`config_flags`) takes the field's own bounds, declared once on the library's dataclass
-# (`goatdna.configfile.bounded`), and is in neither table.
-NUMERIC_RANGES: dict[str, Bounds] = {
-    "seed": SEED,
-    "steps": COUNT,
-    "genome_length": COUNT,
-    "prompts": COUNT,
-    "num_samples": COUNT,
-    "max_eval_tokens": COUNT_OR_ZERO,  # 0 = the whole split
-    "threads": COUNT,
-    "synthetic_length": COUNT,
-    "synthetic_contigs": COUNT,
-    "min_contig_length": COUNT_OR_ZERO,
-    "workers": COUNT,
-    "max_records": COUNT_OR_ZERO,
-    "seq_len": COUNT,
-    "num_nodes": COUNT,
-    "max_new_tokens": COUNT,
-    "top_k": Bounds(1, 4),
-    "batch_tokens": COUNT,
-    "prior_layer": COUNT_OR_ZERO,  # 0-based, as the report's figure names it
-    "recall_trials": COUNT_OR_ZERO,  # 0 = skip the probe
-    "layer": COUNT,  # 1-based block
-    "max_length": COUNT,
-    "batch_size": COUNT,
-    "segment": COUNT,
-    "trials": COUNT,
-    "window": COUNT,
-    "chunk_size": COUNT,
-    "null_size": COUNT,
-    "bootstrap": Bounds(0, 100_000),  # 0 = no intervals; the minimum is EvalOptions' rule
-    "context": COUNT,
-    "stride": COUNT,
-    "zoom_levels": Bounds(0, 10),
-    "windows": COUNT,
-    "length": COUNT,
-    "max_variants": COUNT,
-    "positives": COUNT,
-    "max_train": COUNT,
-    "max_eval": COUNT,
-    "val_fraction": FRACTION,
-    "test_fraction": FRACTION,
-    "held_out": Bounds(0, 1, low_open=True),  # (0, 1]: 1 = the whole contig
-    "temperature": NON_NEGATIVE,  # 0 = greedy
-    "level": OPEN_FRACTION,
-    "max_nll_diff": NON_NEGATIVE,
-    "max_logprob_error": NON_NEGATIVE,
-    "min_spearman": Bounds(-1, 1),
-    "flank": COUNT_OR_ZERO,
-    "trim": COUNT,
-    "min_seqlets": COUNT,
-    "max_seqlets": COUNT,
-    "min_metacluster": COUNT,
-    "leiden_runs": COUNT,
-    "tolerance": OPEN_FRACTION,  # attribute: a relative completeness gap
-    "plant_rate": Bounds(0, 1, low_open=True),  # (0, 1]: the share of motif-class sequences planted
+# A numeric option takes the bounds its library field declares (`goatdna.configfile.bounded`),
+# read as `default_of` reads defaults: `range_owners` lists, by command, the dataclasses its options
+# fill in (the first with a field of the option's name, or of its FIELD_NAMES name, owns it). A
+# flag that sets a config field (`config_flags`) carries its field's bounds itself. One concept
+# has one range in every command (tests/test_cli_ranges.py holds it).
+FIELD_NAMES: dict[tuple[str, str], str] = {
+    # (command, option): the field that holds its value, where the names differ
+    ("prepare", "synthetic_length"): "total_length",
+    ("prepare", "synthetic_contigs"): "n_contigs",
+    ("report", "prompts"): "n_prompts",
+    ("report", "num_samples"): "samples_per_prompt",
+    ("demo", "prompts"): "n_prompts",
+    ("demo", "num_samples"): "samples_per_prompt",
+    ("eval-variants", "bootstrap"): "resamples",
 }
-COMMAND_RANGES: dict[tuple[str, str], Bounds] = {
-    ("score-track", "batch_size"): COUNT_OR_ZERO,  # 0 = batch tokens // context
-    ("attention", "layer"): COUNT_OR_ZERO,  # 0-based block, as the figure names it
-    ("attention", "head"): COUNT_OR_ZERO,  # 0-based head
+
+
+@functools.cache
+def range_owners() -> dict[str, tuple[type, ...]]:
+    """The library dataclasses whose fields each command's options fill in.
+    Imported here, when the app is built: the command modules import the same light modules."""
+    from goatdna.analysis.attention_run import AttentionRequest
+    from goatdna.analysis.generate import SamplingOptions
+    from goatdna.analysis.motifs import MotifOptions
+    from goatdna.analysis.report_options import ReportOptions
+    from goatdna.analysis.variant_eval import EvalOptions
+    from goatdna.data_prep.options import PrepareOptions
+    from goatdna.data_prep.synthetic import SyntheticGenomeConfig
+    from goatdna.data_prep.tasks import WindowTaskOptions
+    from goatdna.data_prep.variant_task import VariantTaskOptions
+    from goatdna.inference.attribute import AttributeOptions
+    from goatdna.inference.calibration import CalibrationRequest
+    from goatdna.inference.embed import EmbedOptions
+    from goatdna.inference.mutagenesis_run import MutagenesisRequest
+    from goatdna.inference.precision_check import Thresholds
+    from goatdna.inference.precision_run import PrecisionRequest
+    from goatdna.inference.tracks import TrackOptions
+    from goatdna.inference.variant_run import ScoreVariantsRequest
+    from goatdna.runtime import Runtime
+
+    return {
+        "attention": (AttentionRequest,),
+        "attribute": (AttributeOptions, Runtime),
+        "check-precision": (PrecisionRequest, Thresholds),
+        "demo": (ReportOptions,),
+        "embed": (EmbedOptions, Runtime),
+        "eval-variants": (EvalOptions,),
+        "generate": (SamplingOptions,),
+        "make-task": (WindowTaskOptions,),
+        "make-variant-task": (VariantTaskOptions,),
+        "motifs": (MotifOptions,),
+        "mutagenesis": (MutagenesisRequest, Runtime),
+        "predict": (Runtime,),
+        "prepare": (PrepareOptions, SyntheticGenomeConfig),
+        "report": (ReportOptions,),
+        "score-track": (TrackOptions, Runtime),
+        "score-variants": (ScoreVariantsRequest, CalibrationRequest, Runtime),
+    }
+
+
+def field_range(command: str, name: str) -> Bounds | None:
+    """The bounds declared on the library field that holds option ``name`` of ``command``
+    (None: no owner has that field, or it declares none)."""
+    field = FIELD_NAMES.get((command, name), name)
+    for owner in range_owners().get(command, ()):
+        if any(item.name == field for item in dataclasses.fields(owner)):
+            return bounds_of(owner, field)
+    return None
+
+
+# What has no library field with bounds, by parameter name (a name another command's field
+# holds takes the same range: one concept, one range). Each stays because its value is a function's parameter (probe-
+# recall's `run_probe`, predict's `predict_file`, evaluate's), a command's own (demo's, info's,
+# model-info's, --threads: the process's), a CLI spelling the field does not hold (0 for None:
+# --max-eval-tokens), or the library's own rule is stricter than the flag's range and says why
+# in its own message (score-track's --context >= 2 and --stride < context, check-precision's
+# --length >= 2, make-task's --window >= 8 and --max-train/--max-eval >= 2, score-variants'
+# --null-size >= 2), so --help keeps the flag's range. `with_declared_ranges` refuses a command
+# whose numeric option has neither, so a new option cannot go unchecked.
+NUMERIC_RANGES: dict[str, Bounds] = {
+    "seed": SEED,  # probe-recall (`run_probe`)
+    "steps": COUNT,  # demo
+    "genome_length": COUNT,  # demo
+    "max_eval_tokens": COUNT_OR_ZERO,  # 0 = the whole split (None in the library)
+    "threads": COUNT,
+    "max_records": COUNT_OR_ZERO,  # info
+    "seq_len": COUNT,  # model-info
+    "batch_tokens": COUNT,  # evaluate, probe-recall
+    "batch_size": COUNT,  # predict (`predict_file`)
+    "segment": COUNT,  # probe-recall
+    "trials": COUNT,  # probe-recall
+    "window": COUNT,  # make-task (the library wants >= 8)
+    "context": COUNT,  # score-track (the library wants >= 2)
+    "stride": COUNT,  # score-track (the library wants < context)
+    "zoom_levels": Bounds(0, 10),  # score-track (the bigWig writer's)
+    "length": COUNT,  # check-precision (the library wants >= 2)
+    "max_train": COUNT,  # make-task (the library wants >= 2)
+    "max_eval": COUNT,  # make-task (the library wants >= 2)
+    "null_size": COUNT,  # score-variants (the library wants >= 2)
 }
 
 # Options that take one of a fixed set of words: shown as <a|b|c> in --help (the library checks
@@ -406,6 +438,19 @@ COMMAND_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
 _TYPE_NAMES = {int: "int", float: "float", str: "text", Path: "path", bool: ""}
 
 
+def option_range(command: str, name: str) -> Bounds:
+    """The range of numeric option ``name`` of ``command``: its library field's bounds
+    (`field_range`), else NUMERIC_RANGES; a KeyError where neither says."""
+    bounds = field_range(command, name) or NUMERIC_RANGES.get(name)
+    if bounds is None:
+        raise KeyError(
+            f"goatdna {command}: numeric option {name!r} has no declared range; declare bounds "
+            "on its library field (`bounded`, `range_owners`) or add it to NUMERIC_RANGES "
+            "in goatdna/cli/common.py"
+        )
+    return bounds
+
+
 def _range_callback(bounds: Bounds, then: Callable[..., Any] | None) -> Callable[..., Any]:
     def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
         if value is not None and not bounds.accepts(value):
@@ -434,7 +479,7 @@ def metavar_of(command: str, name: str, annotation: Any) -> str:
 
 
 def with_declared_ranges(func: Callable[P, R]) -> Callable[P, R]:
-    """``func`` with the range check of NUMERIC_RANGES on each numeric option, and --help's
+    """``func`` with the range check of `option_range` on each numeric option, and --help's
     metavars (no ``<bool>`` on a switch, choices instead of ``<str>``, no Python types).
 
     Applied by the app to every command, so a command never declares a range itself; a numeric
@@ -465,16 +510,7 @@ def with_declared_ranges(func: Callable[P, R]) -> Callable[P, R]:
             plain = next((a for a in typing.get_args(base) if a is not type(None)), base)
             if plain in (int, float) and typing.get_origin(base) is not list:
                 declared = [i for i in infos if isinstance(i, Bounds)]  # a config field's own
-                bounds = (
-                    declared[0]
-                    if declared
-                    else COMMAND_RANGES.get((command, param.name)) or NUMERIC_RANGES.get(param.name)
-                )
-                if bounds is None:
-                    raise KeyError(
-                        f"goatdna {command}: numeric option {param.name!r} has no declared range; "
-                        "add it to NUMERIC_RANGES (or COMMAND_RANGES) in goatdna/cli/common.py"
-                    )
+                bounds = declared[0] if declared else option_range(command, param.name)
                 info.callback = _range_callback(bounds, info.callback)
                 info.help = f"{info.help or ''} [{bounds.describe()}]".strip()
             if info.metavar is None and isinstance(info, typer.models.OptionInfo):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from goatdna.configfile import ConfigFlag
+from goatdna.configfile import COUNT, COUNT_OR_ZERO, FRACTION, ConfigFlag, bounded
 
 DEFAULT_EXCLUDE_CONTIGS: tuple[str, ...] = ("_alt", "_random", "_fix", "chrUn", "EBV", "HLA-")
 """Regexes searched in contig names: alt haplotypes, unplaced/unlocalised scaffolds, patches,
@@ -39,13 +39,13 @@ class PrepareOptions:
 
     contigs: list[str] | None = None
     exclude_contigs: list[str] | None = None
-    min_contig_length: int = 0
+    min_contig_length: int = bounded(0, COUNT_OR_ZERO)
     val_contigs: list[str] | None = None
     test_contigs: list[str] | None = None
     split_bed: Path | None = None
-    val_fraction: float = 0.05
-    test_fraction: float = 0.05
-    workers: int | None = None
+    val_fraction: float = bounded(0.05, FRACTION)
+    test_fraction: float = bounded(0.05, FRACTION)
+    workers: int | None = bounded(None, COUNT)
     force: bool = False
     resume: bool = False
     chunk_bases: int = 1 << 24

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from goatdna.atomic import atomic_write_bytes
+from goatdna.configfile import COUNT, SEED, bounded
 from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import LOWER_DECODE, UPPER_DECODE, A, C, G, N, T, reverse_complement
 
@@ -48,9 +49,9 @@ _ORDER = 2  # the background chain conditions on the previous two bases
 class SyntheticGenomeConfig:
     """Size and structure of the synthetic genome (defaults: ~4 Mbp in 4 contigs)."""
 
-    total_length: int = 4_000_000
-    n_contigs: int = 4
-    seed: int = 0
+    total_length: int = bounded(4_000_000, COUNT)
+    n_contigs: int = bounded(4, COUNT)
+    seed: int = bounded(0, SEED)
     isochore_gc: tuple[float, ...] = (0.37, 0.41, 0.46, 0.53)
     isochore_mean_length: int = 100_000
     # Background: an order-2 Markov chain. Its table is one Dirichlet(concentration) draw per

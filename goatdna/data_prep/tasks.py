@@ -43,6 +43,7 @@ from typing import Literal
 import numpy as np
 
 from goatdna.atomic import atomic_dir
+from goatdna.configfile import SEED, SHARE, bounded, check_bounds
 from goatdna.data_prep.shards import ShardedGenome
 from goatdna.data_prep.window_search import is_n
 from goatdna.errors import GoatDNAError
@@ -68,10 +69,10 @@ class WindowTaskOptions:
     """Rows kept in train.csv (classes balanced as far as the windows allow)."""
     max_eval: int = 500
     """Rows kept in val.csv and in test.csv each."""
-    seed: int = 0
+    seed: int = bounded(0, SEED)
     motifs: str | None = None
     """``motif`` labels: the MEME minimal-format file of the PWMs to plant."""
-    plant_rate: float = 0.5
+    plant_rate: float = bounded(0.5, SHARE)
     """``motif`` labels: the probability each PWM is planted in a ``motif`` window."""
     decoys: Literal["shuffled", "none"] = "shuffled"
     """``motif`` labels: ``shuffled`` plants a letter-permuted instance of each chosen PWM in a
@@ -237,8 +238,6 @@ def _motifs_to_plant(options: WindowTaskOptions) -> list[PlantedMotif]:
         return []
     if options.motifs is None:
         raise GoatDNAError("--label motif: give the PWMs to plant with --motifs FILE.meme")
-    if not 0.0 < options.plant_rate <= 1.0:
-        raise GoatDNAError(f"--plant-rate {options.plant_rate}: must be in (0, 1]")
     planted = read_meme_motifs(options.motifs)
     widest = max(m.pwm.shape[0] for m in planted)
     if widest > options.window:
@@ -290,8 +289,7 @@ def make_window_task(
         raise GoatDNAError(f"--window {options.window}: use at least 8 nt")
     if options.max_train < 2 or options.max_eval < 2:
         raise GoatDNAError("--max-train and --max-eval must be at least 2")
-    if options.seed < 0:
-        raise GoatDNAError(f"--seed must be >= 0, got {options.seed}")
+    check_bounds(options, GoatDNAError)  # seed, plant_rate
     planted = _motifs_to_plant(options)
     genome = ShardedGenome(data_dir)
     out = Path(out_dir)

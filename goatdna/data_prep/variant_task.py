@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from goatdna.configfile import COUNT, SEED, SHARE, bounded
 from goatdna.io.fasta import fasta_titles, read_fasta_text
 from goatdna.io.tokens import REPEAT_FLAG, TOKEN_MASK, encode
 
@@ -44,9 +45,13 @@ _BASES = "ACGT"
 
 @dataclass(frozen=True)
 class VariantTaskOptions:
-    positives: int = 200  # half homopolymer breaks (fewer if the genome has fewer), half new CpGs
-    held_out: float = 0.1  # the last fraction of each contig positions are drawn from
-    seed: int = 0
+    positives: int = bounded(
+        200, COUNT
+    )  # half homopolymer breaks (fewer if the genome has fewer), half new CpGs
+    held_out: float = bounded(
+        0.1, SHARE
+    )  # the last fraction of each contig positions are drawn from
+    seed: int = bounded(0, SEED)
 
 
 SYNTHETIC_HEADER = " synthetic seed="

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from goatdna.configfile import COUNT, OPEN_FRACTION, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.io.tokens import COMPLEMENT, NUM_BASES, N
 
@@ -111,14 +112,15 @@ class AttributeOptions:
     steps: int | str = "auto"
     """Integrated gradients: ``auto`` (double from 64 until complete within ``tolerance``) or a
     fixed count, 1 to `MAX_STEPS` (an integer given as text, as the CLI passes it, is read)."""
-    batch_size: int = 16
+    batch_size: int = bounded(16, COUNT)
     """Rows per pass: sequences (saliency), mutants (ism), sequences x path nodes
     (integrated gradients); fewer where a pass would pass the memory bound."""
-    tolerance: float = 0.01
+    tolerance: float = bounded(0.01, OPEN_FRACTION)
     """Integrated gradients: the relative completeness gap ``auto`` aims for and above which a
     sequence is warned about."""
 
     def __post_init__(self) -> None:
+        check_bounds(self, GoatDNAError)
         steps = self.steps
         if isinstance(steps, str) and steps.strip().lstrip("-").isdigit():
             steps = int(steps)
@@ -131,8 +133,6 @@ class AttributeOptions:
                 f"--steps {steps}: must be 1 to {MAX_STEPS:,} (the quadrature's nodes cost "
                 "O(steps^3) to compute); use --steps auto, which doubles until complete"
             )
-        if not 0 < self.tolerance < 1:
-            raise GoatDNAError(f"--tolerance {self.tolerance}: must be > 0 and < 1")
         if self.method not in METHODS:
             raise GoatDNAError(f"--method {self.method!r}: choose one of {', '.join(METHODS)}")
         if self.strands not in STRANDS:
@@ -141,8 +141,6 @@ class AttributeOptions:
             raise GoatDNAError(
                 f"--baseline {self.baseline!r}: choose one of {', '.join(BASELINES)}"
             )
-        if self.batch_size < 1:
-            raise GoatDNAError(f"--batch-size {self.batch_size}: must be >= 1")
 
     @property
     def first_steps(self) -> int:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from goatdna.atomic import atomic_write_bytes
+from goatdna.configfile import SEED, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.inference.reference import Reference
 from goatdna.inference.variants import Allele, VariantOptions, combine_strands, score_alleles
@@ -62,12 +63,11 @@ class CalibrationRequest:
     """``--calibrate`` / ``--null FILE``: where the null lives and how it is drawn."""
 
     null: Path | None = None  # default: a file named by the fingerprint in the cache folder
-    seed: int = 0
+    seed: int = bounded(0, SEED)  # numpy's generators take no negative seed
     per_context: int = DEFAULT_PER_CONTEXT
 
     def __post_init__(self) -> None:
-        if self.seed < 0:  # numpy's generators take no negative seed: refused before scoring
-            raise GoatDNAError(f"--seed {self.seed}: must be >= 0")
+        check_bounds(self, GoatDNAError)  # refused before scoring
         if self.per_context < 2:
             raise GoatDNAError(f"--null-size {self.per_context}: must be >= 2 (a z-score needs 2)")
 

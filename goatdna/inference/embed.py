@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from goatdna.configfile import COUNT, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.io.records import SequenceRecord
 from goatdna.io.tokens import TOKEN_MASK, encode, reverse_complement
@@ -44,13 +45,14 @@ GOAT_LENGTH_FACTOR = 4  # GOAT extrapolates: default M = 4x the training length
 class EmbedOptions:
     """What to embed and how; ``max_length`` None means the model's default (see below)."""
 
-    layer: int | None = None
+    layer: int | None = bounded(None, COUNT)  # 1-based block (at most the model's)
     pool: Pool = "mean"
     strands: Strands = "forward"
-    max_length: int | None = None
-    batch_size: int = 8
+    max_length: int | None = bounded(None, COUNT)
+    batch_size: int = bounded(8, COUNT)
 
     def validate(self, n_layers: int) -> None:
+        check_bounds(self, GoatDNAError)
         if self.layer is not None and not 1 <= self.layer <= n_layers:
             raise GoatDNAError(
                 f"--layer {self.layer}: the model has {n_layers} block(s); choose 1..{n_layers} "
@@ -60,10 +62,6 @@ class EmbedOptions:
             raise GoatDNAError(f"--pool {self.pool!r}: choose one of {', '.join(POOLS)}")
         if self.strands not in STRANDS:
             raise GoatDNAError(f"--strands {self.strands!r}: choose one of {', '.join(STRANDS)}")
-        if self.max_length is not None and self.max_length < 1:
-            raise GoatDNAError(f"--max-length must be >= 1, got {self.max_length}")
-        if self.batch_size < 1:
-            raise GoatDNAError(f"--batch-size must be >= 1, got {self.batch_size}")
 
 
 def default_max_length(config: dict[str, Any]) -> int:

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from goatdna.configfile import COUNT, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.inference import memory
 from goatdna.inference.pair_scoring import padded, prefix_pass, sequence_ll
@@ -92,17 +93,18 @@ class MutagenesisOptions:
     window: int
     method: str = "full"
     strands: str = "both"
-    batch_size: int = 64  # full: positions (one strand each) per pass; local: windows per pass
+    batch_size: int = bounded(
+        64, COUNT
+    )  # full: positions (one strand each) per pass; local: windows per pass
 
     def __post_init__(self) -> None:
+        check_bounds(self, GoatDNAError)
         if self.window < 2:
             raise GoatDNAError(f"--window {self.window}: must be >= 2 (W // 2 bases of context)")
         if self.method not in METHODS:
             raise GoatDNAError(f"--method {self.method!r}: expected 'full' or 'local'")
         if self.strands not in STRANDS:
             raise GoatDNAError(f"--strands {self.strands!r}: expected 'both' or 'forward'")
-        if self.batch_size < 1:
-            raise GoatDNAError(f"--batch-size {self.batch_size}: must be >= 1")
 
     @property
     def flank(self) -> int:

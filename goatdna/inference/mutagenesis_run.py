@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from goatdna.atomic import atomic_path, atomic_write_bytes
-from goatdna.configfile import ConfigFlag
+from goatdna.configfile import COUNT, ConfigFlag, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import (
     Arrays,
@@ -97,11 +97,11 @@ class MutagenesisRequest:
     fasta: Path
     region: str  # contig:start-end, 1-based inclusive
     outs: tuple[Path, ...]
-    window: int | None = None  # default: the model's training length
+    window: int | None = bounded(None, COUNT)  # default: the model's training length
     method: str = "full"
     strands: str = "both"
-    batch_size: int = 64
-    chunk_size: int = DEFAULT_CHUNK_SIZE  # positions per resumable unit
+    batch_size: int = bounded(64, COUNT)
+    chunk_size: int = bounded(DEFAULT_CHUNK_SIZE, COUNT)  # positions per resumable unit
     resume: bool = False
     force: bool = False
     cache_dir: Path | None = None
@@ -216,8 +216,7 @@ def mutagenesis(
     """
     if not request.outs:
         raise GoatDNAError("--out: give at least one output (.tsv, .parquet, .npz, .bw, .png)")
-    if request.chunk_size < 1:
-        raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
+    check_bounds(request, GoatDNAError)
     region = parse_region(request.region)
     kinds = [output_kind(out) for out in request.outs]
     if "png" in kinds and draw is None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from goatdna.configfile import NON_NEGATIVE, Bounds, bounded, check_bounds
 from goatdna.data_prep.window_search import (
     longest_n_free_run,
     start_of_rank,
@@ -59,12 +60,15 @@ class Thresholds:
     rounding, 2^-8 relative, stays well inside them on a trained model; a dropped term or a
     kernel bug does not)."""
 
-    max_nll_diff: float = 0.01
+    max_nll_diff: float = bounded(0.01, NON_NEGATIVE)
     """nats per base, |mean NLL difference| and the largest per-window one."""
-    max_logprob_error: float = 0.5
+    max_logprob_error: float = bounded(0.5, NON_NEGATIVE)
     """nats, the largest |log p| difference at any position and base."""
-    min_spearman: float = 0.95
+    min_spearman: float = bounded(0.95, Bounds(-1, 1))
     """Spearman's rho of variant LLRs (with >= 5 variants)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, GoatDNAError)
 
 
 @dataclass

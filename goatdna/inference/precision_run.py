@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from goatdna.configfile import COUNT, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.inference.precision_check import PrecisionReport, Thresholds
 from goatdna.inference.reference import Reference
@@ -24,11 +25,11 @@ class PrecisionRequest:
     precision: str = "bf16-mixed"
     attention: str = "auto"
     reference: str = "float64"
-    windows: int = 8
-    length: int | None = None
-    max_variants: int = 64
+    windows: int = bounded(8, COUNT)
+    length: int | None = None  # at least 2 (`check_options`: a base and its prediction)
+    max_variants: int = bounded(64, COUNT)
     thresholds: Thresholds = field(default_factory=Thresholds)
-    batch_size: int = 4
+    batch_size: int = bounded(4, COUNT)
     out: Path | None = None
     force: bool = False
     accelerator: str = "auto"
@@ -53,8 +54,7 @@ def check_precision(
         check_output_file(request.out, "--out")
         inputs = [request.checkpoint, request.fasta, request.variants]
         claim_output([request.out], request.force, inputs=inputs)
-    if request.max_variants < 1:
-        raise GoatDNAError(f"--max-variants {request.max_variants}: must be >= 1")
+    check_bounds(request, GoatDNAError)
     device = single_device(request.accelerator, request.devices)
     loaded = load_checkpoint(request.checkpoint, "cpu", lm_command="check-precision")
     window = request.length if request.length is not None else loaded.train_length

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from goatdna.configfile import COUNT_OR_ZERO, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.inference.loop import (
     Arrays,
@@ -132,10 +133,13 @@ class TrackOptions:
     stride: int
     what: tuple[str, ...] = DEFAULT_WHAT
     strands: str = "both"
-    batch_size: int = 0  # windows per forward pass; 0: DEFAULT_BATCH_TOKENS // context
+    batch_size: int = bounded(
+        0, COUNT_OR_ZERO
+    )  # per forward pass; 0: DEFAULT_BATCH_TOKENS // context
     block_bases: int = DEFAULT_BLOCK_BASES  # bases per streamed block (memory bound)
 
     def __post_init__(self) -> None:
+        check_bounds(self, GoatDNAError)
         if self.context < 2:
             raise GoatDNAError(f"--context {self.context}: must be >= 2")
         if not 1 <= self.stride < self.context:
@@ -152,8 +156,6 @@ class TrackOptions:
             raise GoatDNAError(f"--what {', '.join(self.what)}: each quantity once")
         if self.strands not in STRANDS:
             raise GoatDNAError(f"--strands {self.strands!r}: expected both or forward")
-        if self.batch_size < 0:
-            raise GoatDNAError(f"--batch-size {self.batch_size}: must be >= 1")
 
     @property
     def windows_per_batch(self) -> int:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from goatdna.configfile import ConfigFlag, options_with_flags
+from goatdna.configfile import COUNT, ConfigFlag, bounded, check_bounds, options_with_flags
 from goatdna.errors import GoatDNAError
 from goatdna.inference.calibration import (
     CALIBRATION_COLUMNS,
@@ -89,10 +89,10 @@ class ScoreVariantsRequest:
     fasta: Path
     variants: Path  # a VCF/BCF, or a chrom/pos/ref/alt table (.tsv, .csv, .parquet) by suffix
     out: Path
-    window: int | None = None  # default: the model's training length
+    window: int | None = bounded(None, COUNT)  # default: the model's training length
     strands: str = "both"
-    batch_size: int = 64
-    chunk_size: int = DEFAULT_CHUNK_SIZE
+    batch_size: int = bounded(64, COUNT)
+    chunk_size: int = bounded(DEFAULT_CHUNK_SIZE, COUNT)
     resume: bool = False
     force: bool = False  # replace an existing file at out / start over an earlier run's work
     cache_dir: Path | None = None  # where a plain-gzip FASTA is decompressed once
@@ -311,8 +311,7 @@ def score_variants(
     kind = output_kind(request.out)
     if request.calibration is not None:
         check_calibrated_output(kind)
-    if request.chunk_size < 1:
-        raise GoatDNAError(f"--chunk-size {request.chunk_size}: must be >= 1")
+    check_bounds(request, GoatDNAError)
     _check_writable_before_work(request)
     claim_output(
         [request.out], request.force, inputs=[request.variants, request.fasta, request.checkpoint]

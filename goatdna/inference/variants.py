@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from goatdna.configfile import COUNT, bounded, check_bounds
 from goatdna.errors import GoatDNAError
 from goatdna.inference.pair_scoring import Pair, score_pairs
 from goatdna.inference.reference import Reference
@@ -114,19 +115,18 @@ class VariantOptions:
 
     window: int
     strands: str = "both"
-    batch_size: int = 64  # allele pairs (one strand each) per forward pass
+    batch_size: int = bounded(64, COUNT)  # allele pairs (one strand each) per forward pass
     shared_prefix: bool = True
     length_fair: bool = True  # equal scored positions for both alleles of an indel
 
     def __post_init__(self) -> None:
+        check_bounds(self, GoatDNAError)
         if self.window < 2:
             raise GoatDNAError(
                 f"--window {self.window}: must be >= 2 (W // 2 bases of context on each side)"
             )
         if self.strands not in STRANDS:
             raise GoatDNAError(f"--strands {self.strands!r}: expected 'both' or 'forward'")
-        if self.batch_size < 1:
-            raise GoatDNAError(f"--batch-size {self.batch_size}: must be >= 1")
 
     @property
     def flank(self) -> int:

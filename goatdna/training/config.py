@@ -16,6 +16,10 @@ from typing import Any, Literal
 from goatdna.configfile import (
     COUNT,
     COUNT_OR_ZERO,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    Bounds,
     ConfigFlag,
     ConfigKeyError,
     bounded,
@@ -39,19 +43,19 @@ Strategy = Literal["auto", "ddp", "fsdp"]
 class DataConfig:
     """Training windows and validation tiling over a prepared shard directory."""
 
-    seq_len: int = 1024
+    seq_len: int = bounded(1024, POSITIVE)
     """Tokens the model sees per sequence; windows hold seq_len + 1 bases (inputs + shifted targets).
     Also the model's ``train_length`` (the GOAT prior scales its features by it): set here only."""
-    micro_batch_size: int = 8
+    micro_batch_size: int = bounded(8, POSITIVE)
     """Sequences per device per forward/backward pass."""
-    max_n_fraction: float = 0.0
+    max_n_fraction: float = bounded(0.0, FRACTION)
     """Largest fraction of N bases a training or validation window may hold (0: none)."""
-    rc_prob: float = 0.5
+    rc_prob: float = bounded(0.5, Bounds(0, 1))
     """Probability that a training window is reverse-complemented (A<->T, C<->G, N->N)."""
-    val_max_windows: int = 2048
+    val_max_windows: int = bounded(2048, POSITIVE)
     """Cap on validation windows (an evenly spaced subset of the held-out windows of val.bin)."""
-    val_batch_size: int = 16
-    num_workers: int = 2
+    val_batch_size: int = bounded(16, POSITIVE)
+    num_workers: int = bounded(2, COUNT_OR_ZERO)
     """DataLoader worker processes per device (0: load in the training process)."""
     verify: bool = True
     """Re-hash every shard record against the manifest before training starts."""
@@ -61,13 +65,7 @@ class DataConfig:
     equally likely, so sources count in proportion to their windows."""
 
     def __post_init__(self) -> None:
-        _positive(self, "seq_len", "micro_batch_size", "val_max_windows", "val_batch_size")
-        if not 0.0 <= self.max_n_fraction < 1.0:
-            raise ValueError(f"max_n_fraction must be in [0, 1), got {self.max_n_fraction}")
-        if not 0.0 <= self.rc_prob <= 1.0:
-            raise ValueError(f"rc_prob must be in [0, 1], got {self.rc_prob}")
-        if self.num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        check_bounds(self)
         if self.source_weights is not None:
             _check_weights(self.source_weights)
 
@@ -76,11 +74,11 @@ class DataConfig:
 class OptimConfig:
     """AdamW with linear warmup then cosine decay to ``lr * min_lr_ratio``."""
 
-    lr: float = 6e-4
-    min_lr_ratio: float = 0.1
+    lr: float = bounded(6e-4, POSITIVE)
+    min_lr_ratio: float = bounded(0.1, Bounds(0, 1))
     """Floor of the cosine decay as a fraction of ``lr`` (reached at trainer.max_steps)."""
-    warmup_steps: int = 1000
-    weight_decay: float = 0.1
+    warmup_steps: int = bounded(1000, COUNT_OR_ZERO)
+    weight_decay: float = bounded(0.1, NON_NEGATIVE)
     """Applied to weight matrices only: never to norms, embeddings or GOAT prior parameters
     (unless ``decay_all``)."""
     decay_all: bool = False
@@ -89,18 +87,14 @@ class OptimConfig:
     recipe (configs/*-paper-dna.yaml). Off, the default split keeps positions and rare tokens
     from being pulled to zero (`training.module.parameter_groups`)."""
     betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-8
-    grad_clip: float = 1.0
+    eps: float = bounded(1e-8, NON_NEGATIVE)  # torch.optim.AdamW refuses a negative eps
+    grad_clip: float = bounded(1.0, NON_NEGATIVE)
     """Global gradient-norm clip (0 disables it)."""
-    prior_lr_scale: float = 1.0
+    prior_lr_scale: float = bounded(1.0, POSITIVE)
     """Multiplies ``lr`` for the GOAT prior's parameters (their own AdamW group when != 1)."""
 
     def __post_init__(self) -> None:
-        _positive(self, "lr", "prior_lr_scale")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if self.warmup_steps < 0 or self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError("warmup_steps, weight_decay and grad_clip must be >= 0")
+        check_bounds(self)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
 
@@ -177,13 +171,6 @@ def _check_weights(weights: dict[str, float]) -> None:
             )
     if not any(w > 0 for w in weights.values()):
         raise ValueError("source_weights: at least one source needs a weight > 0")
-
-
-def _positive(obj: object, *names: str) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if value <= 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
 
 
 def run_config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
