@@ -83,8 +83,12 @@ def test_remeasured_peak_keeps_the_best_measurement() -> None:
     monitor.remeasure_peak()
     assert monitor.peak_flops_total == pytest.approx(1600.0)  # 800 per device, 2 devices
     assert monitor.mfu == pytest.approx(1000.0 / 1600.0) and monitor.mfu_note is None
+    monitor.remeasure_peak()  # a plausible MFU: no second measurement (a CPU run's cost)
+    assert next(measurements) == 200.0 and monitor.peak_flops_total == pytest.approx(1600.0)
+    lower = iter([100.0])
+    monitor.set_peak(400.0, 2, CPU_PEAK_SOURCE, measure=lambda: next(lower))
     monitor.remeasure_peak()  # a lower measurement does not replace the best
-    assert monitor.peak_flops_total == pytest.approx(1600.0)
+    assert monitor.peak_flops_total == pytest.approx(800.0) and monitor.mfu is None
 
 
 def test_a_datasheet_or_configured_peak_is_not_remeasured() -> None:
