@@ -172,7 +172,8 @@ STEPS: list[Step] = [
 VOLATILE_KEYS: dict[str, str] = {
     "tokens_per_s": "throughput: wall-clock tokens per second (train summary, metrics.csv, report)",
     "mfu": "model FLOPs utilisation: tokens_per_s over peak_flops",
-    "peak_flops": "the FLOP rate measured on this machine at start-up",
+    "mfu_note": "why mfu is null: it quotes the measured rates (a busy machine's peak)",
+    "peak_flops": "the FLOP rate measured on this machine (start and end of the run)",
     "peak_memory_bytes": "the process's peak memory (allocator and import order)",
     "peak_memory_gb": "the same, in the report's tables",
     "wall_seconds": "wall-clock seconds of a run (summary.json)",

@@ -216,7 +216,8 @@ for scheme in ("goat", "rope"):
         print(f"| {scheme} | no summary.json (training failed) | | | | | | |")
         continue
     s = json.loads(path.read_text())
-    print(f"| {scheme} | {s['steps']} | {s['tokens_per_s']:,.0f} | {s['mfu']:.3f} | "
+    mfu = "n/a" if s["mfu"] is None else f"{s['mfu']:.3f}"  # null: see s["mfu_note"]
+    print(f"| {scheme} | {s['steps']} | {s['tokens_per_s']:,.0f} | {mfu} | "
           f"{s['peak_memory_bytes'] / 2**30:.2f} | {s['precision']} | {s['device']} | "
           f"{s['val_loss']:.4f} |")
 print("\n| model | context | bits/base |")

@@ -65,7 +65,13 @@ def test_summary_holds_every_key_with_finite_values(tiny_runs: dict[str, Path], 
     tokens_per_step = config["data"]["micro_batch_size"] * config["data"]["seq_len"]
     assert summary["tokens_seen"] == summary["steps"] * tokens_per_step
     assert summary["val_bits_per_base"] == pytest.approx(summary["val_loss"] / math.log(2))
-    assert summary["tokens_per_s"] > 0 and 0 < summary["mfu"] < 1
+    assert summary["tokens_per_s"] > 0
+    # MFU is a fraction of the peak, or null with the reason where a busy machine measured a
+    # peak below what training achieved (tests/test_train_throughput.py)
+    if summary["mfu"] is None:
+        assert summary["mfu_note"].startswith("MFU not reported: the achieved ")
+    else:
+        assert 0 < summary["mfu"] <= 1 and summary["mfu_note"] is None
     assert summary["peak_memory_bytes"] > 10_000_000
     assert summary["device"] == "cpu" and summary["precision"] == "32-true"
     assert summary["wall_seconds"] > 0 and summary["params"] > 0

@@ -49,7 +49,9 @@ SUMMARY_KEYS = (
     "precision",
     "wall_seconds",
 )
-"""Keys summary.json always holds (with finite values); it holds a few more for context."""
+"""Keys summary.json always holds (with finite values, but ``mfu``, which is null where no peak
+FLOP/s is known or the achieved rate exceeds a measured one: ``mfu_note`` then says why); it
+holds a few more for context."""
 
 RESUMABLE_KEYS = frozenset(
     {

@@ -4,7 +4,11 @@ MFU = achieved model FLOP/s / peak FLOP/s of the devices. Model FLOPs per token 
 `goatdna.model.flops_per_token` (6N plus the attention term, the PaLM convention), so MFU does not
 credit recomputation or padding. Peak rates are *dense* (no 2:4 sparsity) tensor-core numbers from
 the vendors' datasheets, per device; ``trainer.peak_flops`` overrides them. On a CPU there is no
-datasheet number, so the peak is the fp32 matmul rate measured on this machine at start-up.
+datasheet number, so the peak is the fp32 matmul rate measured on this machine, at start-up and
+again at the end of the run (the best measurement is kept: the peak is a property of the hardware,
+and on a shared machine every measurement can only come out low). Where the achieved rate still
+exceeds the peak, the peak was underestimated and MFU is not reported (None, with `mfu_note`
+saying why) rather than a number above 1.
 
 Why not `lightning_fabric.utilities.throughput` (checked against lightning-fabric 2.6): its
 ``get_available_flops`` table gives the 2:4-*sparse* tensor-core peaks for Hopper (1978.8e12
@@ -58,10 +62,12 @@ def gpu_peak_flops(device_name: str, precision: str) -> float | None:
 
 
 def measure_cpu_matmul_flops(size: int = 512, seconds: float = 0.25, trials: int = 10) -> float:
-    """Peak FLOP/s of fp32 ``size x size`` matmuls on this CPU with the current torch threads.
+    """Peak FLOP/s of fp32 ``size x size`` matmuls on this CPU with the current torch threads
+    (the trainer calls it after Fabric's launch, so with the count the training steps run on).
 
     The best of ``trials`` short windows: on a shared machine the slow windows measure the other
-    processes, not the hardware, and an underestimated peak would inflate MFU.
+    processes, not the hardware, and an underestimated peak would inflate MFU. Many short
+    windows rather than a few long ones: a long window would average the other processes in.
     """
     a = torch.randn(size, size)
     b = torch.randn(size, size)
@@ -80,17 +86,23 @@ def measure_cpu_matmul_flops(size: int = 512, seconds: float = 0.25, trials: int
     return best
 
 
-def peak_flops_per_device(device: torch.device, precision: str, override: float | None):
-    """(peak FLOP/s per device, where the number came from)."""
+CPU_PEAK_SOURCE = "measured fp32 matmul rate on this CPU (best of the run's start and end)"
+
+
+def peak_flops_per_device(
+    device: torch.device, precision: str, override: float | None
+) -> tuple[float | None, str, Callable[[], float] | None]:
+    """(peak FLOP/s per device, where the number came from, the measurement to repeat at the end
+    of the run: `measure_cpu_matmul_flops` on a CPU without ``trainer.peak_flops``, else None)."""
     if override is not None:
-        return float(override), "config trainer.peak_flops"
+        return float(override), "config trainer.peak_flops", None
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         peak = gpu_peak_flops(name, precision)
         if peak is not None:
-            return peak, f"datasheet dense peak for {name}"
-        return None, f"unknown GPU {name!r}: set trainer.peak_flops for MFU"
-    return measure_cpu_matmul_flops(), "measured fp32 matmul rate on this CPU"
+            return peak, f"datasheet dense peak for {name}", None
+        return None, f"unknown GPU {name!r}: set trainer.peak_flops for MFU", None
+    return measure_cpu_matmul_flops(), CPU_PEAK_SOURCE, measure_cpu_matmul_flops
 
 
 class ThroughputMonitor:
@@ -113,6 +125,9 @@ class ThroughputMonitor:
         self.warmup_steps = warmup_steps
         self.peak_flops_total: float | None = None  # all devices together
         self.peak_source = ""
+        self._peak_per_device: float | None = None
+        self._world_size = 1
+        self._measure: Callable[[], float] | None = None  # repeats a measured peak
         self._paused = 0.0  # seconds spent in `paused()` blocks
         self._last_step = 0
         self._last_time = 0.0
@@ -126,9 +141,33 @@ class ThroughputMonitor:
             "measured": (0, 0.0),
         }
 
-    def set_peak(self, per_device: float | None, world_size: int, source: str) -> None:
+    def set_peak(
+        self,
+        per_device: float | None,
+        world_size: int,
+        source: str,
+        measure: Callable[[], float] | None = None,
+    ) -> None:
+        """The peak per device and where it came from; ``measure`` (a measured peak) is called
+        again by `remeasure_peak`."""
+        self._peak_per_device, self._world_size, self._measure = per_device, world_size, measure
         self.peak_flops_total = None if per_device is None else per_device * world_size
         self.peak_source = source
+
+    def remeasure_peak(self) -> None:
+        """Measure a measured peak again (the loop calls it at the end of the run) and keep the
+        best: load on the machine only ever lowers a measurement, so the highest one is the
+        closest to the hardware's rate. Only when the run's achieved rate exceeds the peak
+        measured at its start (a busy machine then): a plausible MFU costs no second
+        measurement, so the many tiny CPU runs of a test suite pay the start-up one alone."""
+        if self._measure is None:
+            return
+        achieved = self.tokens_per_s * self.flops_per_token
+        if self.peak_flops_total is not None and achieved <= self.peak_flops_total:
+            return
+        again = self._measure()
+        best = again if self._peak_per_device is None else max(self._peak_per_device, again)
+        self.set_peak(best, self._world_size, self.peak_source, self._measure)
 
     def start(self, step: int) -> None:
         """The loop starts (or resumes) at optimizer step ``step``."""
@@ -188,10 +227,31 @@ class ThroughputMonitor:
         return 0.0
 
     @property
-    def mfu(self) -> float:
+    def achieved_flops(self) -> float:
+        """Model FLOP/s of the measured steps, all devices together."""
+        return self.tokens_per_s * self.flops_per_token
+
+    @property
+    def mfu(self) -> float | None:
+        """Achieved over peak FLOP/s; None where that is not a fact: no peak is known, or the
+        achieved rate exceeds the peak (a measured peak came out low; `mfu_note` says which)."""
+        if self.mfu_note is not None or not self.peak_flops_total:
+            return None
+        return self.achieved_flops / self.peak_flops_total
+
+    @property
+    def mfu_note(self) -> str | None:
+        """Why `mfu` is None (None when it is a number)."""
         if not self.peak_flops_total:
-            return 0.0
-        return self.tokens_per_s * self.flops_per_token / self.peak_flops_total
+            return f"MFU not reported: no peak FLOP/s ({self.peak_source or 'none set'})"
+        if self.achieved_flops > self.peak_flops_total:
+            return (
+                f"MFU not reported: the achieved {self.achieved_flops:.3g} FLOP/s exceeds the "
+                f"peak of {self.peak_flops_total:.3g} FLOP/s ({self.peak_source}), so the peak "
+                "is underestimated (a busy machine); --set trainer.peak_flops=FLOPS gives the "
+                "device's real peak"
+            )
+        return None
 
 
 def peak_memory_bytes(device: torch.device) -> int:

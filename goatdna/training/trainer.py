@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -201,6 +202,8 @@ def _train(
                     f"run finished but {', '.join(bad)} is not finite; see {run.metrics_csv}"
                 )
             run.write_summary(summary)
+            if summary["mfu_note"] is not None:
+                print(f"warning: {summary['mfu_note']}", file=sys.stderr)
         return summary
 
 
@@ -301,10 +304,11 @@ def _fit(
         flops_per_token=flops_per_token(config.model, config.data.seq_len),
         warmup_steps=tr.throughput_warmup,
     )
-    peak, source = peak_flops_per_device(device, precision, tr.peak_flops)
-    throughput.set_peak(peak, world, source)
+    peak, source, measure = peak_flops_per_device(device, precision, tr.peak_flops)
+    throughput.set_peak(peak, world, source, measure)
     task = Pretraining(fabric, config, windows, trainable.module, precision)
     finished = fit(fabric, task, run, trainable, checkpoint, started, throughput)
+    throughput.remeasure_peak()  # a measured (CPU) peak: keep the best of start and end
     return _summary(fabric, config, lm, finished.state, throughput, precision, finished.elapsed,
                     windows)  # fmt: skip
 
@@ -361,6 +365,7 @@ def _summary(
         "val_bits_per_base": val_loss / math.log(2),
         "tokens_per_s": throughput.tokens_per_s,
         "mfu": throughput.mfu,
+        "mfu_note": throughput.mfu_note,  # why mfu is null (null when it is a number)
         "peak_memory_bytes": peak_memory_bytes(device),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         "precision": precision,
