@@ -73,7 +73,7 @@ def demo(
     from goatdna.training.demo import DemoRequest, demo_stages
 
     # --steps, --prompts and --num-samples: their ranges are checked as they are parsed
-    # (`common.NUMERIC_RANGES`)
+    # (`common.option_range`: the library field's bounds, else `common.NUMERIC_RANGES`)
     cap = eval_token_cap(max_eval_tokens)
     console = output_console(stderr=True)
     request = DemoRequest(

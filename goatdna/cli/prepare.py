@@ -56,7 +56,7 @@ def prepare(
     from goatdna.data_prep.prepare import prepare_dataset
     from goatdna.data_prep.progress import Reporter
 
-    # --workers: its range is checked as it is parsed (`common.NUMERIC_RANGES`)
+    # --workers: its range is checked as it is parsed (`PrepareOptions.workers`' bounds)
     options = options_with_flags(PrepareOptions, PREPARE_FLAGS, flags)
     config = SyntheticGenomeConfig(
         total_length=synthetic_length, n_contigs=synthetic_contigs, seed=seed

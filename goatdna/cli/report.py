@@ -86,7 +86,7 @@ def report(
     from goatdna.console import output_console
 
     # --recall-trials, --prompts and --num-samples: their ranges are checked as they are parsed
-    # (`common.NUMERIC_RANGES`)
+    # (`common.option_range`: `ReportOptions`' field bounds)
     request = ReportRequest(
         runs=tuple(run),
         data=data,
