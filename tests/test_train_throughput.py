@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import invoke
 
-from goatdna.training.throughput import CPU_PEAK_SOURCE, ThroughputMonitor
+from goatdna.training.throughput import CPU_PEAK_SOURCE, REMEASURED, ThroughputMonitor
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_TRAIN = [
@@ -83,8 +83,13 @@ def test_remeasured_peak_keeps_the_best_measurement() -> None:
     monitor.remeasure_peak()
     assert monitor.peak_flops_total == pytest.approx(1600.0)  # 800 per device, 2 devices
     assert monitor.mfu == pytest.approx(1000.0 / 1600.0) and monitor.mfu_note is None
+    assert monitor.peak_source == CPU_PEAK_SOURCE + REMEASURED
     monitor.remeasure_peak()  # a plausible MFU: no second measurement (a CPU run's cost)
     assert next(measurements) == 200.0 and monitor.peak_flops_total == pytest.approx(1600.0)
+    plausible = _monitor(1.0)
+    plausible.set_peak(5000.0, 1, CPU_PEAK_SOURCE, measure=lambda: 1.0e9)
+    plausible.remeasure_peak()  # never measured again: its source says one measurement
+    assert (plausible.peak_flops_total, plausible.peak_source) == (5000.0, CPU_PEAK_SOURCE)
     lower = iter([100.0])
     monitor.set_peak(400.0, 2, CPU_PEAK_SOURCE, measure=lambda: next(lower))
     monitor.remeasure_peak()  # a lower measurement does not replace the best
@@ -113,7 +118,7 @@ def test_train_remeasures_the_cpu_peak_and_reports_null_mfu_above_it(
     assert result.exit_code == 0, (result.output, result.exception)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["peak_flops"] == 2.0e3  # the end-of-run measurement, the better one
-    assert summary["peak_flops_source"] == CPU_PEAK_SOURCE
+    assert summary["peak_flops_source"] == CPU_PEAK_SOURCE + REMEASURED
     assert summary["mfu"] is None
     assert summary["mfu_note"].startswith("MFU not reported: the achieved ")
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]

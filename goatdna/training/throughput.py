@@ -86,7 +86,9 @@ def measure_cpu_matmul_flops(size: int = 512, seconds: float = 0.25, trials: int
     return best
 
 
-CPU_PEAK_SOURCE = "measured fp32 matmul rate on this CPU (best of the run's start and end)"
+CPU_PEAK_SOURCE = "measured fp32 matmul rate on this CPU"
+REMEASURED = " (best of the run's start and end)"
+"""Added to a measured peak's source when `ThroughputMonitor.remeasure_peak` measured it again."""
 
 
 def peak_flops_per_device(
@@ -167,7 +169,8 @@ class ThroughputMonitor:
             return
         again = self._measure()
         best = again if self._peak_per_device is None else max(self._peak_per_device, again)
-        self.set_peak(best, self._world_size, self.peak_source, self._measure)
+        source = self.peak_source.removesuffix(REMEASURED) + REMEASURED
+        self.set_peak(best, self._world_size, source, self._measure)
 
     def start(self, step: int) -> None:
         """The loop starts (or resumes) at optimizer step ``step``."""
