@@ -4,6 +4,7 @@
 - `assert_one_error_line`: the house rule for bad input (one `error: ...` line, exit 2, no traceback).
 - `assert_ok`: the command succeeded (exit 0; its output and exception in the message if not).
 - `tiny_config`: the tiny decoder most tests build (~30 k parameters, instant on CPU).
+- `tiny_train_overrides`: the `--set` items of a seconds-long `train` run of goat-tiny.yaml.
 - `random_sequences`: seeded random 12-base ACGT sequences, the rows of small sequence tables.
 
 - `printed`: what the commands' console prints of a library result (rich tables and lines), to
@@ -80,6 +81,33 @@ def printed(*parts: Any, width: int = 200) -> str:
     for part in parts:
         console.print(part)
     return console.file.getvalue()  # type: ignore[attr-defined]  # the StringIO given
+
+
+TINY_TRAIN_OVERRIDES = (
+    "model.n_layers=1",
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.mlp_hidden=64",
+    "model.goat_modes=4",
+    "model.train_length=64",
+    "data.seq_len=64",
+    "data.micro_batch_size=4",
+    "data.val_max_windows=8",
+    "data.num_workers=0",
+    "data.verify=false",
+)
+"""`--set` items that shrink configs/goat-tiny.yaml's run to seconds on one CPU thread."""
+QUIET_CPU_TRAINER = (
+    "trainer.progress_bar=false",
+    "trainer.tensorboard=false",
+    "trainer.accelerator=cpu",
+)
+
+
+def tiny_train_overrides(*items: str) -> list[str]:
+    """`TINY_TRAIN_OVERRIDES`, then ``items`` (a test's own step counts), then no progress bar,
+    no TensorBoard, CPU: the ``key=value`` list for ``--set`` or `load_run_config`."""
+    return [*TINY_TRAIN_OVERRIDES, *items, *QUIET_CPU_TRAINER]
 
 
 TINY_CONFIG: dict[str, Any] = {

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import invoke
+from helpers import invoke, tiny_train_overrides
 
 from goatdna.errors import GoatDNAError
 from goatdna.locking import folder_lock
@@ -21,27 +21,13 @@ from goatdna.training.run import RunDir, resolved_config
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / "configs" / "goat-tiny.yaml")
-OVERRIDES = [
-    "model.n_layers=1",
-    "model.d_model=32",
-    "model.n_heads=2",
-    "model.mlp_hidden=64",
-    "model.goat_modes=4",
-    "model.train_length=64",
-    "data.seq_len=64",
-    "data.micro_batch_size=4",
-    "data.val_max_windows=8",
-    "data.num_workers=0",
-    "data.verify=false",
+OVERRIDES = tiny_train_overrides(
     "optim.warmup_steps=3",
     "trainer.max_steps=12",
     "trainer.eval_every=4",
     "trainer.ckpt_every=4",
     "trainer.log_every=2",
-    "trainer.progress_bar=false",
-    "trainer.tensorboard=false",
-    "trainer.accelerator=cpu",
-]
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,30 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import invoke
+from helpers import invoke, tiny_train_overrides
 
 from goatdna.training.throughput import CPU_PEAK_SOURCE, REMEASURED, ThroughputMonitor
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_TRAIN = [
-    "model.n_layers=1",
-    "model.d_model=32",
-    "model.n_heads=2",
-    "model.mlp_hidden=64",
-    "model.goat_modes=4",
-    "model.train_length=64",
-    "data.seq_len=64",
-    "data.micro_batch_size=4",
-    "data.val_max_windows=8",
-    "data.num_workers=0",
-    "data.verify=false",
-    "trainer.max_steps=3",
-    "trainer.eval_every=3",
-    "trainer.ckpt_every=3",
-    "trainer.progress_bar=false",
-    "trainer.tensorboard=false",
-    "trainer.accelerator=cpu",
-]
+TINY_TRAIN = tiny_train_overrides(
+    "trainer.max_steps=3", "trainer.eval_every=3", "trainer.ckpt_every=3"
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
